@@ -1,0 +1,122 @@
+// The compute interface the VAE model, the tiling/slicing scheduler and the UI drive. One
+// implementation per device: the CPU backend (core/cpu, oneDNN) defines correctness; the CUDA
+// backend (gpu/) implements the same ops. Ops sit at the granularity where a backend may want to
+// fuse (GroupNorm+SiLU, a whole attention block), so each backend chooses its own kernels.
+//
+// Threading: a Backend and every Tensor it made belong to the thread that created the backend
+// (for CUDA: the thread that owns the device). Nothing here is thread-safe.
+//
+// Layout contract: a Tensor's logical shape is PyTorch's ([N, C, T, H, W] for activations,
+// [Cout, Cin, kT, kH, kW] for conv weights, [out, in] for Linear weights, [C] for biases and norm
+// affine parameters). Its physical layout and dtype are the backend's business; upload/download
+// convert from/to the contiguous host layout.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/base/status.h"
+#include "core/tensor/host_tensor.h"
+
+namespace seedvae {
+
+// Backend-owned memory behind a Tensor. Released when the last Tensor referring to it dies.
+class Storage {
+ public:
+  virtual ~Storage() = default;
+};
+
+// A tensor on a backend: shared, reference-counted storage plus its logical shape and dtype.
+// Copying a Tensor shares the storage (like a torch.Tensor handle); ops never modify their inputs
+// except where the op says "in place".
+struct Tensor {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  DType dtype = DType::kF32;
+
+  bool defined() const { return storage != nullptr; }
+};
+
+// Plain 3-D cross-correlation (PyTorch conv3d) with zero padding in H and W only; temporal context
+// (causal padding) is made explicit by the caller with causal_pad().
+struct Conv3dParams {
+  int stride_t = 1, stride_h = 1, stride_w = 1;
+  int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+};
+
+// GroupNorm over (C/groups channels x H x W) of each frame separately, then optional SiLU.
+struct GroupNormParams {
+  int groups = 32;
+  float eps = 1e-6f;
+  bool silu = false;
+};
+
+// Weights of the mid-block spatial self-attention (one head, head_dim = C).
+struct AttentionWeights {
+  Tensor norm_weight, norm_bias;  // [C]
+  Tensor wq, bq, wk, bk, wv, bv;  // [C, C], [C]
+  Tensor wo, bo;                  // to_out.0
+  int groups = 32;
+  float eps = 1e-6f;
+};
+
+struct MemoryStats {
+  int64_t current_bytes = 0;        // live tensors allocated by this backend
+  int64_t peak_bytes = 0;           // since the last reset_peak()
+  int64_t device_used_bytes = -1;   // device-wide, -1 where unknown (CPU)
+  int64_t device_total_bytes = -1;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu (oneDNN 2.6, 2 threads)", "cuda:0 NVIDIA H100 ...".
+  virtual std::string name() const = 0;
+  // dtype in which activations are kept (fp32 on the CPU backend).
+  virtual DType activation_dtype() const = 0;
+
+  // ---- memory -----------------------------------------------------------------------------
+  // Copies an activation or latent into the backend (converted to activation_dtype()).
+  virtual Result<Tensor> upload(const HostTensor& host) = 0;
+  // Copies a parameter into the backend; `name` is its state-dict name, for messages and for
+  // backends that repack weights (e.g. into a convolution-friendly layout).
+  virtual Result<Tensor> upload_weight(const HostTensor& host, std::string_view name) = 0;
+  // Copies back to the host as contiguous fp32 NCDHW (synchronises).
+  virtual Result<HostTensor> download(const Tensor& t) = 0;
+
+  // ---- ops (shapes: x [N, C, T, H, W]) ------------------------------------------------------
+  // y = conv3d(x, w) + b, w [Cout, Cin, kT, kH, kW], no temporal padding.
+  virtual Result<Tensor> conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
+                                const Conv3dParams& p) = 0;
+  // Causal temporal context: returns [memory, x] along T if `memory` is given, else x with
+  // `frames` copies of its first frame prepended.
+  virtual Result<Tensor> causal_pad(const Tensor& x, const Tensor* memory, int frames) = 0;
+  // Frames [begin, end) of x (a copy).
+  virtual Result<Tensor> slice_frames(const Tensor& x, int64_t begin, int64_t end) = 0;
+  // [a, b] along T (same N, C, H, W).
+  virtual Result<Tensor> concat_frames(const Tensor& a, const Tensor& b) = 0;
+  // Per-frame GroupNorm with affine gamma/beta [C], optionally followed by SiLU.
+  virtual Result<Tensor> group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                    const GroupNormParams& p) = 0;
+  // acc += x, in place (same shape).
+  virtual Status add_inplace(Tensor& acc, const Tensor& x) = 0;
+  // Depth-to-space of Upsample3D: x [N, 4*Z*C, T, H, W] -> [N, C, T*Z, 2H, 2W] with input channel
+  // k = ((ih*2 + iw)*Z + it)*C + c (vae_spec.md §2.1); if drop_frame_1 (Z = 2, first chunk) output
+  // frame 1 is removed, giving 2T-1 frames.
+  virtual Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor,
+                                        bool drop_frame_1) = 0;
+  // x + to_out(softmax(q k^T / sqrt(C)) v) with q, k, v projections of GroupNorm(x), per frame,
+  // tokens = H*W.
+  virtual Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) = 0;
+
+  // ---- synchronisation and telemetry --------------------------------------------------------
+  // Waits for all queued work (no-op on the CPU backend).
+  virtual Status synchronize() { return Status::ok(); }
+  virtual MemoryStats memory_stats() const = 0;
+  virtual void reset_peak() = 0;
+};
+
+}  // namespace seedvae

@@ -1,0 +1,82 @@
+// safetensors files (https://github.com/huggingface/safetensors format): a little-endian u64
+// header length N, N bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]}, ...,
+// "__metadata__": {string: string}}, then the data area.
+//
+// SafetensorsFile memory-maps the file read-only and hands out zero-copy views into the mapping.
+// open() validates everything before returning (ARCHITECTURE.md "Hostile input"): header length
+// (<= file size, <= 100 MB), JSON syntax and top-level object, duplicate keys, dtypes, shapes
+// (non-negative, no overflow), byte ranges (= numel x dtype size, inside the data area, no overlap),
+// and that every byte of the data area belongs to exactly one tensor.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/base/status.h"
+#include "core/tensor/host_tensor.h"
+
+namespace seedvae {
+
+// A tensor inside a mapped file: valid while its SafetensorsFile lives.
+struct TensorView {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;
+  std::span<const std::byte> bytes;
+
+  int64_t numel() const { return shape.numel(); }
+  // Copy into an owning host tensor (same dtype), or converted to `dtype`.
+  HostTensor to_host() const;
+  HostTensor to_host(DType dtype) const;
+};
+
+class SafetensorsFile {
+ public:
+  static constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+  // Maps and validates `path`. Errors name the file and the problem.
+  static Result<SafetensorsFile> open(const std::filesystem::path& path);
+  // Validates an in-memory image (used by the fuzzer and tests); the bytes are copied.
+  static Result<SafetensorsFile> parse(std::span<const std::byte> image);
+
+  SafetensorsFile(SafetensorsFile&&) noexcept;
+  SafetensorsFile& operator=(SafetensorsFile&&) noexcept;
+  ~SafetensorsFile();
+
+  // Tensor names in file (data-offset) order.
+  const std::vector<std::string>& names() const;
+  bool contains(std::string_view name) const;
+  // The view of `name`, or kNotFound.
+  Result<TensorView> get(std::string_view name) const;
+  const std::map<std::string, std::string>& metadata() const;
+  const std::filesystem::path& path() const;
+  uint64_t file_size() const;
+
+ private:
+  struct Impl;
+  explicit SafetensorsFile(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// One tensor to write: name + host tensor (any supported dtype).
+struct NamedTensor {
+  std::string name;
+  const HostTensor* tensor = nullptr;
+};
+
+// Writes tensors (stored in ascending name order, as PyTorch's safetensors does) and metadata.
+// Atomic: writes `path` + ".tmp-<random>" then renames over `path`; on failure nothing is left.
+Status write_safetensors(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
+                         const std::map<std::string, std::string>& metadata = {});
+
+// Serialises to memory (the same bytes write_safetensors would write).
+Result<std::vector<std::byte>> serialize_safetensors(
+    std::span<const NamedTensor> tensors, const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace seedvae
