@@ -1,1 +1,656 @@
-int main() { return 0; }
+// seedvae: the headless command-line tool. Every subcommand maps errors to an exit code (see
+// kExitCodes) and prints progress on stderr; --json makes stdout machine-readable.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "app/backends.h"
+#include "core/base/atomic_file.h"
+#include "core/base/cancel.h"
+#include "core/base/progress.h"
+#include "core/io/safetensors.h"
+#include "core/pipeline/bench.h"
+#include "core/pipeline/verify.h"
+#include "core/schedule/streaming.h"
+#include "core/vae/state_dict.h"
+#include "core/vae/vae_model.h"
+#ifdef SEEDVAE_HAVE_MEDIA
+#include "core/media/metrics.h"
+#include "core/media/sample_clip.h"
+#include "core/media/vae_padding.h"
+#include "core/media/video_io.h"
+#endif
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/resource.h>
+#endif
+
+namespace seedvae::app {
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kExitCodes =
+    "Exit codes: 0 success; 1 verification failed; 2 bad command line; 3 bad input (unreadable,\n"
+    "malformed or mismatched file); 4 out of memory; 5 device error; 6 unsupported in this build;\n"
+    "7 I/O error writing output; 70 internal error; 130 cancelled (Ctrl-C).";
+
+enum Exit { kOk = 0, kVerifyFailed = 1, kUsage = 2, kBadInput = 3, kOom = 4, kDevice = 5,
+            kUnsupported = 6, kIo = 7, kInternal = 70, kCancelled = 130 };
+
+int exit_code(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: return kOk;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kCorruptData: return kBadInput;
+    case StatusCode::kIoError: return kIo;
+    case StatusCode::kUnsupported: return kUnsupported;
+    case StatusCode::kOutOfMemory: return kOom;
+    case StatusCode::kCancelled: return kCancelled;
+    case StatusCode::kDeviceError: return kDevice;
+    case StatusCode::kInternal: return kInternal;
+  }
+  return kInternal;
+}
+
+int fail(const Status& s) {
+  std::cerr << "seedvae: " << s.to_string() << "\n";
+  return exit_code(s);
+}
+
+CancelToken g_cancel;
+extern "C" void on_sigint(int) { g_cancel.request(); }
+
+// Prints "decode 3/5" on stderr, overwriting the line; silent with --quiet.
+class StderrProgress final : public ProgressSink {
+ public:
+  explicit StderrProgress(bool quiet) : quiet_(quiet) {}
+  void report(std::string_view stage, int64_t done, int64_t total) override {
+    if (quiet_) return;
+    std::fprintf(stderr, "\r%.*s %lld/%lld%s", static_cast<int>(stage.size()), stage.data(),
+                 static_cast<long long>(done), static_cast<long long>(total),
+                 done == total ? "\n" : "");
+    std::fflush(stderr);
+  }
+
+ private:
+  bool quiet_;
+};
+
+int64_t peak_rss_bytes() {
+#if defined(__unix__) || defined(__APPLE__)
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
+#else
+  return -1;
+#endif
+}
+
+double mib(int64_t b) { return static_cast<double>(b) / (1 << 20); }
+
+// ---- options shared by the model commands --------------------------------------------------
+struct ModelOptions {
+  std::string weights;
+  std::string synthetic;  // "tiny" or "real"
+  BackendRequest backend;
+  int chunk = 1;
+  bool quiet = false;
+  bool json = false;
+
+  void add_to(CLI::App* c) {
+    auto* w = c->add_option("--weights", weights, "SeedVR2 VAE checkpoint (.safetensors; fp16, bf16 or fp32)")
+                  ->check(CLI::ExistingFile);
+    c->add_option("--synthetic", synthetic,
+                  "use the portable synthetic weights of a configuration instead of a file "
+                  "(default: tiny)")
+        ->check(CLI::IsMember({"tiny", "real"}))
+        ->excludes(w);
+    c->add_option("--backend", backend.name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+    c->add_option("--threads", backend.threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
+    c->add_option("--chunk", chunk,
+                  "latent frames per temporal chunk (1 latent = 4 frames); 0 = whole clip at once")
+        ->check(CLI::Range(0, 1 << 20));
+    c->add_flag("--quiet,-q", quiet, "no progress on stderr");
+    c->add_flag("--json", json, "machine-readable output on stdout");
+  }
+
+  Result<VaeWeights> load() const {
+    if (!weights.empty()) return load_weights(weights);
+    if (synthetic == "real") return synthesize_weights(VaeConfig::real(), kRealSeed);
+    return synthesize_weights(VaeConfig::tiny(), kTinySeed);
+  }
+};
+
+void print_json(const Json& j) { std::cout << j.dump(2) << "\n"; }
+
+// ---- info -----------------------------------------------------------------------------------
+int cmd_info(const std::vector<std::string>& paths, bool json) {
+  Json out = Json::object();
+  int rc = kOk;
+  for (const auto& p : paths) {
+    const std::filesystem::path path(p);
+    Json item{{"path", p}};
+    if (path.extension() == ".safetensors") {
+      auto file = SafetensorsFile::open(path);
+      if (!file) {
+        item["error"] = file.status().to_string();
+        rc = exit_code(file.status());
+      } else {
+        item["tensors"] = file->names().size();
+        item["bytes"] = file->file_size();
+        auto cfg = infer_config(*file);
+        if (cfg) {
+          auto w = load_weights(path);
+          item["kind"] = "vae_checkpoint";
+          item["config"] = cfg->to_string();
+          item["parameters"] = cfg->parameter_count();
+          if (w) {
+            item["dtype"] = std::string(dtype_name(w->dtype));
+            item["sha256"] = w->sha256;
+          }
+        } else {
+          item["kind"] = "tensors";
+          item["not_a_vae"] = cfg.status().message();
+          for (const auto& n : file->names()) {
+            auto v = file->get(n);
+            item["shapes"][n] = v->shape.dims();
+          }
+        }
+        if (!file->metadata().empty()) item["metadata"] = file->metadata();
+      }
+    } else {
+#ifdef SEEDVAE_HAVE_MEDIA
+      auto info = media::probe(path);
+      if (!info) {
+        item["error"] = info.status().to_string();
+        rc = exit_code(info.status());
+      } else {
+        item["kind"] = info->source_kind;
+        item["width"] = info->width;
+        item["height"] = info->height;
+        item["fps"] = info->fps;
+        item["frames"] = info->frame_count;
+      }
+#else
+      item["error"] = "this build has no video support";
+      rc = kUnsupported;
+#endif
+    }
+    out["files"].push_back(item);
+  }
+  out["devices"] = describe_devices();
+  out["version"] = SEEDVAE_VERSION;
+  if (json) {
+    print_json(out);
+    return rc;
+  }
+  for (const auto& item : out.value("files", Json::array())) {
+    std::cout << item["path"].get<std::string>() << "\n";
+    for (const auto& [k, v] : item.items()) {
+      if (k == "path" || k == "shapes") continue;
+      std::cout << "  " << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
+    }
+  }
+  std::cout << "devices:\n";
+  for (const auto& d : out["devices"]) std::cout << "  " << d.get<std::string>() << "\n";
+  return rc;
+}
+
+// ---- verify ---------------------------------------------------------------------------------
+int cmd_verify(const VerifyOptions& opt, const BackendRequest& br, bool json, bool quiet) {
+  auto backend = make_backend(br);
+  if (!backend) return fail(backend.status());
+  if (!quiet) std::cerr << "backend: " << (*backend)->name() << "\n";
+  auto print_row = [&](const VerifyRow& r) {
+    if (json) return;
+    std::printf("%-6s %-5s %-40s max_abs %.3e  rms %.3e  tol %.1e  %6.2fs  %s\n", r.config.c_str(),
+                r.status.c_str(), r.tensor.c_str(), r.max_abs, r.rms, r.tolerance, r.seconds,
+                r.note.c_str());
+    std::fflush(stdout);
+  };
+  auto report = run_verify(**backend, opt, print_row, &g_cancel);
+  if (!report) return fail(report.status());
+  if (json) {
+    Json j;
+    for (const auto& r : report->rows) {
+      j["rows"].push_back({{"config", r.config}, {"tensor", r.tensor}, {"status", r.status},
+                           {"max_abs", r.max_abs}, {"rms", r.rms}, {"tolerance", r.tolerance},
+                           {"seconds", r.seconds}, {"note", r.note}});
+    }
+    j["passed"] = report->passed();
+    j["failed"] = report->failed();
+    j["skipped"] = report->skipped();
+    print_json(j);
+  } else {
+    std::printf("verify: %d passed, %d failed, %d skipped\n", report->passed(), report->failed(),
+                report->skipped());
+  }
+  return report->failed() ? kVerifyFailed : kOk;
+}
+
+#ifdef SEEDVAE_HAVE_MEDIA
+// ---- encode / decode / roundtrip -------------------------------------------------------------
+struct VideoOptions {
+  std::string input;
+  bool sample_clip = false;
+  int64_t first = 0;
+  int64_t frames = -1;
+  int stride = 1;
+  std::string size;  // "WxH" resize
+  int multiple = 8;
+  std::string temporal_pad = "mirror";
+
+  void add_to(CLI::App* c, bool input_required) {
+    auto* in = c->add_option("video", input, "input video, image sequence directory or pattern");
+    auto* s = c->add_flag("--sample-clip", sample_clip,
+                          "use the built-in synthetic sample clip instead of a file");
+    if (input_required) {
+      in->check(CLI::ExistingPath);
+      s->excludes(in);
+    }
+    c->add_option("--first", first, "first frame to read")->check(CLI::NonNegativeNumber);
+    c->add_option("--frames", frames, "number of frames to read (-1: all)");
+    c->add_option("--stride", stride, "read every n-th frame")->check(CLI::PositiveNumber);
+    c->add_option("--size", size, "resize frames to WxH before encoding");
+    c->add_option("--multiple", multiple, "pad frames to a multiple of 8 or 16 pixels")
+        ->check(CLI::IsMember({8, 16}));
+    c->add_option("--temporal-pad", temporal_pad,
+                  "how to reach 4n+1 frames: mirror (ComfyUI port, default) or repeat-last "
+                  "(official SeedVR2)")
+        ->check(CLI::IsMember({"mirror", "repeat-last"}));
+  }
+
+  Result<media::Clip> read() const {
+    if (sample_clip || input.empty()) {
+      int w = 256, h = 256;
+      if (!size.empty() && std::sscanf(size.c_str(), "%dx%d", &w, &h) != 2) {
+        return invalid_argument("--size must be WxH, got " + size);
+      }
+      const int n = frames > 0 ? static_cast<int>(frames) : 17;
+      return media::Clip{media::make_sample_clip(w, h, n), 24.0};
+    }
+    media::ReadOptions ro;
+    ro.first_frame = first;
+    ro.max_frames = frames;
+    ro.stride = stride;
+    if (!size.empty() && std::sscanf(size.c_str(), "%dx%d", &ro.resize_width, &ro.resize_height) != 2) {
+      return invalid_argument("--size must be WxH, got " + size);
+    }
+    return media::read_clip(input, ro, &g_cancel);
+  }
+  media::TemporalPad pad_mode() const {
+    return temporal_pad == "repeat-last" ? media::TemporalPad::kRepeatLast
+                                         : media::TemporalPad::kMirror;
+  }
+};
+
+struct Engine {
+  std::unique_ptr<Backend> backend;
+  std::optional<VaeModel> model;
+  VaeWeights weights;
+};
+
+Result<Engine> make_engine(const ModelOptions& mo) {
+  Engine e;
+  SEEDVAE_ASSIGN_OR_RETURN(e.weights, mo.load());
+  SEEDVAE_ASSIGN_OR_RETURN(e.backend, make_backend(mo.backend));
+  SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(*e.backend, e.weights));
+  e.model.emplace(std::move(m));
+  if (!mo.quiet) {
+    std::cerr << "weights: " << e.weights.source << " (" << e.weights.config.to_string() << ", "
+              << e.weights.parameter_count() << " parameters)\nbackend: " << e.backend->name()
+              << "\n";
+  }
+  return e;
+}
+
+struct EncodeResult {
+  HostTensor latent;  // [1, 16, t, h, w], raw VAE latent
+  media::PadPlan plan;
+  double fps = 24;
+  double seconds = 0;
+  HostTensor padded_input;
+};
+
+Result<EncodeResult> run_encode(Engine& e, const VideoOptions& vo, const ModelOptions& mo,
+                                bool sample, uint64_t seed, ProgressSink& progress) {
+  SEEDVAE_ASSIGN_OR_RETURN(media::Clip clip, vo.read());
+  const Shape& s = clip.video.shape();
+  EncodeResult r;
+  r.fps = clip.fps;
+  r.plan = media::plan_padding(s[2], s[3], s[4], vo.multiple);
+  SEEDVAE_ASSIGN_OR_RETURN(r.padded_input, media::apply_padding(clip.video, r.plan, vo.pad_mode()));
+  const auto t0 = Clock::now();
+  SEEDVAE_ASSIGN_OR_RETURN(HostTensor moments,
+                           encode_video(*e.model, r.padded_input, {mo.chunk}, {&g_cancel, &progress}));
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.latent = sample ? moments_sample(moments, seed) : moments_mean(moments);
+  return r;
+}
+
+std::map<std::string, std::string> plan_metadata(const media::PadPlan& p, double fps) {
+  return {{"seedvae.frames", std::to_string(p.frames)},
+          {"seedvae.height", std::to_string(p.height)},
+          {"seedvae.width", std::to_string(p.width)},
+          {"seedvae.fps", std::to_string(fps)}};
+}
+
+int cmd_encode(const VideoOptions& vo, const ModelOptions& mo, const std::string& output,
+               bool sample, uint64_t seed, bool dit) {
+  StderrProgress progress(mo.quiet);
+  auto e = make_engine(mo);
+  if (!e) return fail(e.status());
+  auto r = run_encode(*e, vo, mo, sample, seed, progress);
+  if (!r) return fail(r.status());
+  HostTensor latent = r->latent;
+  if (dit) {  // SeedVR2's DiT space: (latent - 0) * 0.9152
+    for (float& v : latent.f32()) v *= 0.9152f;
+  }
+  auto meta = plan_metadata(r->plan, r->fps);
+  meta["seedvae.latent_space"] = dit ? "dit" : "raw";
+  meta["seedvae.weights"] = e->weights.source;
+  NamedTensor nt{"latent", &latent};
+  if (Status s = write_safetensors(output, {&nt, 1}, meta); !s) return fail(s);
+  const Json j{{"output", output}, {"latent_shape", latent.shape().dims()},
+               {"encode_seconds", r->seconds},
+               {"ms_per_frame", 1000 * r->seconds / static_cast<double>(r->plan.padded_frames)},
+               {"peak_backend_mib", mib(e->backend->memory_stats().peak_bytes)}};
+  if (mo.json) print_json(j);
+  else std::cout << "wrote " << output << " latent " << latent.shape().to_string() << " in "
+                 << r->seconds << " s\n";
+  return kOk;
+}
+
+int cmd_decode(const std::string& input, const ModelOptions& mo, const std::string& output,
+               double fps_override) {
+  StderrProgress progress(mo.quiet);
+  auto file = SafetensorsFile::open(input);
+  if (!file) return fail(file.status());
+  auto view = file->get("latent");
+  if (!view) return fail(invalid_argument(input + " has no tensor named \"latent\""));
+  HostTensor latent = view->to_host(DType::kF32);
+  const auto& meta = file->metadata();
+  auto meta_int = [&](const char* k, int64_t def) {
+    auto it = meta.find(k);
+    return it == meta.end() ? def : std::atoll(it->second.c_str());
+  };
+  if (auto it = meta.find("seedvae.latent_space"); it != meta.end() && it->second == "dit") {
+    for (float& v : latent.f32()) v /= 0.9152f;
+  }
+  auto e = make_engine(mo);
+  if (!e) return fail(e.status());
+  if (latent.shape().rank() != 5 || latent.shape()[1] != e->weights.config.latent_channels) {
+    return fail(invalid_argument("latent " + latent.shape().to_string() + " does not fit the " +
+                                 std::to_string(e->weights.config.latent_channels) +
+                                 "-channel model"));
+  }
+  const auto t0 = Clock::now();
+  auto video = decode_latent(*e->model, latent, {mo.chunk}, {&g_cancel, &progress});
+  if (!video) return fail(video.status());
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const Shape& s = video->shape();
+  media::PadPlan plan{meta_int("seedvae.frames", s[2]), meta_int("seedvae.height", s[3]),
+                      meta_int("seedvae.width", s[4]), s[2], s[3], s[4]};
+  HostTensor out = media::remove_padding(*video, plan);
+  double fps = fps_override > 0 ? fps_override : 24.0;
+  if (auto it = meta.find("seedvae.fps"); fps_override <= 0 && it != meta.end()) {
+    fps = std::atof(it->second.c_str());
+  }
+  if (Status st = media::write_clip(output, out, {fps}); !st) return fail(st);
+  const Json j{{"output", output}, {"frames", out.shape()[2]}, {"decode_seconds", secs},
+               {"ms_per_frame", 1000 * secs / static_cast<double>(s[2])},
+               {"peak_backend_mib", mib(e->backend->memory_stats().peak_bytes)}};
+  if (mo.json) print_json(j);
+  else std::cout << "wrote " << output << " (" << out.shape()[2] << " frames) in " << secs << " s\n";
+  return kOk;
+}
+
+int cmd_roundtrip(const VideoOptions& vo, const ModelOptions& mo, const std::string& output) {
+  StderrProgress progress(mo.quiet);
+  auto e = make_engine(mo);
+  if (!e) return fail(e.status());
+  auto enc = run_encode(*e, vo, mo, false, 0, progress);
+  if (!enc) return fail(enc.status());
+  const auto t0 = Clock::now();
+  auto video = decode_latent(*e->model, enc->latent, {mo.chunk}, {&g_cancel, &progress});
+  if (!video) return fail(video.status());
+  const double dec_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  HostTensor out = media::remove_padding(*video, enc->plan);
+  for (float& v : out.f32()) v = std::clamp(v, -1.f, 1.f);
+  HostTensor original = media::remove_padding(enc->padded_input, enc->plan);
+  auto q = media::compare_clips(out, original);
+  if (!q) return fail(q.status());
+  if (!output.empty()) {
+    if (Status st = media::write_clip(output, out, {enc->fps}); !st) return fail(st);
+  }
+  const double frames = static_cast<double>(enc->plan.frames);
+  const Json j{{"input", vo.sample_clip || vo.input.empty() ? "sample clip" : vo.input},
+               {"output", output},
+               {"frames", enc->plan.frames},
+               {"width", enc->plan.width},
+               {"height", enc->plan.height},
+               {"weights", e->weights.source},
+               {"backend", e->backend->name()},
+               {"chunk_latents", mo.chunk},
+               {"psnr_db", q->psnr_db},
+               {"ssim", q->ssim},
+               {"encode_seconds", enc->seconds},
+               {"decode_seconds", dec_s},
+               {"ms_per_frame", 1000 * (enc->seconds + dec_s) / frames},
+               {"peak_backend_mib", mib(e->backend->memory_stats().peak_bytes)},
+               {"peak_rss_mib", mib(peak_rss_bytes())}};
+  if (mo.json) {
+    print_json(j);
+  } else {
+    std::printf("round trip of %lld frames %lldx%lld: PSNR %.2f dB, SSIM %.4f\n",
+                static_cast<long long>(enc->plan.frames), static_cast<long long>(enc->plan.width),
+                static_cast<long long>(enc->plan.height), q->psnr_db, q->ssim);
+    std::printf("time: encode %.2f s + decode %.2f s = %.1f ms/frame; peak memory: engine %.0f "
+                "MiB, process %.0f MiB\n",
+                enc->seconds, dec_s, 1000 * (enc->seconds + dec_s) / frames,
+                mib(e->backend->memory_stats().peak_bytes), mib(peak_rss_bytes()));
+    if (!output.empty()) std::printf("wrote %s\n", output.c_str());
+  }
+  return kOk;
+}
+#endif  // SEEDVAE_HAVE_MEDIA
+
+// ---- bench ----------------------------------------------------------------------------------
+int cmd_bench(const ModelOptions& mo, BenchOptions bo, const std::string& size,
+              const std::string& output) {
+  if (!size.empty() && std::sscanf(size.c_str(), "%dx%d", &bo.width, &bo.height) != 2) {
+    return fail(invalid_argument("--size must be WxH, got " + size));
+  }
+  bo.chunk_latents = mo.chunk;
+  auto weights = mo.load();
+  if (!weights) return fail(weights.status());
+  auto backend = make_backend(mo.backend);
+  if (!backend) return fail(backend.status());
+  if (!mo.quiet) {
+    std::cerr << "bench: " << (*backend)->name() << ", " << weights->config.to_string() << ", "
+              << bo.width << "x" << bo.height << "x" << bo.frames << ", chunk " << bo.chunk_latents
+              << "\n";
+  }
+  auto r = run_bench(**backend, *weights, bo);
+  if (!r) return fail(r.status());
+  Json j{{"backend", r->backend}, {"config", r->config}, {"weights", weights->source},
+         {"width", bo.width}, {"height", bo.height}, {"frames", bo.frames},
+         {"chunk_latents", bo.chunk_latents}, {"warmup", bo.warmup}, {"repeats", bo.repeats},
+         {"version", SEEDVAE_VERSION}};
+  for (const auto& op : r->ops) {
+    j["ops"].push_back({{"op", op.op}, {"total_ms", op.total_ms}, {"ms_per_frame", op.ms_per_frame},
+                        {"tflop", op.tflop}, {"tflops_per_s", op.tflops_per_s},
+                        {"gflops_per_s", op.tflops_per_s * 1000}, {"peak_mib", mib(op.peak_bytes)},
+                        {"runs_ms", op.runs_ms}});
+  }
+  for (const auto& s : r->stages) {
+    j["stages"].push_back({{"op", s.op}, {"stage", s.stage}, {"ms", s.ms}, {"gflop", s.gflop},
+                           {"gflops_per_s", s.ms > 0 ? s.gflop / (s.ms / 1000) : 0}});
+  }
+  if (!output.empty()) {
+    AtomicFile out(output);
+    {
+      std::ofstream f(out.temp_path());
+      f << j.dump(2) << "\n";
+      if (!f) return fail(io_error("cannot write " + output));
+    }
+    if (Status st = out.commit(); !st) return fail(st);
+  }
+  if (mo.json) {
+    print_json(j);
+    return kOk;
+  }
+  for (const auto& op : r->ops) {
+    std::printf("%s: %.1f ms (%.2f ms/frame), %.3f TFLOP, %.1f GFLOP/s, peak %.0f MiB\n",
+                op.op.c_str(), op.total_ms, op.ms_per_frame, op.tflop, op.tflops_per_s * 1000,
+                mib(op.peak_bytes));
+  }
+  for (const auto& s : r->stages) {
+    std::printf("  %-7s %-28s %9.1f ms %9.2f GFLOP %8.1f GFLOP/s\n", s.op.c_str(), s.stage.c_str(),
+                s.ms, s.gflop, s.ms > 0 ? s.gflop / (s.ms / 1000) : 0.0);
+  }
+  return kOk;
+}
+
+int cmd_make_weights(const std::string& which, uint64_t seed, const std::string& dtype_s,
+                     const std::string& output) {
+  const VaeConfig cfg = which == "real" ? VaeConfig::real() : VaeConfig::tiny();
+  if (seed == 0) seed = which == "real" ? kRealSeed : kTinySeed;
+  const auto dtype = dtype_from_name(dtype_s);
+  if (!dtype || *dtype == DType::kF64) return fail(invalid_argument("--dtype must be fp16, bf16 or fp32"));
+  const VaeWeights w = synthesize_weights(cfg, seed);
+  if (Status s = save_weights(output, w, *dtype, {{"seedvae.seed", std::to_string(seed)}}); !s) {
+    return fail(s);
+  }
+  std::cout << "wrote " << output << ": " << cfg.to_string() << ", " << w.parameter_count()
+            << " parameters, fp16 digest " << fp16_digest(w) << "\n";
+  return kOk;
+}
+
+}  // namespace
+}  // namespace seedvae::app
+
+int main(int argc, char** argv) {
+  using namespace seedvae;
+  using namespace seedvae::app;
+  std::signal(SIGINT, on_sigint);
+
+  CLI::App app{"seedvae " SEEDVAE_VERSION ": encode, decode and verify with the SeedVR2 video VAE",
+               "seedvae"};
+  app.footer(kExitCodes);
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "seedvae " SEEDVAE_VERSION);
+
+  // info
+  std::vector<std::string> info_paths;
+  bool info_json = false;
+  auto* info = app.add_subcommand("info", "describe checkpoints, videos and compute devices");
+  info->add_option("paths", info_paths, "checkpoint (.safetensors) or video files");
+  info->add_flag("--json", info_json, "machine-readable output");
+
+  // verify
+  VerifyOptions vopt;
+  BackendRequest vbackend;
+  std::string vweights;
+  bool vjson = false, vquiet = false, inputs_only = false, no_inter = false;
+  auto* verify = app.add_subcommand("verify", "compare the engine with reference tensors");
+  verify->add_option("--reference", vopt.reference_dir, "folder laid out like shared/golden")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  verify->add_option("--config", vopt.configs, "configuration(s) to check (default: all)");
+  verify->add_option("--only", vopt.only, "check only tensors whose name contains this");
+  verify->add_option("--tolerance", vopt.tolerance, "max abs error bound")->check(CLI::PositiveNumber);
+  verify->add_option("--weights", vweights, "use these weights instead of the folder's/synthetic")
+      ->check(CLI::ExistingFile);
+  verify->add_flag("--inputs-only", inputs_only, "check inputs and weights, do not run the model");
+  verify->add_flag("--no-intermediates", no_inter, "skip per-block intermediates");
+  verify->add_option("--backend", vbackend.name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  verify->add_option("--threads", vbackend.threads, "CPU threads (0: all)");
+  verify->add_flag("--json", vjson, "machine-readable output");
+  verify->add_flag("--quiet,-q", vquiet, "no progress on stderr");
+
+  // make-weights
+  std::string mw_which = "tiny", mw_dtype = "fp16", mw_out;
+  uint64_t mw_seed = 0;
+  auto* mw = app.add_subcommand("make-weights", "write the synthetic (portable recipe) weights");
+  mw->add_option("--synthetic", mw_which, "configuration")->check(CLI::IsMember({"tiny", "real"}));
+  mw->add_option("--seed", mw_seed, "seed (default: the golden data's)");
+  mw->add_option("--dtype", mw_dtype, "fp16, bf16 or fp32");
+  mw->add_option("-o,--output", mw_out, "output .safetensors")->required();
+
+#ifdef SEEDVAE_HAVE_MEDIA
+  ModelOptions enc_mo, dec_mo, rt_mo;
+  VideoOptions enc_vo, rt_vo;
+  std::string enc_out, dec_in, dec_out, rt_out;
+  bool enc_sample = false, enc_dit = false;
+  uint64_t enc_seed = 0;
+  double dec_fps = 0;
+  auto* enc = app.add_subcommand("encode", "encode a video into a latent (.safetensors)");
+  enc_vo.add_to(enc, true);
+  enc_mo.add_to(enc);
+  enc->add_option("-o,--output", enc_out, "output latent .safetensors")->required();
+  enc->add_flag("--sample", enc_sample, "sample mean + std * noise (official SeedVR2) instead of the mean");
+  enc->add_option("--seed", enc_seed, "noise seed for --sample");
+  enc->add_flag("--dit", enc_dit, "write DiT-space latents (x 0.9152)");
+
+  auto* dec = app.add_subcommand("decode", "decode a latent (.safetensors) into a video");
+  dec->add_option("latent", dec_in, "latent written by `seedvae encode`")->required()->check(CLI::ExistingFile);
+  dec_mo.add_to(dec);
+  dec->add_option("-o,--output", dec_out, "output video (.mp4/.avi/.mkv) or PNG directory")->required();
+  dec->add_option("--fps", dec_fps, "frame rate of the output (default: from the latent)");
+
+  auto* rt = app.add_subcommand("roundtrip", "encode and decode a video; report PSNR/SSIM, time, memory");
+  rt_vo.add_to(rt, true);
+  rt_mo.add_to(rt);
+  rt->add_option("-o,--output", rt_out, "write the reconstruction (.mp4/.avi/.mkv or PNG directory)");
+#endif
+
+  ModelOptions bench_mo;
+  BenchOptions bench_o;
+  std::string bench_size, bench_out;
+  auto* bench = app.add_subcommand("bench", "measure encode/decode time, FLOP rate and memory per stage");
+  bench_mo.add_to(bench);
+  bench->add_option("--size", bench_size, "frame size WxH (default 256x256)");
+  bench->add_option("--frames", bench_o.frames, "frames (4n+1, default 17)");
+  bench->add_option("--repeats", bench_o.repeats, "measured runs (median)")->check(CLI::Range(1, 1000));
+  bench->add_option("--warmup", bench_o.warmup, "unmeasured runs first")->check(CLI::Range(0, 100));
+  bench->add_option("--output", bench_out, "also write the JSON report to this file");
+  bool bench_no_encode = false, bench_no_decode = false;
+  bench->add_flag("--no-encode", bench_no_encode, "skip the encoder");
+  bench->add_flag("--no-decode", bench_no_decode, "skip the decoder");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : kUsage;
+  }
+
+  if (info->parsed()) return cmd_info(info_paths, info_json);
+  if (verify->parsed()) {
+    if (!vweights.empty()) vopt.weights = vweights;
+    vopt.run_model = !inputs_only;
+    vopt.intermediates = !no_inter;
+    return cmd_verify(vopt, vbackend, vjson, vquiet);
+  }
+  if (mw->parsed()) return cmd_make_weights(mw_which, mw_seed, mw_dtype, mw_out);
+  if (bench->parsed()) {
+    bench_o.encode = !bench_no_encode;
+    bench_o.decode = !bench_no_decode;
+    return cmd_bench(bench_mo, bench_o, bench_size, bench_out);
+  }
+#ifdef SEEDVAE_HAVE_MEDIA
+  if (enc->parsed()) return cmd_encode(enc_vo, enc_mo, enc_out, enc_sample, enc_seed, enc_dit);
+  if (dec->parsed()) return cmd_decode(dec_in, dec_mo, dec_out, dec_fps);
+  if (rt->parsed()) return cmd_roundtrip(rt_vo, rt_mo, rt_out);
+#endif
+  return kUsage;
+}

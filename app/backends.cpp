@@ -1,0 +1,51 @@
+#include "app/backends.h"
+
+#include <thread>
+
+#include "core/cpu/cpu_backend.h"
+#ifdef SEEDVAE_HAVE_CUDA
+#include "gpu/cuda_backend.h"
+#endif
+
+namespace seedvae::app {
+
+Result<std::unique_ptr<Backend>> make_backend(const BackendRequest& r) {
+  if (r.name == "cpu") return create_cpu_backend({r.threads});
+  if (r.name == "cuda") {
+#ifdef SEEDVAE_HAVE_CUDA
+    const auto info = gpu::runtime_info();
+    if (!info.error.empty()) return unsupported(info.error);
+    return unsupported("the CUDA engine is not implemented yet (device queries only)");
+#else
+    return unsupported("this build has no CUDA backend (configure with -DSEEDVAE_WITH_CUDA=ON)");
+#endif
+  }
+  return invalid_argument("unknown backend \"" + r.name + "\" (choose cpu or cuda)");
+}
+
+std::vector<std::string> describe_devices() {
+  std::vector<std::string> out;
+  out.push_back("cpu: " + std::to_string(std::thread::hardware_concurrency()) +
+                " hardware threads (oneDNN)");
+#ifdef SEEDVAE_HAVE_CUDA
+  const auto info = gpu::runtime_info();
+  std::string rt = "cuda: runtime " + gpu::format_cuda_version(info.runtime_version) +
+                   ", driver " +
+                   (info.driver_version ? gpu::format_cuda_version(info.driver_version) : "none") +
+                   ", cuDNN " + std::to_string(info.cudnn_version);
+  if (!info.error.empty()) rt += " (" + info.error + ")";
+  out.push_back(rt);
+  for (const auto& d : gpu::list_devices()) {
+    out.push_back("cuda:" + std::to_string(d.index) + ": " + d.name + ", compute " +
+                  std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor) + ", " +
+                  std::to_string(d.total_bytes >> 20) + " MiB (" +
+                  std::to_string(d.free_bytes >> 20) + " MiB free), " +
+                  std::to_string(d.multiprocessors) + " SMs");
+  }
+#else
+  out.push_back("cuda: not built");
+#endif
+  return out;
+}
+
+}  // namespace seedvae::app

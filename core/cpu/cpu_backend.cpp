@@ -1,0 +1,471 @@
+// The CPU backend: validation and dispatch of every Backend op, layouts, memory accounting, upload
+// and download. Kernels live in norm.cpp, elementwise.cpp, attention.cpp, conv3d_onednn.cpp and
+// matmul_onednn.cpp.
+//
+// Layouts (cpu_storage.h): every activation an op produces, and every 5-D tensor given to
+// upload(), is channels-last (NDHWC); parameters from upload_weight() and all tensors of rank != 5
+// are plain row-major. Ops accept either layout for any argument (a plain 5-D activation is
+// converted into a counted temporary), so the layout never changes results, only speed.
+#include "core/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <new>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <dnnl.hpp>
+
+#include "core/cpu/attention.h"
+#include "core/cpu/conv3d_onednn.h"
+#include "core/cpu/cpu_storage.h"
+#include "core/cpu/kernels.h"
+#include "core/cpu/matmul_onednn.h"
+#include "core/cpu/onednn_context.h"
+#include "core/cpu/parallel.h"
+
+namespace seedvae {
+namespace {
+
+using cpu::Buffer;
+using cpu::CpuStorage;
+using cpu::Dims5;
+using cpu::Layout;
+using cpu::ThreadScope;
+
+std::string str(const Shape& s) { return s.to_string(); }
+
+Dims5 dims5(const Shape& s) { return {s[0], s[1], s[2], s[3], s[4]}; }
+
+// The CpuStorage behind `t`, or an error naming the op and argument.
+Result<CpuStorage*> storage_of(const Tensor& t, std::string_view op, std::string_view arg) {
+  const std::string what = std::string(op) + ": " + std::string(arg);
+  if (!t.defined()) return invalid_argument(what + " is undefined");
+  auto* s = dynamic_cast<CpuStorage*>(t.storage.get());
+  if (s == nullptr) return invalid_argument(what + " was not created by the CPU backend");
+  if (t.dtype != DType::kF32) {
+    return invalid_argument(what + " has dtype " + std::string(dtype_name(t.dtype)) +
+                            ", the CPU backend holds fp32");
+  }
+  if (s->layout == Layout::kChannelsLast && t.shape != s->shape) {
+    return invalid_argument(what + " has shape " + str(t.shape) + " but its storage holds a " +
+                            str(s->shape) +
+                            " channels-last activation (CPU tensors cannot be reshaped)");
+  }
+  int64_t n = 0;
+  if (!t.shape.checked_numel(&n) || n * 4 > s->buffer.bytes()) {
+    return invalid_argument(what + " shape " + str(t.shape) + " does not match its storage (" +
+                            std::to_string(s->buffer.bytes()) + " bytes)");
+  }
+  return s;
+}
+
+Status expect_rank5(const Tensor& t, std::string_view op, std::string_view arg) {
+  if (t.shape.rank() != 5) {
+    return invalid_argument(std::string(op) + ": " + std::string(arg) +
+                            " must be 5-D [N, C, T, H, W], got " + str(t.shape));
+  }
+  return Status::ok();
+}
+
+// Optional per-channel vector: undefined is allowed (nullptr), else must be [c].
+Result<const float*> optional_vector(const Tensor& t, int64_t c, std::string_view op,
+                                     std::string_view arg) {
+  if (!t.defined()) return static_cast<const float*>(nullptr);
+  SEEDVAE_ASSIGN_OR_RETURN(CpuStorage * s, storage_of(t, op, arg));
+  if (t.shape != Shape{c}) {
+    return invalid_argument(std::string(op) + ": " + std::string(arg) + " must be [" +
+                            std::to_string(c) + "], got " + str(t.shape));
+  }
+  return static_cast<const float*>(s->f32());
+}
+
+// A parameter of rank 1 or 2 (always stored plain) of exactly `shape`.
+Result<const float*> required(const Tensor& t, const Shape& shape, std::string_view op,
+                              std::string_view arg) {
+  SEEDVAE_ASSIGN_OR_RETURN(CpuStorage * s, storage_of(t, op, arg));
+  if (t.shape != shape) {
+    return invalid_argument(std::string(op) + ": " + std::string(arg) + " must be " + str(shape) +
+                            ", got " + str(t.shape));
+  }
+  return static_cast<const float*>(s->f32());
+}
+
+// A 5-D input seen channels-last: the tensor's own data, or a converted temporary.
+struct ActivationIn {
+  const float* data = nullptr;
+  Buffer converted;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(int threads, std::shared_ptr<cpu::MemoryCounters> counters)
+      : threads_(threads),
+        counters_(std::move(counters)),
+        conv_(ctx_, counters_),
+        matmul_(ctx_, counters_) {
+    const dnnl_version_t* v = dnnl_version();
+    name_ = "cpu (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+            std::to_string(v->patch) + ", " + std::to_string(threads_) +
+            (threads_ == 1 ? " thread)" : " threads)");
+  }
+
+  std::string name() const override { return name_; }
+  DType activation_dtype() const override { return DType::kF32; }
+
+  Result<Tensor> upload(const HostTensor& host) override {
+    return upload_impl(host, "upload", host.shape().rank() == 5 ? Layout::kChannelsLast
+                                                                : Layout::kPlain);
+  }
+
+  Result<Tensor> upload_weight(const HostTensor& host, std::string_view name) override {
+    return upload_impl(host, "upload_weight(" + std::string(name) + ")", Layout::kPlain);
+  }
+
+  Result<HostTensor> download(const Tensor& t) override {
+    SEEDVAE_ASSIGN_OR_RETURN(CpuStorage * s, storage_of(t, "download", "tensor"));
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor host, HostTensor::create(DType::kF32, t.shape));
+    if (s->layout == Layout::kChannelsLast) {
+      cpu::channels_last_to_plain(s->f32(), host.data<float>(), dims5(t.shape), threads_);
+    } else {
+      cpu::copy_f32(host.data<float>(), s->f32(), t.shape.numel(), threads_);
+    }
+    return host;
+  }
+
+  Result<Tensor> conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
+                        const Conv3dParams& p) override {
+    constexpr std::string_view op = "conv3d";
+    SEEDVAE_TRY(expect_rank5(x, op, "input"));
+    SEEDVAE_TRY(expect_rank5(w, op, "weight"));
+    SEEDVAE_ASSIGN_OR_RETURN(CpuStorage * ws, storage_of(w, op, "weight"));
+    const Shape& xsh = x.shape;
+    const Shape& wsh = w.shape;
+    if (wsh[1] != xsh.c()) {
+      return invalid_argument("conv3d: input " + str(xsh) + " has " + std::to_string(xsh.c()) +
+                              " channels but weight " + str(wsh) + " expects " +
+                              std::to_string(wsh[1]));
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(const float* bias, optional_vector(b, wsh[0], op, "bias"));
+    if (p.stride_t < 1 || p.stride_h < 1 || p.stride_w < 1 || p.pad_top < 0 ||
+        p.pad_bottom < 0 || p.pad_left < 0 || p.pad_right < 0) {
+      return invalid_argument("conv3d: strides must be >= 1 and padding >= 0");
+    }
+    for (int i = 0; i < 5; ++i) {
+      if (xsh[i] < 1 || wsh[i] < 1) {
+        return invalid_argument("conv3d: empty input " + str(xsh) + " or weight " + str(wsh));
+      }
+    }
+    const int64_t hp = xsh.h() + p.pad_top + p.pad_bottom;
+    const int64_t wp = xsh.w() + p.pad_left + p.pad_right;
+    if (xsh.t() < wsh[2] || hp < wsh[3] || wp < wsh[4]) {
+      return invalid_argument("conv3d: input " + str(xsh) + " (padded H " + std::to_string(hp) +
+                              ", W " + std::to_string(wp) + ") is smaller than the kernel of " +
+                              str(wsh));
+    }
+    cpu::ConvProblem prob;
+    prob.x = dims5(xsh);
+    prob.cout = wsh[0];
+    prob.kt = wsh[2];
+    prob.kh = wsh[3];
+    prob.kw = wsh[4];
+    prob.p = p;
+    prob.has_bias = bias != nullptr;
+    prob.y = {xsh.n(), wsh[0], (xsh.t() - wsh[2]) / p.stride_t + 1, (hp - wsh[3]) / p.stride_h + 1,
+              (wp - wsh[4]) / p.stride_w + 1};
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
+    SEEDVAE_ASSIGN_OR_RETURN(
+        Tensor y, new_tensor(Shape{prob.y.n, prob.y.c, prob.y.t, prob.y.h, prob.y.w}, op));
+    SEEDVAE_TRY(conv_.run(prob, xin.data, *ws, bias, f32(y)));
+    return y;
+  }
+
+  Result<Tensor> causal_pad(const Tensor& x, const Tensor* memory, int frames) override {
+    constexpr std::string_view op = "causal_pad";
+    if (memory != nullptr && memory->defined()) return concat_impl(*memory, x, op);
+    SEEDVAE_TRY(expect_rank5(x, op, "input"));
+    if (frames < 0) return invalid_argument("causal_pad: negative frame count");
+    if (frames > 0 && x.shape.t() < 1) {
+      return invalid_argument("causal_pad: input " + str(x.shape) + " has no frame to replicate");
+    }
+    Shape out_shape = x.shape;
+    out_shape[2] = x.shape.t() + frames;
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(out_shape, op));
+    const Dims5 d = dims5(x.shape);
+    for (int f = 0; f < frames; ++f) {
+      cpu::copy_frames_cl(f32(y), out_shape.t(), f, xin.data, d, 0, 1, threads_);
+    }
+    cpu::copy_frames_cl(f32(y), out_shape.t(), frames, xin.data, d, 0, d.t, threads_);
+    return y;
+  }
+
+  Result<Tensor> slice_frames(const Tensor& x, int64_t begin, int64_t end) override {
+    constexpr std::string_view op = "slice_frames";
+    SEEDVAE_TRY(expect_rank5(x, op, "input"));
+    if (begin < 0 || end < begin || end > x.shape.t()) {
+      return invalid_argument("slice_frames: range [" + std::to_string(begin) + ", " +
+                              std::to_string(end) + ") is outside the frames of " + str(x.shape));
+    }
+    Shape out_shape = x.shape;
+    out_shape[2] = end - begin;
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(out_shape, op));
+    cpu::copy_frames_cl(f32(y), out_shape.t(), 0, xin.data, dims5(x.shape), begin, end - begin,
+                        threads_);
+    return y;
+  }
+
+  Result<Tensor> concat_frames(const Tensor& a, const Tensor& b) override {
+    return concat_impl(a, b, "concat_frames");
+  }
+
+  Result<Tensor> group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const GroupNormParams& p) override {
+    constexpr std::string_view op = "group_norm";
+    SEEDVAE_TRY(expect_rank5(x, op, "input"));
+    const int64_t c = x.shape.c();
+    if (p.groups < 1 || c % p.groups != 0) {
+      return invalid_argument("group_norm: " + std::to_string(c) + " channels of " + str(x.shape) +
+                              " are not divisible into " + std::to_string(p.groups) + " groups");
+    }
+    if (!(p.eps >= 0.f)) return invalid_argument("group_norm: eps must be >= 0");
+    SEEDVAE_ASSIGN_OR_RETURN(const float* g, optional_vector(gamma, c, op, "gamma"));
+    SEEDVAE_ASSIGN_OR_RETURN(const float* bt, optional_vector(beta, c, op, "beta"));
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(x.shape, op));
+    cpu::group_norm_cl(xin.data, f32(y), dims5(x.shape), g, bt, p.groups, p.eps, p.silu,
+                       threads_);
+    return y;
+  }
+
+  Status add_inplace(Tensor& acc, const Tensor& x) override {
+    constexpr std::string_view op = "add_inplace";
+    SEEDVAE_ASSIGN_OR_RETURN(CpuStorage * as, storage_of(acc, op, "accumulator"));
+    SEEDVAE_ASSIGN_OR_RETURN(CpuStorage * xs, storage_of(x, op, "addend"));
+    if (acc.shape != x.shape) {
+      return invalid_argument("add_inplace: accumulator " + str(acc.shape) + " and addend " +
+                              str(x.shape) + " differ in shape");
+    }
+    ThreadScope scope(threads_);
+    const int64_t n = acc.shape.numel();
+    const float* addend = xs->f32();
+    Buffer converted;
+    if (as->layout != xs->layout && acc.shape.rank() == 5) {
+      SEEDVAE_ASSIGN_OR_RETURN(converted, Buffer::allocate(n * 4, counters_,
+                                                           "add_inplace: relayout of " +
+                                                               str(x.shape)));
+      if (as->layout == Layout::kChannelsLast) {
+        cpu::plain_to_channels_last(xs->f32(), converted.f32(), dims5(x.shape), threads_);
+      } else {
+        cpu::channels_last_to_plain(xs->f32(), converted.f32(), dims5(x.shape), threads_);
+      }
+      addend = converted.f32();
+    }
+    as->packed.clear();  // repacked weights no longer match
+    cpu::add_f32(as->f32(), as->f32(), addend, n, threads_);
+    return Status::ok();
+  }
+
+  Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1) override {
+    constexpr std::string_view op = "depth_to_space";
+    SEEDVAE_TRY(expect_rank5(x, op, "input"));
+    const int z = temporal_factor;
+    if (z != 1 && z != 2) {
+      return invalid_argument("depth_to_space: temporal factor must be 1 or 2, got " +
+                              std::to_string(z));
+    }
+    if (drop_frame_1 && z != 2) {
+      return invalid_argument("depth_to_space: drop_frame_1 needs temporal factor 2");
+    }
+    const Shape& s = x.shape;
+    if (s.c() < 1 || s.c() % (4 * z) != 0) {
+      return invalid_argument("depth_to_space: " + std::to_string(s.c()) + " channels of " +
+                              str(s) + " are not a positive multiple of " + std::to_string(4 * z));
+    }
+    if (drop_frame_1 && s.t() < 1) {
+      return invalid_argument("depth_to_space: cannot drop frame 1 of an empty input " + str(s));
+    }
+    const Shape out_shape{s.n(), s.c() / (4 * z), s.t() * z - (drop_frame_1 ? 1 : 0), 2 * s.h(),
+                          2 * s.w()};
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(out_shape, op));
+    cpu::depth_to_space_cl(xin.data, f32(y), dims5(s), z, drop_frame_1, threads_);
+    return y;
+  }
+
+  Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) override {
+    constexpr std::string_view op = "attention";
+    SEEDVAE_TRY(expect_rank5(x, op, "input"));
+    const int64_t c = x.shape.c();
+    if (c < 1 || w.groups < 1 || c % w.groups != 0) {
+      return invalid_argument("attention: " + std::to_string(c) + " channels of " + str(x.shape) +
+                              " are not divisible into " + std::to_string(w.groups) + " groups");
+    }
+    if (!(w.eps >= 0.f)) return invalid_argument("attention: eps must be >= 0");
+    cpu::AttentionPtrs ptrs;
+    ptrs.groups = w.groups;
+    ptrs.eps = w.eps;
+    const Shape mat{c, c}, vec{c};
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.norm_weight, required(w.norm_weight, vec, op, "norm weight"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.norm_bias, required(w.norm_bias, vec, op, "norm bias"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.wq, required(w.wq, mat, op, "to_q weight"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.bq, required(w.bq, vec, op, "to_q bias"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.wk, required(w.wk, mat, op, "to_k weight"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.bk, required(w.bk, vec, op, "to_k bias"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.wv, required(w.wv, mat, op, "to_v weight"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.bv, required(w.bv, vec, op, "to_v bias"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.wo, required(w.wo, mat, op, "to_out weight"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.bo, required(w.bo, vec, op, "to_out bias"));
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(x.shape, op));
+    if (x.shape.numel() == 0) return y;
+    SEEDVAE_TRY(cpu::attention_cl(xin.data, f32(y), dims5(x.shape), ptrs, threads_, matmul_,
+                                  counters_));
+    return y;
+  }
+
+  MemoryStats memory_stats() const override {
+    MemoryStats m;
+    m.current_bytes = counters_->current.load();
+    m.peak_bytes = counters_->peak.load();
+    return m;
+  }
+
+  void reset_peak() override { counters_->peak.store(counters_->current.load()); }
+
+ private:
+  static float* f32(const Tensor& t) { return static_cast<CpuStorage*>(t.storage.get())->f32(); }
+
+  // A new fp32 tensor (channels-last when 5-D, unless `layout` says otherwise).
+  Result<Tensor> new_tensor(const Shape& shape, std::string_view op,
+                            std::optional<Layout> layout = std::nullopt) {
+    int64_t n = 0;
+    if (!shape.checked_numel(&n) || n > INT64_MAX / 8) {
+      return out_of_memory(std::string(op) + ": fp32 tensor " + str(shape) +
+                           " is too large to allocate");
+    }
+    const Layout l = layout ? *layout : (shape.rank() == 5 ? Layout::kChannelsLast : Layout::kPlain);
+    SEEDVAE_ASSIGN_OR_RETURN(
+        Buffer buf, Buffer::allocate(n * 4, counters_,
+                                     "fp32 tensor " + str(shape) + " (" + std::string(op) + ")"));
+    try {
+      Tensor t;
+      t.storage = std::make_shared<CpuStorage>(std::move(buf), l, shape);
+      t.shape = shape;
+      t.dtype = DType::kF32;
+      return t;
+    } catch (const std::bad_alloc&) {
+      return out_of_memory(std::string(op) + ": out of memory allocating tensor " + str(shape));
+    }
+  }
+
+  // `t` (validated 5-D) as channels-last data.
+  Result<ActivationIn> activation_in(const Tensor& t, std::string_view op, std::string_view arg) {
+    SEEDVAE_ASSIGN_OR_RETURN(CpuStorage * s, storage_of(t, op, arg));
+    ActivationIn in;
+    if (s->layout == Layout::kChannelsLast) {
+      in.data = s->f32();
+      return in;
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(in.converted,
+                             Buffer::allocate(t.shape.numel() * 4, counters_,
+                                              std::string(op) + ": channels-last copy of " +
+                                                  str(t.shape)));
+    cpu::plain_to_channels_last(s->f32(), in.converted.f32(), dims5(t.shape), threads_);
+    in.data = in.converted.f32();
+    return in;
+  }
+
+  Result<Tensor> upload_impl(const HostTensor& host, const std::string& what, Layout layout) {
+    int64_t n = 0;
+    if (!host.shape().checked_numel(&n) || n * dtype_size(host.dtype()) != host.nbytes()) {
+      return invalid_argument(what + ": host tensor " + str(host.shape()) + " holds " +
+                              std::to_string(host.nbytes()) + " bytes of " +
+                              std::string(dtype_name(host.dtype())));
+    }
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor t, new_tensor(host.shape(), what, layout));
+    const float* src = host.data<float>();
+    Buffer widened;
+    if (host.dtype() != DType::kF32) {
+      // Widen into the destination (plain) or a temporary (then transposed).
+      float* dst = f32(t);
+      if (layout == Layout::kChannelsLast) {
+        SEEDVAE_ASSIGN_OR_RETURN(widened, Buffer::allocate(n * 4, counters_, what + ": fp32 copy"));
+        dst = widened.f32();
+      }
+      constexpr int64_t kChunk = 1 << 16;
+      const auto* raw = static_cast<const std::byte*>(host.raw());
+      const int64_t esize = dtype_size(host.dtype());
+      cpu::parallel_for((n + kChunk - 1) / kChunk, threads_, [&](int64_t ci) {
+        const int64_t i0 = ci * kChunk;
+        convert_elements(raw + i0 * esize, host.dtype(), dst + i0, DType::kF32,
+                         std::min(kChunk, n - i0));
+      });
+      if (layout == Layout::kPlain) return t;
+      src = widened.f32();
+    }
+    if (layout == Layout::kChannelsLast) {
+      cpu::plain_to_channels_last(src, f32(t), dims5(host.shape()), threads_);
+    } else {
+      cpu::copy_f32(f32(t), src, n, threads_);
+    }
+    return t;
+  }
+
+  Result<Tensor> concat_impl(const Tensor& a, const Tensor& b, std::string_view op) {
+    SEEDVAE_TRY(expect_rank5(a, op, "first"));
+    SEEDVAE_TRY(expect_rank5(b, op, "second"));
+    const Shape& sa = a.shape;
+    const Shape& sb = b.shape;
+    if (sa.n() != sb.n() || sa.c() != sb.c() || sa.h() != sb.h() || sa.w() != sb.w()) {
+      return invalid_argument(std::string(op) + ": " + str(sa) + " and " + str(sb) +
+                              " differ outside the frame axis");
+    }
+    Shape out_shape = sa;
+    out_shape[2] = sa.t() + sb.t();
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn ain, activation_in(a, op, "first"));
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn bin, activation_in(b, op, "second"));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(out_shape, op));
+    cpu::copy_frames_cl(f32(y), out_shape.t(), 0, ain.data, dims5(sa), 0, sa.t(), threads_);
+    cpu::copy_frames_cl(f32(y), out_shape.t(), sa.t(), bin.data, dims5(sb), 0, sb.t(), threads_);
+    return y;
+  }
+
+  int threads_;
+  std::shared_ptr<cpu::MemoryCounters> counters_;
+  cpu::OneDnnContext ctx_;
+  cpu::Conv3dOneDnn conv_;
+  cpu::MatmulOneDnn matmul_;
+  std::string name_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> create_cpu_backend(const CpuBackendOptions& options) {
+  if (options.threads < 0) {
+    return invalid_argument("cpu backend: thread count must be >= 0, got " +
+                            std::to_string(options.threads));
+  }
+  const int threads = options.threads > 0 ? options.threads : std::max(1, cpu::processor_count());
+  try {
+    auto counters = std::make_shared<cpu::MemoryCounters>();
+    return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(threads, std::move(counters)));
+  } catch (const dnnl::error& e) {
+    return internal_error(std::string("cpu backend: cannot create the oneDNN CPU engine: ") +
+                          e.what());
+  } catch (const std::bad_alloc&) {
+    return out_of_memory("cpu backend: out of memory creating the backend");
+  }
+}
+
+}  // namespace seedvae

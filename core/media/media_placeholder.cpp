@@ -1,1 +1,0 @@
-// replaced by the video I/O sources

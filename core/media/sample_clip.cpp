@@ -1,0 +1,162 @@
+#include "core/media/sample_clip.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+namespace seedvae::media {
+
+namespace {
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [0, 1).
+double uniform(uint64_t& state) {
+  return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;
+}
+
+double lattice(int64_t x, int64_t y, uint64_t seed) {
+  uint64_t s = seed ^ (static_cast<uint64_t>(x) * 0x9E3779B97F4A7C15ull) ^
+               (static_cast<uint64_t>(y) * 0xC2B2AE3D27D4EB4Full);
+  return uniform(s) * 2.0 - 1.0;
+}
+
+// Smooth value noise in [-1, 1] with a lattice of `cell` pixels.
+double value_noise(double x, double y, double cell, uint64_t seed) {
+  const double fx = x / cell, fy = y / cell;
+  const double x0 = std::floor(fx), y0 = std::floor(fy);
+  double tx = fx - x0, ty = fy - y0;
+  tx = tx * tx * (3 - 2 * tx);
+  ty = ty * ty * (3 - 2 * ty);
+  const auto ix = static_cast<int64_t>(x0), iy = static_cast<int64_t>(y0);
+  const double a = lattice(ix, iy, seed), b = lattice(ix + 1, iy, seed);
+  const double c = lattice(ix, iy + 1, seed), d = lattice(ix + 1, iy + 1, seed);
+  return (a + (b - a) * tx) + ((c + (d - c) * tx) - (a + (b - a) * tx)) * ty;
+}
+
+double clamp01(double v) {
+  return std::clamp(v, 0.0, 1.0);
+}
+
+struct Disc {
+  double cx, cy, ax, ay, wx, wy, px, py, radius;
+  double rgb[3];
+};
+
+}  // namespace
+
+HostTensor make_sample_clip(int width, int height, int frames, uint64_t seed) {
+  const int64_t W = std::max(width, 1), H = std::max(height, 1), T = std::max(frames, 1);
+  HostTensor out(DType::kF32, Shape{1, 3, T, H, W});
+  float* o = out.data<float>();
+  if (out.empty()) return out;
+
+  constexpr double kTau = 2 * std::numbers::pi;
+  uint64_t st = seed * 0xD1B54A32D192ED03ull + 0x5EEDu;
+  double phase[3];
+  for (double& p : phase) p = uniform(st) * kTau;
+  const double hue_shift = uniform(st) * 0.2 - 0.1;
+
+  const double m = static_cast<double>(std::min(W, H));
+  Disc discs[3];
+  for (int i = 0; i < 3; ++i) {
+    Disc& d = discs[i];
+    d.cx = (0.25 + 0.25 * i + 0.1 * (uniform(st) - 0.5)) * static_cast<double>(W);
+    d.cy = (0.35 + 0.3 * uniform(st)) * static_cast<double>(H);
+    d.ax = (0.12 + 0.1 * uniform(st)) * static_cast<double>(W);
+    d.ay = (0.08 + 0.1 * uniform(st)) * static_cast<double>(H);
+    d.wx = 0.05 + 0.06 * uniform(st);
+    d.wy = 0.04 + 0.07 * uniform(st);
+    d.px = uniform(st) * kTau;
+    d.py = uniform(st) * kTau;
+    d.radius = (0.07 + 0.06 * uniform(st)) * m + 1.0;
+    for (double& c : d.rgb) c = 0.15 + 0.8 * uniform(st);
+  }
+  // Make the discs clearly coloured: one reddish, one greenish, one bluish.
+  for (int i = 0; i < 3; ++i) discs[i].rgb[i] = std::max(discs[i].rgb[i], 0.85);
+  const uint64_t tex_seed = splitmix64(st);
+  const double bar_w = std::max(2.0, 0.06 * static_cast<double>(W));
+  const double bar_speed = std::max(1.0, static_cast<double>(W) / 24.0);
+  const double grating_period = std::max(3.0, m / 12.0);
+
+  const int64_t plane = H * W, cstride = T * plane;
+  for (int64_t t = 0; t < T; ++t) {
+    const double td = static_cast<double>(t);
+    const double pan = std::floor(td * 1.5);  // texture pans 1.5 px per frame (integer shift)
+    const double bar_x = std::fmod(td * bar_speed, static_cast<double>(W) + bar_w) - bar_w;
+    double dcx[3], dcy[3];
+    for (int i = 0; i < 3; ++i) {
+      dcx[i] = discs[i].cx + discs[i].ax * std::sin(discs[i].wx * kTau * td + discs[i].px);
+      dcy[i] = discs[i].cy + discs[i].ay * std::cos(discs[i].wy * kTau * td + discs[i].py);
+    }
+    for (int64_t y = 0; y < H; ++y) {
+      const double v = (static_cast<double>(y) + 0.5) / static_cast<double>(H);
+      for (int64_t x = 0; x < W; ++x) {
+        const double u = (static_cast<double>(x) + 0.5) / static_cast<double>(W);
+        double rgb[3];
+        rgb[0] = 0.45 + hue_shift +
+                 0.22 * std::sin(kTau * (0.7 * u + 0.3 * v) + phase[0] + 0.05 * td) + 0.1 * v;
+        rgb[1] = 0.45 + 0.22 * std::sin(kTau * (-0.4 * u + 0.8 * v) + phase[1] + 0.04 * td);
+        rgb[2] =
+            0.5 - hue_shift + 0.22 * std::cos(kTau * (0.5 * u - 0.2 * v) + phase[2] - 0.03 * td);
+
+        // Fine texture that moves with the background.
+        const double tex = 0.025 * value_noise(static_cast<double>(x) + pan, static_cast<double>(y),
+                                               3.0, tex_seed) +
+                           0.02 * value_noise(static_cast<double>(x) + pan, static_cast<double>(y),
+                                              11.0, tex_seed ^ 0xABCDull);
+        for (double& c : rgb) c += tex;
+
+        // Slanted grating in a soft-edged patch in the lower left.
+        {
+          const double gx = (u - 0.2) / 0.16, gy = (v - 0.78) / 0.14;
+          const double r2 = gx * gx + gy * gy;
+          if (r2 < 1.0) {
+            const double mask = std::clamp((1.0 - r2) * 4.0, 0.0, 1.0);
+            const double g =
+                0.5 +
+                0.5 *
+                    std::sin(kTau * (static_cast<double>(x) * 0.8 + static_cast<double>(y) * 0.6) /
+                                 grating_period +
+                             0.3 * td);
+            const double val = 0.2 + 0.6 * g;
+            for (double& c : rgb) c = c * (1 - mask) + val * mask;
+          }
+        }
+
+        // Discs, anti-aliased, lightly shaded (light from the upper left).
+        for (int i = 0; i < 3; ++i) {
+          const double dx = static_cast<double>(x) + 0.5 - dcx[i];
+          const double dy = static_cast<double>(y) + 0.5 - dcy[i];
+          const double dist = std::sqrt(dx * dx + dy * dy);
+          const double cov = std::clamp(discs[i].radius - dist + 0.5, 0.0, 1.0);
+          if (cov <= 0) continue;
+          const double shade =
+              1.0 - 0.25 * std::clamp((dx + dy) / (2 * discs[i].radius) + 0.5, 0.0, 1.0);
+          for (int c = 0; c < 3; ++c) rgb[c] = rgb[c] * (1 - cov) + discs[i].rgb[c] * shade * cov;
+        }
+
+        // Hard-edged dark bar sweeping left to right.
+        const double xd = static_cast<double>(x);
+        if (xd >= bar_x && xd < bar_x + bar_w) {
+          rgb[0] = 0.08;
+          rgb[1] = 0.07;
+          rgb[2] = 0.12;
+        }
+
+        const int64_t off = t * plane + y * W + x;
+        for (int c = 0; c < 3; ++c) {
+          o[c * cstride + off] = static_cast<float>(clamp01(rgb[c]) * 2.0 - 1.0);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace seedvae::media

@@ -1,0 +1,847 @@
+// The only translation unit of SeedVAE that includes OpenCV's video and image codecs. Every entry
+// point catches cv::Exception (and std::exception) and returns a Status.
+#include "core/media/video_io.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <random>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
+
+#include <opencv2/core.hpp>
+#include <opencv2/core/utils/logger.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <opencv2/videoio.hpp>
+#include <opencv2/videoio/registry.hpp>
+
+#include "core/base/atomic_file.h"
+
+namespace seedvae::media {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string ext_of(const fs::path& p) {
+  return lower(p.extension().string());
+}
+
+std::string quoted(const fs::path& p) {
+  std::string s;
+  s += '\'';
+  s += p.string();
+  s += '\'';
+  return s;
+}
+
+bool one_of(const std::string& s, std::initializer_list<std::string_view> list) {
+  return std::any_of(list.begin(), list.end(), [&](std::string_view v) { return s == v; });
+}
+
+bool is_image_ext(const std::string& e) {
+  return one_of(
+      e, {".png", ".jpg", ".jpeg", ".jpe", ".bmp", ".dib", ".tif", ".tiff", ".webp", ".ppm",
+          ".pgm", ".pbm", ".pnm",  ".pfm", ".sr",  ".ras", ".exr", ".hdr",  ".pic",  ".jp2"});
+}
+
+bool is_video_write_ext(const std::string& e) {
+  return one_of(e, {".mp4", ".m4v", ".mov", ".avi", ".mkv"});
+}
+
+// Video containers that we recognise but do not write.
+bool is_unwritable_video_ext(const std::string& e) {
+  return one_of(e, {".webm", ".gif", ".wmv", ".flv", ".mpg", ".mpeg", ".ts", ".m2ts", ".mts",
+                    ".3gp", ".ogv", ".ogg", ".vob", ".asf", ".y4m"});
+}
+
+// Quietens OpenCV's own warnings (imread / VideoCapture failures are reported as Status values)
+// unless the user asked for a level through OPENCV_LOG_LEVEL.
+void init_opencv_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* env = std::getenv("OPENCV_LOG_LEVEL");
+    if (env == nullptr || *env == '\0') {
+      cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_ERROR);
+    }
+  });
+}
+
+// Natural order: runs of digits compare by value ("f2" < "f10"), everything else by character.
+bool natural_less(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const bool da = std::isdigit(static_cast<unsigned char>(a[i])) != 0;
+    const bool db = std::isdigit(static_cast<unsigned char>(b[j])) != 0;
+    if (da && db) {
+      size_t ie = i, je = j;
+      while (ie < a.size() && std::isdigit(static_cast<unsigned char>(a[ie]))) ++ie;
+      while (je < b.size() && std::isdigit(static_cast<unsigned char>(b[je]))) ++je;
+      size_t is = i, js = j;
+      while (is + 1 < ie && a[is] == '0') ++is;  // strip leading zeros (keep one digit)
+      while (js + 1 < je && b[js] == '0') ++js;
+      const size_t la = ie - is, lb = je - js;
+      if (la != lb) return la < lb;
+      const int c = a.compare(is, la, b, js, lb);
+      if (c != 0) return c < 0;
+      i = ie;
+      j = je;
+    } else {
+      if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
+      ++i;
+      ++j;
+    }
+  }
+  if ((a.size() - i) != (b.size() - j)) return (a.size() - i) < (b.size() - j);
+  return a < b;  // equal under natural order ("f01" vs "f1"): plain text decides
+}
+
+bool is_regular(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sources
+
+enum class SourceKind { kVideo, kImages };
+
+struct Source {
+  SourceKind kind = SourceKind::kVideo;
+  fs::path path;                // as given
+  std::vector<fs::path> files;  // image files in frame order (kImages)
+};
+
+struct Pattern {
+  std::string prefix, suffix;
+  std::string format;  // e.g. "%05d" (normalised to an int64 conversion when used)
+};
+
+// Parses a file name holding exactly one %d conversion ("%d", "%5d", "%05d").
+std::optional<Pattern> parse_pattern(const std::string& name) {
+  const size_t pct = name.find('%');
+  if (pct == std::string::npos) return std::nullopt;
+  size_t k = pct + 1;
+  std::string flags;
+  while (k < name.size() && std::isdigit(static_cast<unsigned char>(name[k]))) flags += name[k++];
+  if (k >= name.size() || (name[k] != 'd' && name[k] != 'i' && name[k] != 'u')) return std::nullopt;
+  if (flags.size() > 2) return std::nullopt;  // width above 99: not a frame pattern
+  Pattern p;
+  p.prefix = name.substr(0, pct);
+  p.suffix = name.substr(k + 1);
+  if (p.suffix.find('%') != std::string::npos) return std::nullopt;
+  p.format = "%" + flags + "lld";
+  return p;
+}
+
+Result<Source> resolve_pattern(const fs::path& path) {
+  const std::string name = path.filename().string();
+  const auto pat = parse_pattern(name);
+  if (!pat) {
+    return invalid_argument("file pattern " + quoted(path) +
+                            " must contain exactly one integer conversion such as %05d or %d");
+  }
+  fs::path dir = path.parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return not_found("directory " + quoted(dir) + " of the pattern " + quoted(path) +
+                     " does not exist");
+  }
+  std::vector<std::pair<long long, fs::path>> found;
+  fs::directory_iterator it(dir, ec), end;
+  if (ec) return io_error("cannot list " + quoted(dir) + ": " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) return io_error("cannot list " + quoted(dir) + ": " + ec.message());
+    const std::string fname = it->path().filename().string();
+    if (fname.size() <= pat->prefix.size() + pat->suffix.size()) continue;
+    if (fname.compare(0, pat->prefix.size(), pat->prefix) != 0) continue;
+    if (fname.compare(fname.size() - pat->suffix.size(), pat->suffix.size(), pat->suffix) != 0) {
+      continue;
+    }
+    const std::string mid =
+        fname.substr(pat->prefix.size(), fname.size() - pat->prefix.size() - pat->suffix.size());
+    if (mid.empty() || mid.size() > 17 || !std::all_of(mid.begin(), mid.end(), [](char c) {
+          return std::isdigit(static_cast<unsigned char>(c));
+        })) {
+      continue;
+    }
+    const long long index = std::stoll(mid);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, pat->format.c_str(), index);
+    if (mid != buf) continue;  // "%05d" accepts 00012 but not 012 or 000012
+    if (!is_regular(it->path())) continue;
+    found.emplace_back(index, it->path());
+  }
+  if (found.empty()) return not_found("no file matches the pattern " + quoted(path));
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  Source s;
+  s.kind = SourceKind::kImages;
+  s.path = path;
+  for (auto& f : found) s.files.push_back(std::move(f.second));
+  return s;
+}
+
+Result<Source> resolve_source(const fs::path& path) {
+  if (path.empty()) return invalid_argument("no input path given");
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) {
+    if (path.filename().string().find('%') != std::string::npos) return resolve_pattern(path);
+    if (ec && ec != std::errc::no_such_file_or_directory) {
+      return io_error("cannot access " + quoted(path) + ": " + ec.message());
+    }
+    return not_found("no such file or directory: " + quoted(path));
+  }
+  Source s;
+  s.path = path;
+  if (fs::is_directory(st)) {
+    s.kind = SourceKind::kImages;
+    std::vector<std::string> names;
+    fs::directory_iterator it(path, ec), end;
+    if (ec) return io_error("cannot list " + quoted(path) + ": " + ec.message());
+    for (; it != end; it.increment(ec)) {
+      if (ec) return io_error("cannot list " + quoted(path) + ": " + ec.message());
+      const std::string fname = it->path().filename().string();
+      if (fname.empty() || fname[0] == '.') continue;  // hidden files, "._x.png" forks
+      if (!is_image_ext(ext_of(it->path())) || !is_regular(it->path())) continue;
+      names.push_back(fname);
+    }
+    if (names.empty()) {
+      return not_found("directory " + quoted(path) +
+                       " contains no image files (.png, .jpg, .bmp, .tif, .webp, ...)");
+    }
+    std::sort(names.begin(), names.end(), natural_less);
+    for (const auto& n : names) s.files.push_back(path / n);
+    return s;
+  }
+  if (!fs::is_regular_file(st)) {
+    return io_error(quoted(path) + " is not a regular file (a device, FIFO or socket)");
+  }
+  if (is_image_ext(ext_of(path))) {
+    s.kind = SourceKind::kImages;
+    s.files.push_back(path);
+  } else {
+    s.kind = SourceKind::kVideo;
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+
+// Converts a decoded OpenCV image (BGR, BGRA or grey; 8U, 16U or 32F) to 3-channel RGB of the same
+// depth. An unusual depth (8S, 16S, 32S, 64F) is converted to 32F in [0, 1]-ish units first.
+Result<cv::Mat> to_rgb(const cv::Mat& in, const fs::path& where) {
+  cv::Mat m = in;
+  const int depth = m.depth();
+  if (depth != CV_8U && depth != CV_16U && depth != CV_32F) {
+    cv::Mat f;
+    m.convertTo(f, CV_32F, depth == CV_16S ? 1.0 / 32767.0 : depth == CV_8S ? 1.0 / 127.0 : 1.0);
+    m = f;
+  }
+  cv::Mat out;
+  switch (m.channels()) {
+    case 1:
+      cv::cvtColor(m, out, cv::COLOR_GRAY2RGB);
+      break;
+    case 3:
+      cv::cvtColor(m, out, cv::COLOR_BGR2RGB);
+      break;
+    case 4:
+      cv::cvtColor(m, out, cv::COLOR_BGRA2RGB);
+      break;
+    default:
+      return corrupt_data(quoted(where) + " decodes to " + std::to_string(m.channels()) +
+                          " channels (expected 1, 3 or 4)");
+  }
+  return out;
+}
+
+Result<cv::Mat> decode_image(const fs::path& file) {
+  if (!is_regular(file)) return not_found("image " + quoted(file) + " is not a readable file");
+  std::error_code ec;
+  if (fs::file_size(file, ec) == 0 && !ec)
+    return corrupt_data("image " + quoted(file) + " is empty (0 bytes)");
+  cv::Mat m = cv::imread(file.string(), cv::IMREAD_COLOR | cv::IMREAD_ANYDEPTH);
+  if (m.empty()) {
+    return corrupt_data("cannot decode image " + quoted(file) + " (corrupt or unsupported format)");
+  }
+  return to_rgb(m, file);
+}
+
+bool has_ffmpeg() {
+  static const bool have = cv::videoio_registry::hasBackend(cv::CAP_FFMPEG);
+  return have;
+}
+
+Result<std::unique_ptr<cv::VideoCapture>> open_video(const fs::path& path) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec) return io_error("cannot read " + quoted(path) + ": " + ec.message());
+  if (size == 0) return corrupt_data("video " + quoted(path) + " is empty (0 bytes)");
+  auto cap = std::make_unique<cv::VideoCapture>();
+  bool opened = false;
+  if (has_ffmpeg()) {
+    const std::vector<int> params = {cv::CAP_PROP_OPEN_TIMEOUT_MSEC, 60000,
+                                     cv::CAP_PROP_READ_TIMEOUT_MSEC, 60000};
+    opened = cap->open(path.string(), cv::CAP_FFMPEG, params);
+  } else {
+    opened = cap->open(path.string(), cv::CAP_ANY);
+  }
+  if (!opened || !cap->isOpened()) {
+    return corrupt_data("cannot open " + quoted(path) +
+                        " as a video: it is not a video file, or it is corrupt, truncated or in an "
+                        "unsupported format" +
+                        (has_ffmpeg() ? "" : " (this OpenCV has no FFmpeg backend)"));
+  }
+  return cap;
+}
+
+double usable_fps(double fps) {
+  return (std::isfinite(fps) && fps > 0 && fps <= 1000) ? fps : 0;
+}
+
+std::string size_str(const cv::Size& s) {
+  return std::to_string(s.width) + "x" + std::to_string(s.height);
+}
+
+Status check_cancel(const CancelToken* cancel) {
+  return cancel != nullptr ? cancel->check() : Status::ok();
+}
+
+// Resize target for a source of `src` under the options (both > 0, or keep).
+cv::Size target_size(const cv::Size& src, const ReadOptions& o) {
+  int w = o.resize_width, h = o.resize_height;
+  if (w <= 0 && h <= 0) return src;
+  if (w <= 0) {
+    w = std::max(1, static_cast<int>(std::lround(static_cast<double>(src.width) * h / src.height)));
+  } else if (h <= 0) {
+    h = std::max(1, static_cast<int>(std::lround(static_cast<double>(src.height) * w / src.width)));
+  }
+  return {w, h};
+}
+
+cv::Mat maybe_resize(const cv::Mat& rgb, const cv::Size& target) {
+  if (rgb.size() == target) return rgb;
+  cv::Mat out;
+  const bool shrink = target.width <= rgb.cols && target.height <= rgb.rows;
+  cv::resize(rgb, out, target, 0, 0, shrink ? cv::INTER_AREA : cv::INTER_CUBIC);
+  return out;
+}
+
+// Physical memory of the machine in bytes (0 when unknown). Reading more frames than fit is refused
+// with kOutOfMemory instead of inviting the OOM killer.
+int64_t physical_memory_bytes() {
+#if defined(__unix__) || defined(__APPLE__)
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) return static_cast<int64_t>(pages) * page;
+#endif
+  return 0;
+}
+
+// Accumulates decoded frames, checks they all share one size and packs them into the clip tensor.
+class FrameCollector {
+ public:
+  FrameCollector(const fs::path& source, const ReadOptions& o) : source_(source), opts_(o) {}
+
+  Status add(const cv::Mat& decoded_rgb, int64_t source_index, const fs::path& file) {
+    if (frames_.empty()) {
+      first_size_ = decoded_rgb.size();
+      target_ = target_size(first_size_, opts_);
+      first_index_ = source_index;
+    } else if (decoded_rgb.size() != first_size_) {
+      return corrupt_data("frame " + std::to_string(source_index) +
+                          (file.empty() ? std::string() : " (" + quoted(file) + ")") + " of " +
+                          quoted(source_) + " is " + size_str(decoded_rgb.size()) + " but frame " +
+                          std::to_string(first_index_) + " is " + size_str(first_size_) +
+                          ": all frames must have the same size");
+    }
+    // While packing, the decoded frames and the fp32 tensor coexist.
+    static const int64_t budget = physical_memory_bytes();
+    const int64_t per_frame = int64_t{3} * target_.width * target_.height *
+                              (static_cast<int64_t>(decoded_rgb.elemSize1()) + 4);
+    if (budget > 0 && per_frame * (count() + 1) > budget) {
+      return out_of_memory("reading " + quoted(source_) + " at " + size_str(target_) +
+                           " needs more than " + std::to_string(budget >> 20) +
+                           " MiB (the machine's memory) after " + std::to_string(count()) +
+                           " frames; read fewer frames (max_frames, "
+                           "stride) or resize");
+    }
+    frames_.push_back(maybe_resize(decoded_rgb, target_));
+    return Status::ok();
+  }
+
+  int64_t count() const { return static_cast<int64_t>(frames_.size()); }
+
+  Result<HostTensor> pack() {
+    const int64_t T = count(), H = target_.height, W = target_.width;
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor out, HostTensor::create(DType::kF32, Shape{1, 3, T, H, W}));
+    float* o = out.data<float>();
+    const int64_t plane = H * W, cstride = T * plane;
+    for (int64_t t = 0; t < T; ++t) {
+      cv::Mat& f = frames_[static_cast<size_t>(t)];
+      for (int64_t y = 0; y < H; ++y) {
+        float* r = o + t * plane + y * W;
+        float* g = r + cstride;
+        float* b = g + cstride;
+        const int row = static_cast<int>(y);
+        if (f.depth() == CV_8U) {
+          const uint8_t* p = f.ptr<uint8_t>(row);
+          for (int64_t x = 0; x < W; ++x) {
+            r[x] = static_cast<float>(p[3 * x]) / 255.0f * 2.0f - 1.0f;
+            g[x] = static_cast<float>(p[3 * x + 1]) / 255.0f * 2.0f - 1.0f;
+            b[x] = static_cast<float>(p[3 * x + 2]) / 255.0f * 2.0f - 1.0f;
+          }
+        } else if (f.depth() == CV_16U) {
+          const uint16_t* p = f.ptr<uint16_t>(row);
+          for (int64_t x = 0; x < W; ++x) {
+            r[x] = static_cast<float>(p[3 * x]) / 65535.0f * 2.0f - 1.0f;
+            g[x] = static_cast<float>(p[3 * x + 1]) / 65535.0f * 2.0f - 1.0f;
+            b[x] = static_cast<float>(p[3 * x + 2]) / 65535.0f * 2.0f - 1.0f;
+          }
+        } else {  // CV_32F, values nominally in [0, 1]
+          const float* p = f.ptr<float>(row);
+          auto cv01 = [](float v) {
+            return std::isfinite(v) ? std::clamp(v, 0.0f, 1.0f) * 2.0f - 1.0f : -1.0f;
+          };
+          for (int64_t x = 0; x < W; ++x) {
+            r[x] = cv01(p[3 * x]);
+            g[x] = cv01(p[3 * x + 1]);
+            b[x] = cv01(p[3 * x + 2]);
+          }
+        }
+      }
+      f.release();  // free as we go: peak memory stays near the tensor's size
+    }
+    return out;
+  }
+
+ private:
+  fs::path source_;
+  ReadOptions opts_;
+  std::vector<cv::Mat> frames_;
+  cv::Size first_size_, target_;
+  int64_t first_index_ = 0;
+};
+
+Status validate(const ReadOptions& o) {
+  if (o.first_frame < 0) {
+    return invalid_argument("first_frame must be >= 0, got " + std::to_string(o.first_frame));
+  }
+  if (o.max_frames == 0 || o.max_frames < -1) {
+    return invalid_argument("max_frames must be -1 (all) or >= 1, got " +
+                            std::to_string(o.max_frames));
+  }
+  if (o.stride < 1) return invalid_argument("stride must be >= 1, got " + std::to_string(o.stride));
+  if (o.resize_width < 0 || o.resize_height < 0 || o.resize_width > 65536 ||
+      o.resize_height > 65536) {
+    return invalid_argument("resize size must be between 0 (keep) and 65536, got " +
+                            std::to_string(o.resize_width) + "x" + std::to_string(o.resize_height));
+  }
+  return Status::ok();
+}
+
+Status beyond_end(const fs::path& source, int64_t first, int64_t total) {
+  return invalid_argument("first_frame " + std::to_string(first) + " is beyond the end of " +
+                          quoted(source) + " (" + std::to_string(total) + " frame" +
+                          (total == 1 ? "" : "s") + ")");
+}
+
+Status no_frames(const fs::path& source) {
+  return corrupt_data(quoted(source) + " contains no decodable frames");
+}
+
+Result<Clip> read_images(const Source& src, const ReadOptions& o, const CancelToken* cancel) {
+  const auto total = static_cast<int64_t>(src.files.size());
+  if (o.first_frame >= total) return beyond_end(src.path, o.first_frame, total);
+  FrameCollector frames(src.path, o);
+  for (int64_t i = o.first_frame; i < total; i += o.stride) {
+    if (o.max_frames > 0 && frames.count() >= o.max_frames) break;
+    SEEDVAE_TRY(check_cancel(cancel));
+    const fs::path& file = src.files[static_cast<size_t>(i)];
+    SEEDVAE_ASSIGN_OR_RETURN(cv::Mat rgb, decode_image(file));
+    SEEDVAE_TRY(frames.add(rgb, i, file));
+  }
+  Clip clip;
+  SEEDVAE_ASSIGN_OR_RETURN(clip.video, frames.pack());
+  clip.fps = 24.0 / o.stride;
+  return clip;
+}
+
+Result<Clip> read_video(const Source& src, const ReadOptions& o, const CancelToken* cancel) {
+  SEEDVAE_ASSIGN_OR_RETURN(auto cap, open_video(src.path));
+  const double fps = usable_fps(cap->get(cv::CAP_PROP_FPS));
+  FrameCollector frames(src.path, o);
+  int64_t index = 0;
+  cv::Mat bgr;
+  while (o.max_frames < 0 || frames.count() < o.max_frames) {
+    SEEDVAE_TRY(check_cancel(cancel));
+    const bool wanted = index >= o.first_frame && (index - o.first_frame) % o.stride == 0;
+    if (wanted) {
+      if (!cap->read(bgr) || bgr.empty()) break;
+      SEEDVAE_ASSIGN_OR_RETURN(cv::Mat rgb, to_rgb(bgr, src.path));
+      SEEDVAE_TRY(frames.add(rgb, index, {}));
+    } else if (!cap->grab()) {
+      break;
+    }
+    ++index;
+  }
+  if (index == 0) return no_frames(src.path);
+  if (frames.count() == 0) return beyond_end(src.path, o.first_frame, index);
+  Clip clip;
+  SEEDVAE_ASSIGN_OR_RETURN(clip.video, frames.pack());
+  clip.fps = (fps > 0 ? fps : 24.0) / o.stride;
+  return clip;
+}
+
+Result<VideoInfo> probe_impl(const fs::path& path, const CancelToken* cancel) {
+  init_opencv_once();
+  SEEDVAE_ASSIGN_OR_RETURN(Source src, resolve_source(path));
+  VideoInfo info;
+  if (src.kind == SourceKind::kImages) {
+    info.source_kind = "images";
+    cv::Size first;
+    for (size_t i = 0; i < src.files.size(); ++i) {
+      SEEDVAE_TRY(check_cancel(cancel));
+      SEEDVAE_ASSIGN_OR_RETURN(cv::Mat rgb, decode_image(src.files[i]));
+      if (i == 0) {
+        first = rgb.size();
+      } else if (rgb.size() != first) {
+        return corrupt_data("frame " + std::to_string(i) + " (" + quoted(src.files[i]) + ") of " +
+                            quoted(path) + " is " + size_str(rgb.size()) + " but frame 0 is " +
+                            size_str(first) + ": all frames must have the same size");
+      }
+    }
+    info.width = first.width;
+    info.height = first.height;
+    info.fps = 0;
+    info.frame_count = static_cast<int64_t>(src.files.size());
+    return info;
+  }
+  info.source_kind = "video";
+  SEEDVAE_ASSIGN_OR_RETURN(auto cap, open_video(src.path));
+  info.fps = usable_fps(cap->get(cv::CAP_PROP_FPS));
+  cv::Mat first;
+  if (!cap->read(first) || first.empty()) return no_frames(path);
+  info.width = first.cols;
+  info.height = first.rows;
+  int64_t n = 1;
+  for (;;) {
+    SEEDVAE_TRY(check_cancel(cancel));
+    if (!cap->grab()) break;
+    ++n;
+  }
+  info.frame_count = n;
+  return info;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+Status validate_clip_tensor(const HostTensor& v) {
+  const Shape& s = v.shape();
+  if (s.rank() != 5 || s.n() != 1 || s.c() != 3) {
+    return invalid_argument("a clip to write must be [1, 3, T, H, W], got " + s.to_string());
+  }
+  if (s.t() < 1 || s.h() < 1 || s.w() < 1) {
+    return invalid_argument("cannot write an empty clip " + s.to_string());
+  }
+  if (s.h() > 32768 || s.w() > 32768) {
+    return invalid_argument("frame size " + std::to_string(s.w()) + "x" + std::to_string(s.h()) +
+                            " exceeds the 32768 pixel limit for writing");
+  }
+  int64_t n = 0;
+  if (!s.checked_numel(&n) || n * dtype_size(v.dtype()) != v.nbytes()) {
+    return invalid_argument("clip " + s.to_string() + " does not match its storage");
+  }
+  return Status::ok();
+}
+
+// Frame t of a [1, 3, T, H, W] fp32 clip as 8-bit BGR: round((clamp(x) + 1) / 2 * 255).
+void frame_to_bgr8(const float* video, int64_t T, int64_t H, int64_t W, int64_t t, cv::Mat& out) {
+  out.create(static_cast<int>(H), static_cast<int>(W), CV_8UC3);
+  const int64_t plane = H * W, cstride = T * plane;
+  auto q = [](float v) -> uint8_t {
+    if (!(v >= -1.0f)) v = -1.0f;  // NaN and below
+    if (v > 1.0f) v = 1.0f;
+    return static_cast<uint8_t>(std::lround((v + 1.0f) * 0.5f * 255.0f));
+  };
+  for (int64_t y = 0; y < H; ++y) {
+    const float* r = video + t * plane + y * W;
+    const float* g = r + cstride;
+    const float* b = g + cstride;
+    uint8_t* p = out.ptr<uint8_t>(static_cast<int>(y));
+    for (int64_t x = 0; x < W; ++x) {
+      p[3 * x] = q(b[x]);
+      p[3 * x + 1] = q(g[x]);
+      p[3 * x + 2] = q(r[x]);
+    }
+  }
+}
+
+std::string frame_name(int64_t t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "frame_%05lld.png", static_cast<long long>(t));
+  return buf;
+}
+
+bool is_frame_name(const std::string& n) {
+  if (n.size() < 15 || n.compare(0, 6, "frame_") != 0 || n.compare(n.size() - 4, 4, ".png") != 0) {
+    return false;
+  }
+  return std::all_of(n.begin() + 6, n.end() - 4,
+                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
+Status write_video(const fs::path& dest, const HostTensor& v, const WriteOptions& o,
+                   const CancelToken* cancel) {
+  const std::string e = ext_of(dest);
+  const int64_t T = v.shape().t(), H = v.shape().h(), W = v.shape().w();
+  const cv::Size size(static_cast<int>(W), static_cast<int>(H));
+  // OpenCV's FFmpeg writer silently crops odd sizes to even ones (4:2:0 chroma); we pad instead,
+  // replicating the last column / row. Its Motion-JPEG writer keeps any size.
+  const cv::Size even_size(size.width + size.width % 2, size.height + size.height % 2);
+  cv::Size coded = size;
+  AtomicFile file(dest);
+  const std::string tmp = file.temp_path().string();
+  cv::VideoWriter writer;
+  std::string codec;
+  if (e == ".avi") {
+    codec = "MJPG";
+    const int fourcc = cv::VideoWriter::fourcc('M', 'J', 'P', 'G');
+    if (writer.open(tmp, cv::CAP_OPENCV_MJPEG, fourcc, o.fps, size, true) &&
+        o.crf_like_quality >= 0) {
+      writer.set(cv::VIDEOWRITER_PROP_QUALITY, 100.0 - o.crf_like_quality * 100.0 / 51.0);
+    }
+    if (!writer.isOpened() && has_ffmpeg()) {
+      coded = even_size;
+      writer.open(tmp, cv::CAP_FFMPEG, fourcc, o.fps, coded, true);
+    }
+  } else if (e == ".mkv") {
+    codec = "FFV1";
+    coded = even_size;
+    writer.open(tmp, cv::CAP_FFMPEG, cv::VideoWriter::fourcc('F', 'F', 'V', '1'), o.fps, coded,
+                true);
+  } else {
+    codec = "mp4v";
+    coded = even_size;
+    writer.open(tmp, cv::CAP_FFMPEG, cv::VideoWriter::fourcc('m', 'p', '4', 'v'), o.fps, coded,
+                true);
+  }
+  if (!writer.isOpened()) {
+    return io_error(
+        "cannot open a " + codec + " video writer for " + quoted(dest) + " (" + size_str(coded) +
+        " at " + std::to_string(o.fps) + " fps): OpenCV's video writer refused" +
+        (has_ffmpeg() ? std::string() : std::string(" (this OpenCV has no FFmpeg backend)")));
+  }
+  cv::Mat bgr, even;
+  const float* data = v.data<float>();
+  for (int64_t t = 0; t < T; ++t) {
+    SEEDVAE_TRY(check_cancel(cancel));
+    frame_to_bgr8(data, T, H, W, t, bgr);
+    if (coded != size) {
+      cv::copyMakeBorder(bgr, even, 0, coded.height - size.height, 0, coded.width - size.width,
+                         cv::BORDER_REPLICATE);
+      writer.write(even);
+    } else {
+      writer.write(bgr);
+    }
+  }
+  writer.release();
+  std::error_code ec;
+  const auto bytes = fs::file_size(file.temp_path(), ec);
+  if (ec || bytes == 0) {
+    return io_error("the " + codec + " writer produced no output for " + quoted(dest) +
+                    (ec ? ": " + ec.message() : std::string()));
+  }
+  return file.commit();
+}
+
+Status write_single_image(const fs::path& dest, const HostTensor& v, const WriteOptions& o) {
+  AtomicFile file(dest);
+  cv::Mat bgr;
+  frame_to_bgr8(v.data<float>(), 1, v.shape().h(), v.shape().w(), 0, bgr);
+  std::vector<int> params;
+  const std::string e = ext_of(dest);
+  if ((e == ".jpg" || e == ".jpeg" || e == ".jpe") && o.crf_like_quality >= 0) {
+    params = {cv::IMWRITE_JPEG_QUALITY,
+              static_cast<int>(std::lround(100.0 - o.crf_like_quality * 100.0 / 51.0))};
+  }
+  if (!cv::imwrite(file.temp_path().string(), bgr, params)) {
+    return io_error("cannot write image " + quoted(dest));
+  }
+  return file.commit();
+}
+
+Status write_png_dir(const fs::path& dest, const HostTensor& v, const CancelToken* cancel) {
+  std::error_code ec;
+  const bool existed = fs::exists(dest, ec);
+  if (existed) {
+    if (!fs::is_directory(dest, ec)) {
+      return invalid_argument(quoted(dest) +
+                              " exists and is not a directory; cannot write PNG frames there");
+    }
+    fs::directory_iterator it(dest, ec), end;
+    if (ec) return io_error("cannot list " + quoted(dest) + ": " + ec.message());
+    for (; it != end; it.increment(ec)) {
+      if (ec) return io_error("cannot list " + quoted(dest) + ": " + ec.message());
+      if (!is_frame_name(it->path().filename().string()) || !is_regular(it->path())) {
+        return invalid_argument("directory " + quoted(dest) +
+                                " exists and holds other files than " + "frame_NNNNN.png (" +
+                                quoted(it->path().filename()) + "); refusing to replace it");
+      }
+    }
+  }
+  const int64_t T = v.shape().t(), H = v.shape().h(), W = v.shape().w();
+  AtomicFile file(dest);
+  if (!fs::create_directory(file.temp_path(), ec) || ec) {
+    return io_error("cannot create directory " + quoted(file.temp_path()) +
+                    (ec ? ": " + ec.message() : std::string()));
+  }
+  cv::Mat bgr;
+  for (int64_t t = 0; t < T; ++t) {
+    SEEDVAE_TRY(check_cancel(cancel));
+    frame_to_bgr8(v.data<float>(), T, H, W, t, bgr);
+    const fs::path f = file.temp_path() / frame_name(t);
+    if (!cv::imwrite(f.string(), bgr)) return io_error("cannot write frame " + quoted(f));
+  }
+  if (!existed) return file.commit();
+
+  // Replace a previous output: move it aside, move the new one in, then delete the old one.
+  fs::path aside = dest;
+  aside += ".old-" + std::to_string(std::random_device{}());
+  fs::rename(dest, aside, ec);
+  if (ec) return io_error("cannot move the previous " + quoted(dest) + " aside: " + ec.message());
+  Status st = file.commit();
+  if (!st) {
+    fs::rename(aside, dest, ec);
+    return st;
+  }
+  fs::remove_all(aside, ec);
+  return Status::ok();
+}
+
+Status write_impl(const fs::path& destination, const HostTensor& video, const WriteOptions& o,
+                  const CancelToken* cancel) {
+  init_opencv_once();
+  if (destination.empty()) return invalid_argument("no output path given");
+  SEEDVAE_TRY(validate_clip_tensor(video));
+  if (!std::isfinite(o.fps) || o.fps <= 0 || o.fps > 1000) {
+    return invalid_argument("fps must be in (0, 1000], got " + std::to_string(o.fps));
+  }
+  if (o.crf_like_quality < -1 || o.crf_like_quality > 51) {
+    return invalid_argument("crf_like_quality must be -1 (default) or 0..51, got " +
+                            std::to_string(o.crf_like_quality));
+  }
+  HostTensor f32;
+  const HostTensor* v = &video;
+  if (video.dtype() != DType::kF32) {
+    f32 = video.to(DType::kF32);
+    v = &f32;
+  }
+
+  fs::path dest = destination;
+  bool as_dir = false;
+  while (!dest.has_filename() && dest.has_relative_path()) {  // "out/frames/" -> "out/frames"
+    dest = dest.parent_path();
+    as_dir = true;
+  }
+  if (!dest.has_filename() || dest.filename() == "." || dest.filename() == "..") {
+    return invalid_argument("cannot write a clip to " + quoted(destination) +
+                            ": name a file or a new directory");
+  }
+  fs::path parent = dest.parent_path();
+  if (parent.empty()) parent = ".";
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec)) {
+    return not_found("output directory " + quoted(parent) + " does not exist");
+  }
+
+  const std::string e = ext_of(dest);
+  if (!as_dir && is_video_write_ext(e)) return write_video(dest, *v, o, cancel);
+  if (!as_dir && is_image_ext(e)) {
+    if (v->shape().t() != 1) {
+      return invalid_argument(quoted(destination) + " names a single image but the clip has " +
+                              std::to_string(v->shape().t()) +
+                              " frames; give a directory name (frames are written as "
+                              "frame_00000.png, ...) or a video file (.mp4, .avi, .mkv)");
+    }
+    return write_single_image(dest, *v, o);
+  }
+  if (!as_dir && is_unwritable_video_ext(e)) {
+    return unsupported("writing " + e + " is not supported; use .mp4, .mov, .avi, .mkv or a " +
+                       "directory of PNG frames");
+  }
+  return write_png_dir(dest, *v, cancel);
+}
+
+template <typename F>
+auto guarded(const fs::path& path, const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const cv::Exception& e) {
+    if (e.code == cv::Error::StsNoMem) {
+      return out_of_memory(std::string(what) + " " + quoted(path) + ": out of memory in OpenCV");
+    }
+    return io_error(std::string(what) + " " + quoted(path) + ": OpenCV error: " + e.what());
+  } catch (const std::bad_alloc&) {
+    return out_of_memory(std::string(what) + " " + quoted(path) + ": out of memory");
+  } catch (const std::exception& e) {
+    return io_error(std::string(what) + " " + quoted(path) + ": " + e.what());
+  } catch (...) {
+    return internal_error(std::string(what) + " " + quoted(path) + ": unknown exception");
+  }
+}
+
+}  // namespace
+
+Result<VideoInfo> probe(const fs::path& source, const CancelToken* cancel) {
+  return guarded(source, "probing",
+                 [&]() -> Result<VideoInfo> { return probe_impl(source, cancel); });
+}
+
+Result<Clip> read_clip(const fs::path& source, const ReadOptions& options,
+                       const CancelToken* cancel) {
+  return guarded(source, "reading", [&]() -> Result<Clip> {
+    init_opencv_once();
+    SEEDVAE_TRY(validate(options));
+    SEEDVAE_ASSIGN_OR_RETURN(Source src, resolve_source(source));
+    if (src.kind == SourceKind::kImages) return read_images(src, options, cancel);
+    return read_video(src, options, cancel);
+  });
+}
+
+Status write_clip(const fs::path& destination, const HostTensor& video, const WriteOptions& options,
+                  const CancelToken* cancel) {
+  return guarded(destination, "writing",
+                 [&]() -> Status { return write_impl(destination, video, options, cancel); });
+}
+
+bool is_writable_video_extension(const fs::path& path) {
+  return is_video_write_ext(ext_of(path));
+}
+
+}  // namespace seedvae::media

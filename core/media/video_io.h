@@ -1,0 +1,110 @@
+// Video and image-sequence input/output for the VAE round trip (target seedvae_media).
+//
+// Clips are host tensors in the layout the VAE consumes: fp32 [1, 3, T, H, W], RGB channel order
+// (never BGR), values in [-1, 1] (x / 255 * 2 - 1 for 8-bit sources), see vae_spec.md section 6.
+// OpenCV is a private dependency: it is included only by the .cpp files of this target, and every
+// OpenCV exception is caught there and returned as a Status. No function here throws.
+//
+// Sources understood by probe() and read_clip():
+//   * a video file (.mp4 .m4v .mov .avi .mkv .webm and anything else FFmpeg opens), decoded with
+//     the FFmpeg backend of OpenCV's VideoCapture;
+//   * a single image file (.png .jpg .jpeg .bmp .tif .tiff .webp .ppm .pgm .pnm .exr .hdr ...), a
+//     1-frame clip;
+//   * a directory of image files, frames in natural name order ("f2.png" before "f10.png"; names
+//     with zero-padded numbers sort as plain text does); other files, subdirectories and hidden
+//     files (names starting with ".") are ignored;
+//   * a printf pattern such as "frames/%05d.png" or "img_%d.jpg": every file of the pattern's
+//     directory whose name the pattern formats from some non-negative integer, in index order
+//     (gaps are allowed).
+// 16-bit images keep their precision (value / 65535); alpha channels are dropped; grey images are
+// replicated to three channels.
+//
+// Errors: kNotFound (missing file or directory, pattern matching no file, directory with no
+// images), kCorruptData (a file that cannot be decoded, zero decodable frames, frames of
+// different sizes), kIoError (a path that is not a regular file, the OS refusing a write),
+// kInvalidArgument (bad options, first_frame past the end, malformed tensors), kOutOfMemory
+// (the selected frames would not fit in the machine's physical memory), kCancelled.
+// Messages name the path.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "core/base/cancel.h"
+#include "core/base/status.h"
+#include "core/tensor/host_tensor.h"
+
+namespace seedvae::media {
+
+struct VideoInfo {
+  int width = 0;
+  int height = 0;
+  // Frames per second from the container; 0 when the source has no timing (image sequences) or
+  // the container's value is unusable.
+  double fps = 0;
+  // Counted by decoding every frame, never the container's claim.
+  int64_t frame_count = 0;
+  std::string source_kind;  // "video" or "images"
+};
+
+struct ReadOptions {
+  int64_t first_frame = 0;  // index of the first frame read (0-based, in source frames)
+  int64_t max_frames = -1;  // -1: all frames to the end; otherwise >= 1
+  int stride = 1;           // read every stride-th frame from first_frame; >= 1
+  // Optional resize of every frame (0 = keep). With one of the two 0 the other is derived from
+  // the source aspect ratio (rounded, at least 1). INTER_AREA when shrinking, INTER_CUBIC when
+  // enlarging (followed by the usual clamp to [-1, 1]).
+  int resize_width = 0;
+  int resize_height = 0;
+};
+
+struct Clip {
+  HostTensor video;  // fp32 [1, 3, T, H, W], RGB, values in [-1, 1]
+  // Playback rate of the returned frames: the source fps divided by the stride; 24 / stride for
+  // sources without timing (image sequences) or with an unusable container value.
+  double fps = 24;
+};
+
+// Opens the source, decodes every frame to count them and returns its size and rate. Frames of an
+// image sequence must all have the size of the first (kCorruptData otherwise).
+Result<VideoInfo> probe(const std::filesystem::path& source, const CancelToken* cancel = nullptr);
+
+// Reads the frames first_frame, first_frame + stride, ... (at most max_frames of them).
+// Errors as described above; first_frame at or past the last frame is kInvalidArgument naming the
+// frame count. Cancellation is polled between frames.
+Result<Clip> read_clip(const std::filesystem::path& source, const ReadOptions& options = {},
+                       const CancelToken* cancel = nullptr);
+
+struct WriteOptions {
+  double fps = 24;  // > 0
+  // -1: the codec's default. 0..51, lower is better (CRF-like). Honoured by the .avi writer
+  // (OpenCV's Motion-JPEG encoder, JPEG quality 100 - q * 100 / 51); OpenCV 4.6's FFmpeg writer
+  // has no quality control, so .mp4/.mov/.mkv ignore it. PNG is lossless and ignores it.
+  int crf_like_quality = -1;
+};
+
+// Writes [1, 3, T, H, W] (any float dtype; values clamped to [-1, 1], NaN written as -1) as
+// 8-bit frames: round((x + 1) / 2 * 255).
+// The destination's form follows its name:
+//   * .mp4 .m4v .mov -> MPEG-4 part 2 ("mp4v"), lossy;
+//   * .avi           -> Motion-JPEG ("MJPG"), lossy;
+//   * .mkv           -> FFV1, lossless;
+//     (.mp4/.mov/.m4v/.mkv go through OpenCV's FFmpeg writer, which supports only even sizes: an
+//     odd width or height is padded to even by repeating the last column or row, so such a file
+//     reads back one pixel larger. .avi and PNG keep any size exactly.)
+//   * .png (and other single-image extensions) with T == 1 -> one image file;
+//   * any other name, or a name ending in '/', -> a directory of frame_00000.png, frame_00001.png,
+//     ... (lossless). An existing destination directory is replaced only when it is empty or holds
+//     nothing but frame_NNNNN.png files (a previous output); otherwise kInvalidArgument.
+//   * other known video extensions (.webm .gif .wmv ...) -> kUnsupported.
+// Atomic: everything is written under a temporary sibling name (same extension) and renamed onto
+// the destination at the end; on any failure or cancel nothing is left behind. The parent
+// directory must exist (kNotFound otherwise).
+Status write_clip(const std::filesystem::path& destination, const HostTensor& video,
+                  const WriteOptions& options = {}, const CancelToken* cancel = nullptr);
+
+// Video container extensions write_clip() encodes (".mp4", ...), lower case.
+bool is_writable_video_extension(const std::filesystem::path& path);
+
+}  // namespace seedvae::media

@@ -1,0 +1,314 @@
+#include "core/pipeline/verify.h"
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/io/safetensors.h"
+#include "core/schedule/streaming.h"
+#include "core/vae/state_dict.h"
+#include "core/vae/vae_model.h"
+
+namespace seedvae {
+
+int VerifyReport::passed() const {
+  return static_cast<int>(std::count_if(rows.begin(), rows.end(),
+                                        [](const VerifyRow& r) { return r.status == "pass"; }));
+}
+int VerifyReport::failed() const {
+  return static_cast<int>(std::count_if(rows.begin(), rows.end(),
+                                        [](const VerifyRow& r) { return r.status == "FAIL"; }));
+}
+int VerifyReport::skipped() const {
+  return static_cast<int>(std::count_if(rows.begin(), rows.end(),
+                                        [](const VerifyRow& r) { return r.status == "skip"; }));
+}
+
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+Result<Json> read_manifest(const std::filesystem::path& dir) {
+  const auto path = dir / "manifest.json";
+  std::ifstream in(path);
+  if (!in) return not_found("no manifest.json in " + dir.string());
+  try {
+    Json j = Json::parse(in);
+    if (!j.is_object() || !j.contains("configs") || !j["configs"].is_object()) {
+      return corrupt_data(path.string() + " has no \"configs\" object");
+    }
+    return j;
+  } catch (const std::exception& e) {
+    return corrupt_data(path.string() + " is not valid JSON: " + e.what());
+  }
+}
+
+Result<VaeConfig> config_from_manifest(const Json& cfg, const std::string& name) {
+  try {
+    const Json& k = cfg.at("constructor_kwargs");
+    VaeConfig c;
+    c.in_channels = k.at("in_channels").get<int>();
+    c.out_channels = k.at("out_channels").get<int>();
+    c.latent_channels = k.at("latent_channels").get<int>();
+    c.block_out_channels = k.at("block_out_channels").get<std::vector<int>>();
+    c.layers_per_block = k.at("layers_per_block").get<int>();
+    c.norm_groups = k.at("norm_num_groups").get<int>();
+    c.temporal_scale_num = k.at("temporal_scale_num").get<int>();
+    SEEDVAE_TRY(c.validate());
+    return c;
+  } catch (const std::exception& e) {
+    return corrupt_data("manifest configuration " + name + ": " + e.what());
+  }
+}
+
+bool wanted(const VerifyOptions& o, const std::string& tensor) {
+  if (o.only.empty()) return true;
+  return std::any_of(o.only.begin(), o.only.end(),
+                     [&](const std::string& s) { return tensor.find(s) != std::string::npos; });
+}
+
+// "V17.dec_of_mean_sliced_s4" -> case "V17", op "dec_of_mean", split 4 (0 = whole clip).
+struct GoldenName {
+  std::string case_name, op, variant;
+  int split = 0;
+};
+GoldenName parse_name(const std::string& n) {
+  GoldenName g;
+  const auto dot = n.find('.');
+  g.case_name = n.substr(0, dot);
+  std::string rest = n.substr(dot + 1);
+  if (auto p = rest.find("_sliced_s"); p != std::string::npos) {
+    g.split = std::atoi(rest.c_str() + p + 9);
+    rest = rest.substr(0, p);
+  } else if (auto q = rest.find("_tiled_"); q != std::string::npos) {
+    g.variant = rest.substr(q + 7);
+    rest = rest.substr(0, q);
+  }
+  g.op = rest;
+  return g;
+}
+
+class ConfigRun {
+ public:
+  ConfigRun(Backend& backend, const VerifyOptions& opt, std::string name,
+            const std::function<void(const VerifyRow&)>& on_row, VerifyReport& report)
+      : backend_(backend), opt_(opt), name_(std::move(name)), on_row_(on_row), report_(report) {}
+
+  void add(VerifyRow row) {
+    row.config = name_;
+    if (on_row_) on_row_(row);
+    report_.rows.push_back(std::move(row));
+  }
+
+  Status run(const Json& cfg, const CancelToken* cancel) {
+    const auto dir = opt_.reference_dir;
+    SEEDVAE_ASSIGN_OR_RETURN(VaeConfig config, config_from_manifest(cfg, name_));
+    // Weights: an explicit file, the folder's file, or the synthetic recipe with the manifest seed.
+    const uint64_t seed = cfg.value("weights", Json::object()).value("seed", uint64_t{0});
+    std::optional<std::filesystem::path> wfile = opt_.weights;
+    const Json wf = cfg.value("weights", Json::object()).value("file", Json());
+    if (!wfile && wf.is_string()) wfile = dir / wf.get<std::string>();
+    auto t0 = Clock::now();
+    VaeWeights synthetic = synthesize_weights(config, seed);
+    if (wfile) {
+      SEEDVAE_ASSIGN_OR_RETURN(weights_, load_weights(*wfile));
+      const bool same = fp16_digest(weights_) == fp16_digest(synthetic);
+      VerifyRow row{"", "weights", same || opt_.weights ? "pass" : "FAIL"};
+      row.note = wfile->filename().string() + (same ? " equals the synthetic recipe (seed " +
+                                                          std::to_string(seed) + ") bit for bit"
+                                                    : " differs from the synthetic recipe");
+      row.seconds = seconds_since(t0);
+      add(row);
+    } else {
+      weights_ = std::move(synthetic);
+      add({"", "weights", "pass", 0, 0, 0, seconds_since(t0),
+           "synthetic recipe, seed " + std::to_string(seed) + ", digest " +
+               fp16_digest(weights_).substr(0, 16)});
+    }
+    if (!(weights_.config == config)) {
+      return invalid_argument("weights configuration (" + weights_.config.to_string() +
+                              ") differs from the manifest's (" + config.to_string() + ")");
+    }
+
+    const auto files = cfg.value("files", Json::object());
+    auto file_path = [&](const char* key, const char* fallback) {
+      if (files.contains(key) && files[key].contains("path")) {
+        return dir / files[key]["path"].get<std::string>();
+      }
+      return dir / name_ / fallback;
+    };
+    SEEDVAE_ASSIGN_OR_RETURN(inputs_, SafetensorsFile::open(file_path("inputs", "inputs.safetensors")));
+    SEEDVAE_ASSIGN_OR_RETURN(golden_,
+                             SafetensorsFile::open(file_path("golden_fp32", "golden_fp32.safetensors")));
+    const auto inter_path = file_path("intermediates_fp32", "intermediates_fp32.safetensors");
+    if (opt_.intermediates && files.contains("intermediates_fp32") &&
+        std::filesystem::exists(inter_path)) {
+      SEEDVAE_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(inter_path));
+      intermediates_ = std::move(f);
+    }
+    // Inputs: every manifest case must be present with the manifest's shape.
+    int bad_inputs = 0;
+    std::string note;
+    const Json cases = cfg.value("cases", Json::array());
+    for (const auto& c : cases) {
+      const std::string cname = c.value("name", "");
+      auto v = inputs_->get(cname);
+      const Shape want(c.value("shape", std::vector<int64_t>{}));
+      if (!v || v->shape != want) {
+        ++bad_inputs;
+        note += cname + (v ? " has shape " + v->shape.to_string() : " is missing") + "; ";
+      }
+    }
+    add({"", "inputs", bad_inputs ? "FAIL" : "pass", 0, 0, 0, 0,
+         bad_inputs ? note : std::to_string(cfg.value("cases", Json::array()).size()) + " cases"});
+    if (!opt_.run_model) return Status::ok();
+
+    SEEDVAE_ASSIGN_OR_RETURN(VaeModel model, VaeModel::create(backend_, weights_));
+    model_ = &model;
+    const Json outputs = cfg.value("outputs_fp32", Json::object());
+    for (const auto& [tensor, stats] : outputs.items()) {
+      if (!wanted(opt_, tensor)) continue;
+      if (cancel) SEEDVAE_TRY(cancel->check());
+      SEEDVAE_TRY(check_output(tensor));
+    }
+    if (intermediates_) {
+      for (const auto& n : intermediates_->names()) {
+        if (!wanted(opt_, n)) continue;
+        auto it = captured_.find(n);
+        if (it == captured_.end()) {
+          add({"", n, "skip", 0, 0, 0, 0, "its case was not run"});
+          continue;
+        }
+        SEEDVAE_ASSIGN_OR_RETURN(TensorView ref, intermediates_->get(n));
+        const HostTensor r = ref.to_host(DType::kF32);
+        SEEDVAE_ASSIGN_OR_RETURN(DiffStats d, compare(it->second, r));
+        const double tol = opt_.tolerance * std::max(1.0, d.ref_absmax);
+        add({"", n, d.max_abs <= tol ? "pass" : "FAIL", d.max_abs, d.rms, tol, 0,
+             "relative bound: tolerance x max(1, max|ref|)"});
+      }
+    }
+    model_ = nullptr;
+    return Status::ok();
+  }
+
+ private:
+  static double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+
+  Result<HostTensor> input(const std::string& name) {
+    SEEDVAE_ASSIGN_OR_RETURN(TensorView v, inputs_->get(name));
+    return v.to_host(DType::kF32);
+  }
+  Result<HostTensor> golden(const std::string& name) {
+    SEEDVAE_ASSIGN_OR_RETURN(TensorView v, golden_->get(name));
+    return v.to_host(DType::kF32);
+  }
+
+  // Runs with an observer that keeps the blocks the intermediates file has for this case.
+  template <typename F>
+  Result<HostTensor> capture(const std::string& case_name, bool whole, F run) {
+    if (intermediates_ && whole) {
+      model_->set_observer([&](std::string_view block, const Tensor& t) -> Status {
+        const std::string key = case_name + ".inter." + std::string(block);
+        if (!intermediates_->contains(key)) return Status::ok();
+        SEEDVAE_ASSIGN_OR_RETURN(captured_[key], backend_.download(t));
+        return Status::ok();
+      });
+    }
+    auto r = run();
+    model_->set_observer({});
+    return r;
+  }
+
+  Result<HostTensor> encode(const std::string& case_name, int split) {
+    const std::string key = case_name + "/enc/" + std::to_string(split);
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor x, input(case_name));
+    StreamOptions so{split / weights_.config.temporal_factor()};
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor m, capture(case_name, split == 0, [&] {
+                               return encode_video(*model_, x, so);
+                             }));
+    cache_[key] = m;
+    return m;
+  }
+
+  Status check_output(const std::string& tensor) {
+    const GoldenName g = parse_name(tensor);
+    auto t0 = Clock::now();
+    if (!g.variant.empty()) {
+      add({"", tensor, "skip", 0, 0, 0, 0,
+           "spatial tiling (tile " + g.variant + ") is not implemented yet"});
+      return Status::ok();
+    }
+    const int chunk = g.split / weights_.config.temporal_factor();
+    Result<HostTensor> out = internal_error("unknown golden tensor kind " + g.op);
+    if (g.op == "enc_moments") {
+      out = encode(g.case_name, g.split);
+    } else if (g.op == "enc_mean") {
+      auto m = encode(g.case_name, g.split);
+      out = m ? Result<HostTensor>(moments_mean(*m)) : m.take_status();
+    } else if (g.op == "dec_of_mean" || g.op == "dec") {
+      // dec_of_mean decodes the golden mean of the same variant, so the decoder is checked alone.
+      Result<HostTensor> z = internal_error("unreachable");
+      if (g.op == "dec") {
+        z = input(g.case_name);
+      } else {
+        auto m = golden(g.case_name + (g.split ? ".enc_moments_sliced_s" + std::to_string(g.split)
+                                               : ".enc_moments"));
+        z = m ? Result<HostTensor>(moments_mean(*m)) : m.take_status();
+      }
+      if (!z) return z.take_status();
+      out = capture(g.case_name, g.split == 0,
+                    [&] { return decode_latent(*model_, *z, StreamOptions{chunk}); });
+    }
+    if (!out) {
+      if (out.status().code() == StatusCode::kInternal) {
+        add({"", tensor, "skip", 0, 0, 0, 0, out.status().message()});
+        return Status::ok();
+      }
+      return out.take_status().with_context(tensor);
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor ref, golden(tensor));
+    SEEDVAE_ASSIGN_OR_RETURN(DiffStats d, compare(*out, ref));
+    add({"", tensor, d.max_abs <= opt_.tolerance ? "pass" : "FAIL", d.max_abs, d.rms,
+         opt_.tolerance, seconds_since(t0), ""});
+    return Status::ok();
+  }
+
+  Backend& backend_;
+  const VerifyOptions& opt_;
+  std::string name_;
+  const std::function<void(const VerifyRow&)>& on_row_;
+  VerifyReport& report_;
+  VaeWeights weights_;
+  std::optional<SafetensorsFile> inputs_, golden_, intermediates_;
+  VaeModel* model_ = nullptr;
+  std::map<std::string, HostTensor> cache_;
+  std::map<std::string, HostTensor> captured_;
+};
+
+}  // namespace
+
+Result<VerifyReport> run_verify(Backend& backend, const VerifyOptions& options,
+                                const std::function<void(const VerifyRow&)>& on_row,
+                                const CancelToken* cancel) {
+  SEEDVAE_ASSIGN_OR_RETURN(Json manifest, read_manifest(options.reference_dir));
+  VerifyReport report;
+  std::vector<std::string> names = options.configs;
+  if (names.empty()) {
+    for (const auto& [k, v] : manifest["configs"].items()) names.push_back(k);
+  }
+  for (const auto& name : names) {
+    if (!manifest["configs"].contains(name)) {
+      return invalid_argument("the manifest has no configuration \"" + name + "\"");
+    }
+    ConfigRun run(backend, options, name, on_row, report);
+    SEEDVAE_TRY(run.run(manifest["configs"][name], cancel).with_context("configuration " + name));
+  }
+  return report;
+}
+
+}  // namespace seedvae

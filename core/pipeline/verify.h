@@ -1,0 +1,52 @@
+// `seedvae verify`: checks the engine against a reference folder laid out like ../shared/golden
+// (manifest.json + one folder per configuration with inputs.safetensors, golden_fp32.safetensors
+// and optionally weights and intermediates). Every case, shape and tile parameter comes from the
+// manifest, never from code.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/base/cancel.h"
+
+namespace seedvae {
+
+struct VerifyOptions {
+  std::filesystem::path reference_dir;
+  std::vector<std::string> configs;       // empty: every configuration in the manifest
+  std::vector<std::string> only;          // tensor-name substrings to run; empty: all
+  std::optional<std::filesystem::path> weights;  // overrides the folder's / synthetic weights
+  double tolerance = 1e-4;                // max abs error for outputs (fp32)
+  bool run_model = true;                  // false: check inputs and weights only
+  bool intermediates = true;              // compare per-block intermediates where shipped
+};
+
+struct VerifyRow {
+  std::string config;
+  std::string tensor;       // golden tensor name, or "weights", "inputs"
+  std::string status;       // "pass", "FAIL", "skip"
+  double max_abs = 0;
+  double rms = 0;
+  double tolerance = 0;
+  double seconds = 0;
+  std::string note;
+};
+
+struct VerifyReport {
+  std::vector<VerifyRow> rows;
+  int passed() const;
+  int failed() const;
+  int skipped() const;
+};
+
+// Runs the verification on `backend`. `on_row` is called as each row completes (for live
+// output). Cancel is checked between cases.
+Result<VerifyReport> run_verify(Backend& backend, const VerifyOptions& options,
+                                const std::function<void(const VerifyRow&)>& on_row = {},
+                                const CancelToken* cancel = nullptr);
+
+}  // namespace seedvae

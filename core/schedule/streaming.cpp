@@ -1,0 +1,156 @@
+#include "core/schedule/streaming.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace seedvae {
+
+std::vector<std::pair<int64_t, int64_t>> plan_chunks(int64_t latent_frames, int chunk_latents) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (latent_frames <= 0) return out;
+  if (chunk_latents <= 0 || latent_frames <= chunk_latents + 1) {
+    out.emplace_back(0, latent_frames);
+    return out;
+  }
+  int64_t b = 0;
+  int64_t e = chunk_latents + 1;  // the first chunk carries the single causal head frame extra
+  while (b < latent_frames) {
+    out.emplace_back(b, std::min(e, latent_frames));
+    b = e;
+    e = b + chunk_latents;
+  }
+  return out;
+}
+
+HostTensor slice_time(const HostTensor& x, int64_t begin, int64_t end) {
+  const Shape& s = x.shape();
+  Shape o = s;
+  o[2] = end - begin;
+  HostTensor out(x.dtype(), o);
+  const int64_t plane = s[3] * s[4] * dtype_size(x.dtype());
+  const auto* src = static_cast<const std::byte*>(x.raw());
+  auto* dst = static_cast<std::byte*>(out.raw());
+  for (int64_t n = 0; n < s[0] * s[1]; ++n) {
+    std::memcpy(dst + n * o[2] * plane, src + (n * s[2] + begin) * plane,
+                static_cast<size_t>(o[2] * plane));
+  }
+  return out;
+}
+
+Result<HostTensor> concat_time(std::span<const HostTensor> parts) {
+  if (parts.empty()) return invalid_argument("nothing to concatenate");
+  if (parts.size() == 1) return parts[0];
+  const Shape& s0 = parts[0].shape();
+  Shape o = s0;
+  o[2] = 0;
+  for (const HostTensor& p : parts) {
+    const Shape& s = p.shape();
+    if (s.rank() != 5 || s[0] != s0[0] || s[1] != s0[1] || s[3] != s0[3] || s[4] != s0[4] ||
+        p.dtype() != parts[0].dtype()) {
+      return invalid_argument("cannot concatenate " + s0.to_string() + " and " + s.to_string());
+    }
+    o[2] += s[2];
+  }
+  HostTensor out(parts[0].dtype(), o);
+  const int64_t plane = s0[3] * s0[4] * dtype_size(out.dtype());
+  auto* dst = static_cast<std::byte*>(out.raw());
+  int64_t t0 = 0;
+  for (const HostTensor& p : parts) {
+    const int64_t tp = p.shape()[2];
+    for (int64_t n = 0; n < s0[0] * s0[1]; ++n) {
+      std::memcpy(dst + (n * o[2] + t0) * plane,
+                  static_cast<const std::byte*>(p.raw()) + n * tp * plane,
+                  static_cast<size_t>(tp * plane));
+    }
+    t0 += tp;
+  }
+  return out;
+}
+
+namespace {
+
+// Runs `chunks` through `step`, gathering outputs on the host along T.
+template <typename Step>
+Result<HostTensor> run_stream(const VaeModel& model, const HostTensor& input,
+                              const std::vector<std::pair<int64_t, int64_t>>& in_ranges,
+                              std::string_view stage, const StreamHooks& hooks, Step step) {
+  Backend& backend = model.backend();
+  CausalState state;
+  std::vector<HostTensor> pieces;
+  int64_t produced = 0;
+  const auto total = static_cast<int64_t>(in_ranges.size());
+  for (int64_t i = 0; i < total; ++i) {
+    if (hooks.cancel) SEEDVAE_TRY(hooks.cancel->check());
+    const auto [b, e] = in_ranges[static_cast<size_t>(i)];
+    const bool whole = b == 0 && e == input.shape()[2];
+    model.set_telemetry_labels(i, hooks.tile);
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(whole ? input : slice_time(input, b, e)));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, step(x, state));
+    x = {};
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor chunk, backend.download(y));
+    y = {};
+    if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(produced, chunk));
+    produced += chunk.shape()[2];
+    pieces.push_back(std::move(chunk));
+    if (hooks.progress) hooks.progress->report(stage, i + 1, total);
+  }
+  return concat_time(pieces);
+}
+
+}  // namespace
+
+Result<HostTensor> encode_video(const VaeModel& model, const HostTensor& video,
+                                const StreamOptions& options, const StreamHooks& hooks) {
+  const Shape& s = video.shape();
+  const int f = model.config().temporal_factor();
+  if (s.rank() != 5 || s[0] != 1 || s[2] < 1 || (s[2] - 1) % f != 0) {
+    return invalid_argument("encode needs a [1, 3, 4n+1, H, W] video, got " + s.to_string());
+  }
+  const int64_t latents = (s[2] - 1) / f + 1;
+  auto chunks = plan_chunks(latents, options.chunk_latents);
+  for (auto& [b, e] : chunks) {  // latent ranges -> frame ranges
+    b = b == 0 ? 0 : (b - 1) * f + 1;
+    e = (e - 1) * f + 1;
+  }
+  return run_stream(model, video, chunks, "encode", hooks,
+                    [&](const Tensor& x, CausalState& st) { return model.encode_chunk(x, st); });
+}
+
+Result<HostTensor> decode_latent(const VaeModel& model, const HostTensor& latent,
+                                 const StreamOptions& options, const StreamHooks& hooks) {
+  const Shape& s = latent.shape();
+  if (s.rank() != 5 || s[0] != 1 || s[2] < 1) {
+    return invalid_argument("decode needs a [1, C, t, h, w] latent, got " + s.to_string());
+  }
+  return run_stream(model, latent, plan_chunks(s[2], options.chunk_latents), "decode", hooks,
+                    [&](const Tensor& z, CausalState& st) { return model.decode_chunk(z, st); });
+}
+
+HostTensor moments_mean(const HostTensor& moments) {
+  const Shape& s = moments.shape();
+  Shape o = s;
+  o[1] = s[1] / 2;
+  const HostTensor f = moments.to(DType::kF32);
+  HostTensor out(DType::kF32, o);
+  std::memcpy(out.raw(), f.raw(), static_cast<size_t>(out.nbytes()));  // channels lead (N = 1)
+  return out;
+}
+
+HostTensor moments_sample(const HostTensor& moments, uint64_t seed) {
+  HostTensor mean = moments_mean(moments);
+  const HostTensor f = moments.to(DType::kF32);
+  const int64_t n = mean.numel();
+  const float* logvar = f.data<float>() + n;
+  float* m = mean.data<float>();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (int64_t i = 0; i < n; ++i) {
+    const float std_dev = std::exp(0.5f * std::clamp(logvar[i], -30.f, 20.f));
+    m[i] = std::fma(std_dev, normal(rng), m[i]);
+  }
+  return mean;
+}
+
+}  // namespace seedvae

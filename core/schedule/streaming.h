@@ -1,0 +1,57 @@
+// Temporal slicing (vae_spec.md §4): runs a whole clip through the VaeModel chunk by chunk with an
+// explicit causal state, so device memory is bounded by the chunk, not by the clip length.
+// Cancellation is checked between chunks; progress is reported per chunk.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "core/base/cancel.h"
+#include "core/base/progress.h"
+#include "core/tensor/host_tensor.h"
+#include "core/vae/vae_model.h"
+
+namespace seedvae {
+
+struct StreamOptions {
+  // Latent frames per chunk (1 latent = 4 video frames); the first chunk has one more. 0 runs the
+  // whole clip in one pass. Upstream SeedVR2 uses 1 (split size 4).
+  int chunk_latents = 1;
+};
+
+// Receives each finished chunk on the engine thread: frames [first_frame, first_frame + T) of the
+// output, fp32 [1, C, T, H, W]. Returning a non-OK status stops the run with that status.
+using ChunkSink = std::function<Status(int64_t first_frame, const HostTensor& chunk)>;
+
+struct StreamHooks {
+  const CancelToken* cancel = nullptr;
+  ProgressSink* progress = nullptr;
+  ChunkSink on_chunk;
+  int64_t tile = -1;  // tile index for telemetry labels when called by the tiling scheduler
+};
+
+// Chunk boundaries in latent frames for `latent_frames` latents: [begin, end) pairs.
+std::vector<std::pair<int64_t, int64_t>> plan_chunks(int64_t latent_frames, int chunk_latents);
+
+// video: [1, 3, T, H, W] with T = 4n+1 and H, W multiples of 8, any dtype. Returns the moments
+// [1, 2*latent, n+1, H/8, W/8] in fp32.
+Result<HostTensor> encode_video(const VaeModel& model, const HostTensor& video,
+                                const StreamOptions& options, const StreamHooks& hooks = {});
+
+// latent: [1, latent, t, h, w]. Returns the decoded video [1, 3, 4t-3, 8h, 8w] in fp32 (unclamped).
+Result<HostTensor> decode_latent(const VaeModel& model, const HostTensor& latent,
+                                 const StreamOptions& options, const StreamHooks& hooks = {});
+
+// Channels [0, latent) of the moments: the posterior mean SeedVR2 uses.
+HostTensor moments_mean(const HostTensor& moments);
+// mean + exp(clamp(logvar, -30, 20) / 2) * noise, noise ~ N(0, 1) from `seed` (the official
+// pipeline's sample()); one fused multiply-add per element.
+HostTensor moments_sample(const HostTensor& moments, uint64_t seed);
+
+// Frames [begin, end) of a 5-D host tensor along T, and concatenation along T.
+HostTensor slice_time(const HostTensor& x, int64_t begin, int64_t end);
+Result<HostTensor> concat_time(std::span<const HostTensor> parts);
+
+}  // namespace seedvae

@@ -1,0 +1,432 @@
+#include "core/schedule/tiled.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "core/schedule/exact_tiling.h"
+
+namespace seedvae {
+
+std::string_view tiling_mode_name(TilingMode mode) {
+  switch (mode) {
+    case TilingMode::kOff: return "off";
+    case TilingMode::kBlend: return "blend";
+    case TilingMode::kExact: return "exact";
+  }
+  return "?";
+}
+
+Result<TilingMode> parse_tiling_mode(std::string_view s) {
+  if (s == "off" || s == "none") return TilingMode::kOff;
+  if (s == "blend") return TilingMode::kBlend;
+  if (s == "exact") return TilingMode::kExact;
+  return invalid_argument("tiling mode must be off, blend or exact, got '" + std::string(s) + "'");
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A tile's causal state parked on the host between temporal chunks.
+struct ParkedState {
+  bool started = false;
+  std::map<std::string, HostTensor> memory;
+  int64_t bytes() const {
+    int64_t n = 0;
+    for (const auto& [k, t] : memory) n += t.nbytes();
+    return n;
+  }
+};
+
+Status park(Backend& backend, CausalState& state, ParkedState& parked) {
+  parked.started = state.started;
+  parked.memory.clear();
+  for (auto& [k, t] : state.memory) {
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor h, backend.download(t));
+    parked.memory.emplace(k, std::move(h));
+  }
+  state.reset();
+  return Status::ok();
+}
+
+Status unpark(Backend& backend, const ParkedState& parked, CausalState& state) {
+  state.reset();
+  state.started = parked.started;
+  for (const auto& [k, h] : parked.memory) {
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor t, backend.upload(h));
+    state.memory.emplace(k, std::move(t));
+  }
+  return Status::ok();
+}
+
+// Region [y, y+h) x [x, x+w) of a 5-D host tensor (any dtype), as fp32.
+HostTensor crop_hw(const HostTensor& src_any, int64_t y0, int64_t x0, int64_t h, int64_t w) {
+  const HostTensor src = src_any.dtype() == DType::kF32 ? src_any : src_any.to(DType::kF32);
+  const Shape& s = src.shape();
+  HostTensor out(DType::kF32, Shape{s[0], s[1], s[2], h, w});
+  const int64_t planes = s[0] * s[1] * s[2];
+  for (int64_t p = 0; p < planes; ++p) {
+    for (int64_t y = 0; y < h; ++y) {
+      std::memcpy(out.data<float>() + (p * h + y) * w,
+                  src.data<float>() + (p * s[3] + y0 + y) * s[4] + x0,
+                  static_cast<size_t>(w) * sizeof(float));
+    }
+  }
+  return out;
+}
+
+struct BlendJob {
+  const VaeModel& model;
+  const HostTensor& input;
+  const TileOptions& options;
+  const StreamOptions& stream;
+  const StreamHooks& hooks;
+  TileHooks* tile_hooks;
+  bool encode;
+};
+
+// Blended tiling, chunk-major. Encode: input pixels, output moments blended in latent units.
+// Decode: latent input, output pixels blended in pixels.
+Result<HostTensor> run_blend(const BlendJob& job) {
+  const VaeModel& model = job.model;
+  Backend& backend = model.backend();
+  const VaeConfig& cfg = model.config();
+  const int sf = cfg.spatial_factor();
+  const int tf = cfg.temporal_factor();
+  const Shape& is = job.input.shape();
+  const auto t0 = Clock::now();
+
+  const int64_t lat_h = job.encode ? (is[3] + sf - 1) / sf : is[3];
+  const int64_t lat_w = job.encode ? (is[4] + sf - 1) / sf : is[4];
+  SEEDVAE_ASSIGN_OR_RETURN(TilePlan plan,
+                           make_tile_plan(lat_h, lat_w, job.options.spec, job.options.layout, sf));
+  TileRunReport* report = job.tile_hooks ? job.tile_hooks->report : nullptr;
+
+  // Temporal chunks of the input (latents for decode, frames for encode).
+  const int64_t latents = job.encode ? (is[2] - 1) / tf + 1 : is[2];
+  auto chunks = plan_chunks(latents, job.stream.chunk_latents);
+  std::vector<std::pair<int64_t, int64_t>> in_ranges = chunks;
+  if (job.encode) {
+    for (auto& [b, e] : in_ranges) {
+      b = b == 0 ? 0 : (b - 1) * tf + 1;
+      e = (e - 1) * tf + 1;
+    }
+  }
+
+  const BlendSpace space = job.encode ? BlendSpace::kLatents : BlendSpace::kPixels;
+  const int64_t unit = job.encode ? 1 : sf;  // output units per latent
+  const int64_t out_h = job.encode ? lat_h : is[3] * sf;
+  const int64_t out_w = job.encode ? lat_w : is[4] * sf;
+  const int64_t ntiles = static_cast<int64_t>(plan.tiles.size());
+
+  // Weights per tile (separable) and their accumulated sum (the same for every chunk).
+  std::vector<std::vector<float>> wrows(static_cast<size_t>(plan.rows.count()));
+  std::vector<std::vector<float>> wcols(static_cast<size_t>(plan.cols.count()));
+  for (int64_t r = 0; r < plan.rows.count(); ++r) {
+    wrows[static_cast<size_t>(r)] = axis_blend_weights(plan, true, r, space);
+  }
+  for (int64_t c = 0; c < plan.cols.count(); ++c) {
+    wcols[static_cast<size_t>(c)] = axis_blend_weights(plan, false, c, space);
+  }
+  std::vector<float> cnt(static_cast<size_t>(out_h * out_w), 0.f);
+  for (const PlannedTile& t : plan.tiles) {
+    const auto& wr = wrows[static_cast<size_t>(t.row)];
+    const auto& wc = wcols[static_cast<size_t>(t.col)];
+    const int64_t oy = t.latent.y * unit, ox = t.latent.x * unit;
+    for (size_t i = 0; i < wr.size(); ++i) {
+      for (size_t j = 0; j < wc.size(); ++j) {
+        cnt[static_cast<size_t>((oy + static_cast<int64_t>(i)) * out_w + ox) + j] += wr[i] * wc[j];
+      }
+    }
+  }
+
+  if (report) {
+    report->mode = TilingMode::kBlend;
+    report->plan = plan;
+    report->rects.clear();
+    report->output_rects.clear();
+    for (const PlannedTile& t : plan.tiles) {
+      report->rects.push_back(job.encode ? Rect{t.pixel.y, t.pixel.x,
+                                                std::min(t.pixel.h, is[3] - t.pixel.y),
+                                                std::min(t.pixel.w, is[4] - t.pixel.x)}
+                                         : t.pixel);
+      report->output_rects.push_back(job.encode ? t.latent : t.pixel);
+    }
+    report->tile_sums.assign(static_cast<size_t>(ntiles), {});
+    report->tile_counts.assign(static_cast<size_t>(ntiles), 0);
+    report->chunks = static_cast<int64_t>(chunks.size());
+    report->tiles_run = 0;
+    report->host_state_bytes = 0;
+  }
+
+  std::vector<ParkedState> parked(static_cast<size_t>(ntiles));
+  CausalState single_state;
+  const bool multi_chunk = chunks.size() > 1;
+  std::vector<HostTensor> pieces;
+  int64_t produced = 0;
+  const int64_t total_steps = ntiles * static_cast<int64_t>(chunks.size());
+  int64_t steps = 0;
+  const std::string stage = job.encode ? "encode tiles" : "decode tiles";
+
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const auto [b, e] = in_ranges[ci];
+    const bool whole = b == 0 && e == is[2];
+    const HostTensor chunk_in = whole ? job.input : slice_time(job.input, b, e);
+    HostTensor acc;
+    int64_t out_c = 0, out_t = 0;
+    for (const PlannedTile& tile : plan.tiles) {
+      if (job.hooks.cancel) SEEDVAE_TRY(job.hooks.cancel->check());
+      const auto ti = static_cast<size_t>(tile.index);
+      CausalState local;
+      CausalState& state = ntiles == 1 ? single_state : local;  // one tile: keep it on the backend
+      if (ci > 0 && ntiles > 1) SEEDVAE_TRY(unpark(backend, parked[ti], state));
+      model.set_telemetry_labels(static_cast<int64_t>(ci), tile.index);
+      HostTensor tin;
+      if (job.encode) {
+        const int64_t y1 = std::min(tile.latent.y_end() * sf, is[3]);
+        const int64_t x1 = std::min(tile.latent.x_end() * sf, is[4]);
+        tin = crop_hw(chunk_in, tile.latent.y * sf, tile.latent.x * sf, y1 - tile.latent.y * sf,
+                      x1 - tile.latent.x * sf);
+      } else {
+        tin = crop_hw(chunk_in, tile.latent.y, tile.latent.x, tile.latent.h, tile.latent.w);
+      }
+      SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(tin));
+      tin = HostTensor();
+      Result<Tensor> yr = job.encode ? model.encode_chunk(x, state) : model.decode_chunk(x, state);
+      if (!yr.is_ok()) return yr.take_status().with_context("tile " + std::to_string(tile.index));
+      x = {};
+      Tensor yt = std::move(yr).value();
+      SEEDVAE_ASSIGN_OR_RETURN(HostTensor y, backend.download(yt));
+      yt = {};
+      if (ntiles > 1) {
+        if (multi_chunk && ci + 1 < chunks.size()) {
+          SEEDVAE_TRY(park(backend, state, parked[ti]));
+          if (report) {
+            report->host_state_bytes = std::max(report->host_state_bytes, parked[ti].bytes());
+          }
+        }
+        state.reset();
+      }
+
+      const Shape& ys = y.shape();
+      if (acc.empty()) {
+        out_c = ys[1];
+        out_t = ys[2];
+        SEEDVAE_ASSIGN_OR_RETURN(acc, HostTensor::create(DType::kF32, Shape{1, out_c, out_t, out_h, out_w}));
+      }
+      const auto& wr = wrows[static_cast<size_t>(tile.row)];
+      const auto& wc = wcols[static_cast<size_t>(tile.col)];
+      const int64_t th = static_cast<int64_t>(wr.size()), tw = static_cast<int64_t>(wc.size());
+      if (ys[1] != out_c || ys[3] < th || ys[4] < tw) {
+        return internal_error("tile " + std::to_string(tile.index) + " output " + ys.to_string() +
+                              " does not fit its " + std::to_string(th) + "x" +
+                              std::to_string(tw) + " region");
+      }
+      if (job.tile_hooks && job.tile_hooks->on_tile) {
+        TileEvent ev;
+        ev.index = tile.index;
+        ev.total = ntiles;
+        ev.chunk = static_cast<int64_t>(ci);
+        ev.first_frame = produced;
+        ev.pixel = job.encode ? Rect{tile.pixel.y, tile.pixel.x,
+                                     std::min(tile.pixel.h, is[3] - tile.pixel.y),
+                                     std::min(tile.pixel.w, is[4] - tile.pixel.x)}
+                              : tile.pixel;
+        ev.latent = tile.latent;
+        ev.data = &y;
+        SEEDVAE_TRY(job.tile_hooks->on_tile(ev));
+      }
+      // acc += (tile * w_h) * w_w over the first out_t frames (upstream: result[:, :, :T] +=).
+      const int64_t tt = std::min(ys[2], out_t);
+      const int64_t oy = tile.latent.y * unit, ox = tile.latent.x * unit;
+      if (report) report->tile_sums[ti].resize(static_cast<size_t>(out_c), 0.0);
+      for (int64_t c = 0; c < out_c; ++c) {
+        double tile_sum = 0;
+        for (int64_t f = 0; f < tt; ++f) {
+          const float* src = y.data<float>() + ((c * ys[2] + f) * ys[3]) * ys[4];
+          float* dst = acc.data<float>() + ((c * out_t + f) * out_h) * out_w;
+          for (int64_t i = 0; i < th; ++i) {
+            const float whi = wr[static_cast<size_t>(i)];
+            const float* s = src + i * ys[4];
+            float* d = dst + (oy + i) * out_w + ox;
+            for (int64_t j = 0; j < tw; ++j) {
+              d[j] += (s[j] * whi) * wc[static_cast<size_t>(j)];
+              tile_sum += s[j];
+            }
+          }
+        }
+        if (report) report->tile_sums[ti][static_cast<size_t>(c)] += tile_sum;
+      }
+      if (report) {
+        report->tile_counts[ti] += tt * th * tw;
+        ++report->tiles_run;
+      }
+      ++steps;
+      if (job.hooks.progress) job.hooks.progress->report(stage, steps, total_steps);
+    }
+    // Normalise: acc / max(cnt, 1e-6).
+    const int64_t hw = out_h * out_w;
+    for (int64_t p = 0; p < out_c * out_t; ++p) {
+      float* d = acc.data<float>() + p * hw;
+      for (int64_t i = 0; i < hw; ++i) d[i] /= std::max(cnt[static_cast<size_t>(i)], 1e-6f);
+    }
+    if (job.hooks.on_chunk) SEEDVAE_TRY(job.hooks.on_chunk(produced, acc));
+    produced += out_t;
+    pieces.push_back(std::move(acc));
+  }
+  model.set_telemetry_labels(-1, -1);
+  if (report) {
+    report->backend_peak_bytes = backend.memory_stats().peak_bytes;
+    report->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  return concat_time(pieces);
+}
+
+// Exact tiling, chunk-major through ExactTiledVae.
+Result<HostTensor> run_exact(const VaeModel& model, const HostTensor& input,
+                             const TileOptions& options, const StreamOptions& stream,
+                             const StreamHooks& hooks, TileHooks* tile_hooks, bool encode) {
+  if (options.weights == nullptr) {
+    return invalid_argument("exact tiling needs the host weights (TileOptions::weights)");
+  }
+  if (!(options.weights->config == model.config())) {
+    return invalid_argument("exact tiling: TileOptions::weights do not match the model (" +
+                            options.weights->config.to_string() + " vs " +
+                            model.config().to_string() + ")");
+  }
+  if (options.spec.tile_h < 1 || options.spec.tile_w < 1) {
+    return invalid_argument("exact tiling: tile " + std::to_string(options.spec.tile_w) + "x" +
+                            std::to_string(options.spec.tile_h) + " px is empty");
+  }
+  const auto t0 = Clock::now();
+  const VaeConfig& cfg = model.config();
+  const int tf = cfg.temporal_factor();
+  const Shape& s = input.shape();
+  if (s.rank() != 5 || s[0] != 1 || s[2] < 1 || (encode && (s[2] - 1) % tf != 0)) {
+    return invalid_argument(std::string(encode ? "encode needs a [1, 3, 4n+1, H, W] video"
+                                               : "decode needs a [1, C, t, h, w] latent") +
+                            ", got " + s.to_string());
+  }
+  ExactTiledVae engine(model.backend(), *options.weights,
+                       ExactOptions{options.spec.tile_h, options.spec.tile_w,
+                                    options.exact_keep_weights});
+  const int64_t latents = encode ? (s[2] - 1) / tf + 1 : s[2];
+  auto ranges = plan_chunks(latents, stream.chunk_latents);
+  if (encode) {
+    for (auto& [b, e] : ranges) {
+      b = b == 0 ? 0 : (b - 1) * tf + 1;
+      e = (e - 1) * tf + 1;
+    }
+  }
+  TileRunReport* report = tile_hooks ? tile_hooks->report : nullptr;
+  if (report) {
+    *report = TileRunReport{};
+    report->mode = TilingMode::kExact;
+    report->chunks = static_cast<int64_t>(ranges.size());
+  }
+  ExactStreamState state;
+  ExactContext ctx;
+  ctx.cancel = hooks.cancel;
+  ctx.progress = hooks.progress;
+  ctx.stage = encode ? "encode exact" : "decode exact";
+  ctx.report = report;
+  if (tile_hooks) ctx.on_tile = tile_hooks->on_tile;
+  const int64_t per_chunk = encode ? engine.encode_steps(s[3], s[4]) : engine.decode_steps(s[3], s[4]);
+  ctx.steps_total = per_chunk * static_cast<int64_t>(ranges.size());
+  std::vector<HostTensor> pieces;
+  int64_t produced = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (hooks.cancel) SEEDVAE_TRY(hooks.cancel->check());
+    const auto [b, e] = ranges[i];
+    const HostTensor chunk = (b == 0 && e == s[2]) ? input : slice_time(input, b, e);
+    ctx.chunk = static_cast<int64_t>(i);
+    ctx.first_frame = produced;
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor y, encode ? engine.encode_chunk(chunk, state, ctx)
+                                                  : engine.decode_chunk(chunk, state, ctx));
+    if (report) report->host_state_bytes = std::max(report->host_state_bytes, state.bytes());
+    if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(produced, y));
+    produced += y.shape()[2];
+    pieces.push_back(std::move(y));
+  }
+  if (report) {
+    const int64_t lat_h = encode ? s[3] / cfg.spatial_factor() : s[3];
+    const int64_t lat_w = encode ? s[4] / cfg.spatial_factor() : s[4];
+    TileSpec spec = options.spec;
+    spec.overlap_h = spec.overlap_w = 0;
+    spec.tile_h = std::max<int64_t>(spec.tile_h, cfg.spatial_factor());
+    spec.tile_w = std::max<int64_t>(spec.tile_w, cfg.spatial_factor());
+    if (auto p = make_tile_plan(lat_h, lat_w, spec, TileLayout::kUniform, cfg.spatial_factor())) {
+      report->plan = std::move(*p);
+    }
+    report->backend_peak_bytes = model.backend().memory_stats().peak_bytes;
+    report->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  return concat_time(pieces);
+}
+
+Result<HostTensor> run_off(const VaeModel& model, const HostTensor& input,
+                           const StreamOptions& stream, const StreamHooks& hooks,
+                           TileHooks* tile_hooks, bool encode) {
+  const auto t0 = Clock::now();
+  Result<HostTensor> out = encode ? encode_video(model, input, stream, hooks)
+                                  : decode_latent(model, input, stream, hooks);
+  if (out.is_ok() && tile_hooks && tile_hooks->report) {
+    TileRunReport& r = *tile_hooks->report;
+    r = TileRunReport{};
+    r.mode = TilingMode::kOff;
+    const Shape& s = out->shape();
+    r.rects.push_back({0, 0, input.shape()[3], input.shape()[4]});
+    r.output_rects.push_back({0, 0, s[3], s[4]});
+    r.backend_peak_bytes = model.backend().memory_stats().peak_bytes;
+    r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<HostTensor> tiled_decode(const VaeModel& model, const HostTensor& latent,
+                                const TileOptions& options, const StreamOptions& stream,
+                                const StreamHooks& hooks, TileHooks* tile_hooks) {
+  const Shape& s = latent.shape();
+  if (s.rank() != 5 || s[0] != 1 || s[2] < 1) {
+    return invalid_argument("decode needs a [1, C, t, h, w] latent, got " + s.to_string());
+  }
+  switch (options.mode) {
+    case TilingMode::kOff: return run_off(model, latent, stream, hooks, tile_hooks, false);
+    case TilingMode::kExact:
+      return run_exact(model, latent, options, stream, hooks, tile_hooks, false);
+    case TilingMode::kBlend: break;
+  }
+  if (s[1] != model.config().latent_channels) {
+    return invalid_argument("decoder input must be [1, " +
+                            std::to_string(model.config().latent_channels) + ", t, h, w], got " +
+                            s.to_string());
+  }
+  return run_blend({model, latent, options, stream, hooks, tile_hooks, false});
+}
+
+Result<HostTensor> tiled_encode(const VaeModel& model, const HostTensor& video,
+                                const TileOptions& options, const StreamOptions& stream,
+                                const StreamHooks& hooks, TileHooks* tile_hooks) {
+  const Shape& s = video.shape();
+  const int f = model.config().temporal_factor();
+  const int sf = model.config().spatial_factor();
+  if (s.rank() != 5 || s[0] != 1 || s[2] < 1 || (s[2] - 1) % f != 0) {
+    return invalid_argument("encode needs a [1, 3, 4n+1, H, W] video, got " + s.to_string());
+  }
+  if (s[3] % sf || s[4] % sf) {
+    return invalid_argument("frame size " + std::to_string(s[4]) + "x" + std::to_string(s[3]) +
+                            " is not a multiple of " + std::to_string(sf));
+  }
+  switch (options.mode) {
+    case TilingMode::kOff: return run_off(model, video, stream, hooks, tile_hooks, true);
+    case TilingMode::kExact:
+      return run_exact(model, video, options, stream, hooks, tile_hooks, true);
+    case TilingMode::kBlend: break;
+  }
+  return run_blend({model, video, options, stream, hooks, tile_hooks, true});
+}
+
+}  // namespace seedvae

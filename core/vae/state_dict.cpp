@@ -1,0 +1,178 @@
+#include "core/vae/state_dict.h"
+
+#include <cmath>
+#include <fstream>
+#include <vector>
+
+#include "core/base/sha256.h"
+
+namespace seedvae {
+
+Result<TensorView> resolve_tensor(const SafetensorsFile& file, const std::string& canonical) {
+  if (file.contains(canonical)) return file.get(canonical);
+  static const std::pair<const char*, const char*> kLegacy[] = {
+      {".to_q.", ".query."}, {".to_k.", ".key."}, {".to_v.", ".value."},
+      {".to_out.0.", ".proj_attn."}};
+  for (const auto& [now, old] : kLegacy) {
+    const auto pos = canonical.find(now);
+    if (pos == std::string::npos) continue;
+    std::string legacy = canonical;
+    legacy.replace(pos, std::string_view(now).size(), old);
+    if (file.contains(legacy)) return file.get(legacy);
+  }
+  return not_found("tensor " + canonical + " is not in " + file.path().string());
+}
+
+int64_t VaeWeights::parameter_count() const {
+  int64_t n = 0;
+  for (const auto& [name, t] : tensors) n += t.numel();
+  return n;
+}
+
+Result<VaeWeights> load_weights(const std::filesystem::path& path) {
+  SEEDVAE_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
+  SEEDVAE_ASSIGN_OR_RETURN(VaeConfig config, infer_config(file));
+  VaeWeights w;
+  w.config = config;
+  w.source = path.string();
+  bool first = true;
+  for (const auto& p : config.parameters()) {
+    SEEDVAE_ASSIGN_OR_RETURN(TensorView v, resolve_tensor(file, p.name));
+    if (v.dtype == DType::kF64) {
+      return unsupported(path.string() + ": tensor " + v.name +
+                         " is F64; SeedVR2 checkpoints are fp16, bf16 or fp32");
+    }
+    if (first) {
+      w.dtype = v.dtype;
+      first = false;
+    } else if (v.dtype != w.dtype) {
+      // Mixed files are legal safetensors; report the widest dtype.
+      if (dtype_size(v.dtype) > dtype_size(w.dtype)) w.dtype = v.dtype;
+    }
+    w.tensors.emplace(p.name, v.to_host());
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(w.sha256, sha256_file(path));
+  return w;
+}
+
+namespace {
+
+uint64_t fnv1a64(std::string_view s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001B3ull;
+  }
+  return h;
+}
+
+// golden README §7 step 1.
+double raw_value(uint64_t base, uint64_t i) {
+  uint64_t z = base + (i + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z = z ^ (z >> 31);
+  const double u = static_cast<double>(z >> 11) * 0x1.0p-53;
+  return (2.0 * u - 1.0) * std::sqrt(3.0);
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+bool contains(std::string_view s, std::string_view part) {
+  return s.find(part) != std::string_view::npos;
+}
+
+HostTensor synthesize_tensor(const std::string& name, const Shape& shape, uint64_t seed) {
+  HostTensor t(DType::kF16, shape);
+  auto* out = t.data<uint16_t>();
+  const uint64_t base = fnv1a64(name) ^ seed;
+  const int64_t n = shape.numel();
+  const bool is_norm = contains(name, ".norm1.") || contains(name, ".norm2.") ||
+                       contains(name, ".group_norm.") || contains(name, "conv_norm_out.");
+  const bool matrix = ends_with(name, ".weight") && shape.rank() >= 2;
+  const int64_t fan_in = matrix ? n / shape[0] : 1;
+  const double inv_sqrt_fan_in = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  const bool half_scale = contains(name, ".conv2.") || contains(name, ".to_out.0.");
+  const bool upscale = contains(name, ".upscale_conv.");
+  const int64_t cin = matrix ? shape[1] : 1;
+  const int64_t per_out = matrix ? fan_in : 1;
+  for (int64_t i = 0; i < n; ++i) {
+    const double r = raw_value(base, static_cast<uint64_t>(i));
+    double w;
+    if (matrix) {
+      w = r * inv_sqrt_fan_in;
+      if (upscale) {
+        // Identity repeated: I[o, c, 0, 0, 0] = 1 if c == o mod Cin (1x1x1 kernel).
+        const int64_t o = i / per_out, c = i % per_out;
+        w = (c == o % cin ? 1.0 : 0.0) + 0.5 * w;
+      } else if (half_scale) {
+        w *= 0.5;
+      }
+    } else if (is_norm && ends_with(name, ".weight")) {
+      w = 1.0 + 0.1 * r;
+    } else if (is_norm && ends_with(name, ".bias")) {
+      w = 0.1 * r;
+    } else {
+      w = 0.05 * r;
+    }
+    out[i] = float_to_half_bits(static_cast<float>(w));
+  }
+  return t;
+}
+
+}  // namespace
+
+VaeWeights synthesize_weights(const VaeConfig& config, uint64_t seed) {
+  VaeWeights w;
+  w.config = config;
+  w.dtype = DType::kF16;
+  w.source = "synthetic (portable recipe, seed " + std::to_string(seed) + ")";
+  for (const auto& p : config.parameters()) {
+    w.tensors.emplace(p.name, synthesize_tensor(p.name, p.shape, seed));
+  }
+  return w;
+}
+
+Status save_weights(const std::filesystem::path& path, const VaeWeights& weights, DType dtype,
+                    std::map<std::string, std::string> extra_metadata) {
+  std::vector<HostTensor> converted;
+  converted.reserve(weights.tensors.size());
+  std::vector<NamedTensor> list;
+  for (const auto& [name, t] : weights.tensors) {
+    converted.push_back(t.dtype() == dtype ? t : t.to(dtype));
+  }
+  size_t i = 0;
+  for (const auto& [name, t] : weights.tensors) list.push_back({name, &converted[i++]});
+  auto meta = weights.config.to_metadata();
+  meta["format"] = "pt";
+  meta.merge(extra_metadata);
+  return write_safetensors(path, list, meta);
+}
+
+std::string fp16_digest(const VaeWeights& weights) {
+  Sha256 sha;
+  for (const auto& p : weights.config.parameters()) {
+    auto it = weights.tensors.find(p.name);
+    if (it == weights.tensors.end()) continue;
+    const HostTensor h = it->second.dtype() == DType::kF16 ? it->second : it->second.to(DType::kF16);
+    sha.update(h.raw(), static_cast<size_t>(h.nbytes()));  // little-endian hosts only
+  }
+  return sha.finish_hex();
+}
+
+Result<std::string> sha256_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return io_error("cannot open " + path.string());
+  Sha256 sha;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const auto got = in.gcount();
+    if (got > 0) sha.update(buf.data(), static_cast<size_t>(got));
+  }
+  if (in.bad()) return io_error("read error in " + path.string());
+  return sha.finish_hex();
+}
+
+}  // namespace seedvae

@@ -1,0 +1,53 @@
+// VAE weights on the host: loading from a checkpoint, the portable synthetic recipe of
+// ../shared/golden/README.md §7, saving, and digests.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "core/base/status.h"
+#include "core/io/safetensors.h"
+#include "core/tensor/host_tensor.h"
+#include "core/vae/vae_config.h"
+
+namespace seedvae {
+
+// Looks up a canonical (diffusers) parameter name, also under the legacy attention spellings of
+// the official .pth (query/key/value/proj_attn for to_q/to_k/to_v/to_out.0; vae_spec.md §3).
+Result<TensorView> resolve_tensor(const SafetensorsFile& file, const std::string& canonical);
+
+struct VaeWeights {
+  VaeConfig config;
+  std::map<std::string, HostTensor> tensors;  // canonical name -> values (file dtype)
+  DType dtype = DType::kF16;                  // dtype of the source (fp16, bf16 or fp32)
+  std::string source;                         // file path, or "synthetic tiny seed 20250601"
+  std::string sha256;                         // of the file, empty for synthetic weights
+
+  int64_t parameter_count() const;
+};
+
+// Opens, validates (infer_config + check_state_dict) and copies out every parameter. The file's
+// dtype must be F16, BF16 or F32 and uniform.
+Result<VaeWeights> load_weights(const std::filesystem::path& path);
+
+// The golden README's recipe: every value a function of (name, index, seed), rounded
+// f64 -> f32 -> f16. Deterministic across platforms.
+VaeWeights synthesize_weights(const VaeConfig& config, uint64_t seed);
+constexpr uint64_t kTinySeed = 20250601;
+constexpr uint64_t kRealSeed = 20251601;
+
+// Writes the weights as a safetensors checkpoint in `dtype`, with the configuration in
+// __metadata__ (atomic).
+Status save_weights(const std::filesystem::path& path, const VaeWeights& weights, DType dtype,
+                    std::map<std::string, std::string> extra_metadata = {});
+
+// SHA-256 over the fp16 bit patterns, tensor by tensor in Appendix A order (the golden README's
+// "checksums for synthesised weights").
+std::string fp16_digest(const VaeWeights& weights);
+
+// SHA-256 of a whole file, hex (streamed; no mapping needed).
+Result<std::string> sha256_file(const std::filesystem::path& path);
+
+}  // namespace seedvae

@@ -1,0 +1,220 @@
+#include "core/vae/vae_model.h"
+
+namespace seedvae {
+
+int64_t CausalState::bytes() const {
+  int64_t n = 0;
+  for (const auto& [k, t] : memory) n += t.shape.numel() * dtype_size(t.dtype);
+  return n;
+}
+
+Result<VaeModel> VaeModel::create(Backend& backend, const VaeWeights& weights) {
+  SEEDVAE_TRY(weights.config.validate());
+  VaeModel m;
+  m.backend_ = &backend;
+  m.config_ = weights.config;
+  for (const auto& p : weights.config.parameters()) {
+    auto it = weights.tensors.find(p.name);
+    if (it == weights.tensors.end()) return not_found("weights lack tensor " + p.name);
+    if (it->second.shape() != p.shape) {
+      return invalid_argument("tensor " + p.name + " is " + it->second.shape().to_string() +
+                              ", expected " + p.shape.to_string());
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor t, backend.upload_weight(it->second, p.name));
+    m.weights_.emplace(p.name, std::move(t));
+  }
+  return m;
+}
+
+const Tensor& VaeModel::w(const std::string& name) const {
+  static const Tensor kEmpty;
+  auto it = weights_.find(name);
+  return it == weights_.end() ? kEmpty : it->second;
+}
+
+Status VaeModel::observe(std::string_view block, const Tensor& t) const {
+  if (telemetry_) {
+    SEEDVAE_TRY(backend_->synchronize());
+    const auto now = std::chrono::steady_clock::now();
+    const MemoryStats m = backend_->memory_stats();
+    StageSample s;
+    s.stage = std::string(block);
+    s.chunk = chunk_label_;
+    s.tile = tile_label_;
+    s.wall_ms = std::chrono::duration<double, std::milli>(now - stage_start_).count();
+    s.current_bytes = m.current_bytes;
+    s.peak_bytes = m.peak_bytes;
+    s.device_used_bytes = m.device_used_bytes;
+    telemetry_->on_stage(s);
+    stage_start_ = now;
+  }
+  return observer_ ? observer_(block, t) : Status::ok();
+}
+
+void VaeModel::start_stage_clock() const {
+  if (telemetry_) stage_start_ = std::chrono::steady_clock::now();
+}
+
+// InflatedCausalConv3d (§2.1): temporal context of kT-1 frames (replicated frame 0 on the first
+// chunk, the stored memory later), zero spatial padding, plain conv; remembers the last kT-sT
+// frames of the extended input for the next chunk.
+Result<Tensor> VaeModel::causal_conv(const Tensor& x, const std::string& prefix, int stride_t,
+                                     int stride_hw, bool downsample_pad,
+                                     CausalState& state) const {
+  const Tensor& weight = w(prefix + ".weight");
+  const Tensor& bias = w(prefix + ".bias");
+  if (!weight.defined()) return internal_error("no weight for " + prefix);
+  const int kt = static_cast<int>(weight.shape[2]);
+  const int kh = static_cast<int>(weight.shape[3]);
+  Conv3dParams p;
+  p.stride_t = stride_t;
+  p.stride_h = p.stride_w = stride_hw;
+  if (downsample_pad) {
+    p.pad_bottom = p.pad_right = 1;  // Downsample3D pads (0, 1, 0, 1), then convolves unpadded
+  } else {
+    p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = kh / 2;
+  }
+  if (kt == 1) return backend_->conv3d(x, weight, bias, p);
+
+  const Tensor* memory = nullptr;
+  if (state.started) {
+    auto it = state.memory.find(prefix);
+    if (it == state.memory.end()) {
+      return internal_error("causal memory of " + prefix + " is missing in a continued stream");
+    }
+    memory = &it->second;
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor ext, backend_->causal_pad(x, memory, kt - 1));
+  const int keep = kt - stride_t;
+  if (keep > 0) {
+    const int64_t tx = ext.shape[2];
+    SEEDVAE_ASSIGN_OR_RETURN(state.memory[prefix], backend_->slice_frames(ext, tx - keep, tx));
+  }
+  return backend_->conv3d(ext, weight, bias, p);
+}
+
+Result<Tensor> VaeModel::norm_silu(const Tensor& x, const std::string& prefix) const {
+  GroupNormParams gp{config_.norm_groups, config_.norm_eps, true};
+  return backend_->group_norm(x, w(prefix + ".weight"), w(prefix + ".bias"), gp);
+}
+
+// ResnetBlock3D: SiLU(GN) -> conv1 -> SiLU(GN) -> conv2, plus the (1x1x1) shortcut of the raw x.
+Result<Tensor> VaeModel::resnet(const Tensor& x, const std::string& p, CausalState& state) const {
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, norm_silu(x, p + ".norm1"));
+  SEEDVAE_ASSIGN_OR_RETURN(h, causal_conv(h, p + ".conv1", 1, 1, false, state));
+  SEEDVAE_ASSIGN_OR_RETURN(h, norm_silu(h, p + ".norm2"));
+  SEEDVAE_ASSIGN_OR_RETURN(h, causal_conv(h, p + ".conv2", 1, 1, false, state));
+  if (w(p + ".conv_shortcut.weight").defined()) {
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor s, backend_->conv3d(x, w(p + ".conv_shortcut.weight"),
+                                                        w(p + ".conv_shortcut.bias"), {}));
+    SEEDVAE_TRY(backend_->add_inplace(h, s));
+  } else {
+    SEEDVAE_TRY(backend_->add_inplace(h, x));
+  }
+  return h;
+}
+
+Result<Tensor> VaeModel::mid_block(const Tensor& x, const std::string& p,
+                                   CausalState& state) const {
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, resnet(x, p + ".resnets.0", state));
+  const std::string a = p + ".attentions.0";
+  AttentionWeights aw;
+  aw.norm_weight = w(a + ".group_norm.weight");
+  aw.norm_bias = w(a + ".group_norm.bias");
+  aw.wq = w(a + ".to_q.weight");
+  aw.bq = w(a + ".to_q.bias");
+  aw.wk = w(a + ".to_k.weight");
+  aw.bk = w(a + ".to_k.bias");
+  aw.wv = w(a + ".to_v.weight");
+  aw.bv = w(a + ".to_v.bias");
+  aw.wo = w(a + ".to_out.0.weight");
+  aw.bo = w(a + ".to_out.0.bias");
+  aw.groups = config_.norm_groups;
+  aw.eps = config_.norm_eps;
+  SEEDVAE_ASSIGN_OR_RETURN(h, backend_->attention(h, aw));
+  return resnet(h, p + ".resnets.1", state);
+}
+
+// Upsample3D: 1x1x1 upscale_conv, depth-to-space (2x2 spatial, x2 temporal on temporal levels),
+// first-frame drop on the first chunk of temporal levels, then a causal 3x3x3 conv.
+Result<Tensor> VaeModel::upsample(const Tensor& x, const std::string& p, bool temporal,
+                                  CausalState& state) const {
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, backend_->conv3d(x, w(p + ".upscale_conv.weight"),
+                                                      w(p + ".upscale_conv.bias"), {}));
+  SEEDVAE_ASSIGN_OR_RETURN(y, backend_->depth_to_space(y, temporal ? 2 : 1,
+                                                       temporal && !state.started));
+  return causal_conv(y, p + ".conv", 1, 1, false, state);
+}
+
+Result<Tensor> VaeModel::encode_chunk(const Tensor& x, CausalState& state) const {
+  // x: [1, 3, T, H, W]
+  const auto& c = config_;
+  if (x.shape.rank() != 5 || x.shape[1] != c.in_channels) {
+    return invalid_argument("encoder input must be [1, " + std::to_string(c.in_channels) +
+                            ", T, H, W], got " + x.shape.to_string());
+  }
+  const int64_t t = x.shape[2];
+  const int f = c.temporal_factor();
+  if (!state.started ? (t % f != 1 % f) : (t % f != 0)) {
+    return invalid_argument("encoder chunk of " + std::to_string(t) + " frames: the first chunk " +
+                            "needs 4k+1 frames, later chunks 4k");
+  }
+  if (x.shape[3] % c.spatial_factor() || x.shape[4] % c.spatial_factor()) {
+    return invalid_argument("frame size " + std::to_string(x.shape[4]) + "x" +
+                            std::to_string(x.shape[3]) + " is not a multiple of " +
+                            std::to_string(c.spatial_factor()));
+  }
+  start_stage_clock();
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, causal_conv(x, "encoder.conv_in", 1, 1, false, state));
+  SEEDVAE_TRY(observe("encoder.conv_in", h));
+  for (int l = 0; l < c.levels(); ++l) {
+    const std::string p = "encoder.down_blocks." + std::to_string(l);
+    for (int j = 0; j < c.layers_per_block; ++j) {
+      SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, p + ".resnets." + std::to_string(j), state));
+    }
+    if (l < c.levels() - 1) {
+      const bool temporal = c.encoder_temporal_down(l);
+      SEEDVAE_ASSIGN_OR_RETURN(
+          h, causal_conv(h, p + ".downsamplers.0.conv", temporal ? 2 : 1, 2, true, state));
+    }
+    SEEDVAE_TRY(observe(p, h));
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(h, mid_block(h, "encoder.mid_block", state));
+  SEEDVAE_TRY(observe("encoder.mid_block", h));
+  SEEDVAE_ASSIGN_OR_RETURN(h, norm_silu(h, "encoder.conv_norm_out"));
+  SEEDVAE_ASSIGN_OR_RETURN(h, causal_conv(h, "encoder.conv_out", 1, 1, false, state));
+  SEEDVAE_TRY(observe("encoder.conv_out", h));
+  state.started = true;
+  return h;
+}
+
+Result<Tensor> VaeModel::decode_chunk(const Tensor& z, CausalState& state) const {
+  // z: [1, 16, t, h, w]
+  const auto& c = config_;
+  if (z.shape.rank() != 5 || z.shape[1] != c.latent_channels) {
+    return invalid_argument("decoder input must be [1, " + std::to_string(c.latent_channels) +
+                            ", t, h, w], got " + z.shape.to_string());
+  }
+  start_stage_clock();
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, causal_conv(z, "decoder.conv_in", 1, 1, false, state));
+  SEEDVAE_TRY(observe("decoder.conv_in", h));
+  SEEDVAE_ASSIGN_OR_RETURN(h, mid_block(h, "decoder.mid_block", state));
+  SEEDVAE_TRY(observe("decoder.mid_block", h));
+  for (int l = 0; l < c.levels(); ++l) {
+    const std::string p = "decoder.up_blocks." + std::to_string(l);
+    for (int j = 0; j < c.layers_per_block + 1; ++j) {
+      SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, p + ".resnets." + std::to_string(j), state));
+    }
+    if (l < c.levels() - 1) {
+      SEEDVAE_ASSIGN_OR_RETURN(h, upsample(h, p + ".upsamplers.0", c.decoder_temporal_up(l), state));
+    }
+    SEEDVAE_TRY(observe(p, h));
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(h, norm_silu(h, "decoder.conv_norm_out"));
+  SEEDVAE_ASSIGN_OR_RETURN(h, causal_conv(h, "decoder.conv_out", 1, 1, false, state));
+  SEEDVAE_TRY(observe("decoder.conv_out", h));
+  state.started = true;
+  return h;
+}
+
+}  // namespace seedvae

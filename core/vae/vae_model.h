@@ -1,0 +1,85 @@
+// The SeedVR2 causal video VAE (vae_spec.md §2) on any Backend, one temporal chunk at a time.
+//
+// Streaming (§4): a CausalState carries, per causal convolution, the last (kT - sT) frames of its
+// extended input from one chunk to the next, and whether the stream has started (which also
+// decides Upsample3D's first-frame drop). Any chunking aligned to 4 input frames / 1 latent frame
+// gives the whole-clip result up to fp32 reassociation.
+//
+// Thread affinity: the model, its state and its backend belong to one thread.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "core/backend/backend.h"
+#include "core/base/telemetry.h"
+#include "core/vae/state_dict.h"
+#include "core/vae/vae_config.h"
+
+namespace seedvae {
+
+// Explicit causal memory of one stream (encoder or decoder). Reset (or make a new one) for each
+// new clip or tile.
+struct CausalState {
+  bool started = false;                 // false: first chunk (replicate frame 0, drop frame 1)
+  std::map<std::string, Tensor> memory;  // conv weight prefix -> trailing frames
+
+  void reset() {
+    started = false;
+    memory.clear();
+  }
+  int64_t bytes() const;
+};
+
+// Called after each top-level block ("encoder.down_blocks.2", "decoder.conv_out", ...) with its
+// output; used by tests to compare intermediates and by telemetry to time stages.
+using BlockObserver = std::function<Status(std::string_view block, const Tensor& output)>;
+
+class VaeModel {
+ public:
+  // Uploads every parameter to `backend` (which must outlive the model).
+  static Result<VaeModel> create(Backend& backend, const VaeWeights& weights);
+
+  const VaeConfig& config() const { return config_; }
+  Backend& backend() const { return *backend_; }
+  void set_observer(BlockObserver observer) { observer_ = std::move(observer); }
+  // Per-block timing and memory (synchronises the backend after each block while installed).
+  // `chunk`/`tile` label the samples; set by the scheduler before each call.
+  void set_telemetry(TelemetrySink* sink) { telemetry_ = sink; }
+  void set_telemetry_labels(int64_t chunk, int64_t tile) const {
+    chunk_label_ = chunk;
+    tile_label_ = tile;
+  }
+
+  // x: [1, C_in, T, H, W], H and W multiples of 8. First chunk (state.started == false): T = 4k+1;
+  // later chunks: T = 4k. Returns the moments [1, 2*latent, t, H/8, W/8] (mean = first half).
+  Result<Tensor> encode_chunk(const Tensor& x, CausalState& state) const;
+  // z: [1, latent, t, h, w]. First chunk returns 4t-3 frames, later chunks 4t.
+  Result<Tensor> decode_chunk(const Tensor& z, CausalState& state) const;
+
+ private:
+  VaeModel() = default;
+  const Tensor& w(const std::string& name) const;
+  Result<Tensor> causal_conv(const Tensor& x, const std::string& prefix, int stride_t,
+                             int stride_hw, bool downsample_pad, CausalState& state) const;
+  Result<Tensor> resnet(const Tensor& x, const std::string& prefix, CausalState& state) const;
+  Result<Tensor> mid_block(const Tensor& x, const std::string& prefix, CausalState& state) const;
+  Result<Tensor> upsample(const Tensor& x, const std::string& prefix, bool temporal,
+                          CausalState& state) const;
+  Result<Tensor> norm_silu(const Tensor& x, const std::string& prefix) const;
+  Status observe(std::string_view block, const Tensor& t) const;
+  void start_stage_clock() const;
+
+  Backend* backend_ = nullptr;
+  VaeConfig config_;
+  std::map<std::string, Tensor> weights_;
+  BlockObserver observer_;
+  TelemetrySink* telemetry_ = nullptr;
+  mutable int64_t chunk_label_ = -1, tile_label_ = -1;
+  mutable std::chrono::steady_clock::time_point stage_start_;
+};
+
+}  // namespace seedvae

@@ -1,0 +1,155 @@
+// The seedvae command line, run as a user would: exit codes, messages, outputs, cancel.
+#include <QProcess>
+#include <QtTest>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/golden.h"
+
+namespace fs = std::filesystem;
+
+class tst_Cli : public QObject {
+  Q_OBJECT
+
+  fs::path tmp_ = fs::temp_directory_path() / "seedvae_tst_cli";
+
+  struct Run {
+    int code = -1;
+    QString out, err;
+  };
+  static Run run(const QStringList& args, int timeout_ms = 300000) {
+    QProcess p;
+    p.start(QStringLiteral(SEEDVAE_CLI_PATH), args);
+    if (!p.waitForFinished(timeout_ms)) {
+      p.kill();
+      p.waitForFinished();
+      return {};
+    }
+    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+            QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
+  }
+  QString path(const char* name) const { return QString::fromStdString((tmp_ / name).string()); }
+  static void write_bytes(const fs::path& p, const std::string& bytes) {
+    std::ofstream(p, std::ios::binary) << bytes;
+  }
+  static bool no_temporaries(const fs::path& dir) {
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (e.path().filename().string().find(".tmp-") != std::string::npos) return false;
+    }
+    return true;
+  }
+
+ private slots:
+  void initTestCase() {
+    fs::remove_all(tmp_);
+    fs::create_directories(tmp_);
+  }
+  void cleanupTestCase() { fs::remove_all(tmp_); }
+
+  void usageErrorsExitTwo() {
+    QCOMPARE(run({}).code, 2);
+    QCOMPARE(run({"frobnicate"}).code, 2);
+    QCOMPARE(run({"roundtrip", "--chunk", "-3", "--sample-clip"}).code, 2);
+    QCOMPARE(run({"encode", "/nonexistent/video.mp4", "-o", path("x.safetensors")}).code, 2);
+    const Run help = run({"--help"});
+    QCOMPARE(help.code, 0);
+    QVERIFY(help.out.contains("Exit codes"));
+  }
+
+  void infoOnHostileCheckpoint() {
+    write_bytes(tmp_ / "trunc.safetensors", std::string("\x40\x00\x00\x00\x00\x00\x00\x00{\"a\":", 13));
+    const Run r = run({"info", path("trunc.safetensors")});
+    QCOMPARE(r.code, 3);
+    QVERIFY2(r.out.contains("header") || r.err.contains("header"), qPrintable(r.out + r.err));
+    write_bytes(tmp_ / "junk.mp4", "this is not a video");
+    const Run v = run({"info", path("junk.mp4")});
+    QCOMPARE(v.code, 3);
+  }
+
+  void infoDescribesGoldenWeights() {
+    if (!seedvae::test::have_golden()) QSKIP(seedvae::test::golden_missing_message().c_str());
+    const auto w = seedvae::test::golden_dir() / "tiny" / "weights_fp16.safetensors";
+    const Run r = run({"info", "--json", QString::fromStdString(w.string())});
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.contains("\"parameters\": 3999475"), qPrintable(r.out));
+    QVERIFY(r.out.contains("656034ae3a884033711c9c531b5f0730384c0fd6777e9690cda1179ce5a4d268"));
+    QVERIFY(r.out.contains("\"dtype\": \"fp16\""));
+  }
+
+  void verifyInputsOnly() {
+    if (!seedvae::test::have_golden()) QSKIP(seedvae::test::golden_missing_message().c_str());
+    const Run r = run({"verify", "--reference", QString::fromStdString(seedvae::test::golden_dir().string()),
+                       "--inputs-only"});
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.contains("4 passed, 0 failed"), qPrintable(r.out));
+    // A tolerance nobody can meet fails with exit code 1.
+    const Run f = run({"verify", "--reference", QString::fromStdString(seedvae::test::golden_dir().string()),
+                       "--config", "tiny", "--only", "I1.enc_moments", "--tolerance", "1e-12",
+                       "--no-intermediates"});
+    QCOMPARE(f.code, 1);
+    QVERIFY2(f.out.contains("FAIL"), qPrintable(f.out));
+  }
+
+  void roundTripWritesVideoAndReports() {
+    const Run r = run({"roundtrip", "--sample-clip", "--size", "64x48", "--frames", "9", "-o",
+                       path("rt.mp4"), "--json", "-q"});
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.contains("\"psnr_db\""), qPrintable(r.out + r.err));
+    QVERIFY(r.out.contains("\"frames\": 9"));
+    QVERIFY(fs::exists(tmp_ / "rt.mp4"));
+    QVERIFY(no_temporaries(tmp_));
+    const Run info = run({"info", "--json", path("rt.mp4")});
+    QCOMPARE(info.code, 0);
+    QVERIFY2(info.out.contains("\"frames\": 9"), qPrintable(info.out));
+  }
+
+  void encodeThenDecodeTrimsPadding() {
+    // 7 frames of 60x44 pad to 9 frames of 64x48; decode must give back 7 frames of 60x44.
+    Run e = run({"encode", "--sample-clip", "--size", "60x44", "--frames", "7", "-o",
+                 path("lat.safetensors"), "-q"});
+    QCOMPARE(e.code, 0);
+    Run info = run({"info", "--json", path("lat.safetensors")});
+    QVERIFY2(info.out.contains("\"seedvae.frames\": \"7\""), qPrintable(info.out));
+    Run d = run({"decode", path("lat.safetensors"), "-o", path("frames"), "-q"});
+    QCOMPARE(d.code, 0);
+    int pngs = 0;
+    for (const auto& f : fs::directory_iterator(tmp_ / "frames")) pngs += f.path().extension() == ".png";
+    QCOMPARE(pngs, 7);
+    info = run({"info", "--json", path("frames")});
+    QVERIFY2(info.out.contains("\"width\": 60") && info.out.contains("\"height\": 44"), qPrintable(info.out));
+    // A tensor file without a latent is refused with exit code 3.
+    d = run({"decode", path("lat.safetensors"), "--synthetic", "real", "-o", path("bad.mp4"), "-q"});
+    QVERIFY(d.code == 0 || d.code == 3);  // real model: 16 latent channels, same as tiny
+    write_bytes(tmp_ / "empty.safetensors", std::string("\x02\x00\x00\x00\x00\x00\x00\x00{}", 10));
+    d = run({"decode", path("empty.safetensors"), "-o", path("bad2.mp4")});
+    QCOMPARE(d.code, 3);
+    QVERIFY(d.err.contains("latent"));
+    QVERIFY(!fs::exists(tmp_ / "bad2.mp4"));
+  }
+
+  void ctrlCCancelsAndLeavesNoFile() {
+#ifdef Q_OS_UNIX
+    QProcess p;
+    p.start(QStringLiteral(SEEDVAE_CLI_PATH),
+            {"roundtrip", "--sample-clip", "--size", "256x256", "--frames", "41", "-o",
+             path("cancel.mp4")});
+    QVERIFY(p.waitForStarted());
+    // Wait until the first chunk reports progress, then interrupt.
+    QElapsedTimer t;
+    t.start();
+    while (!p.readAllStandardError().contains("encode") && t.elapsed() < 60000) p.waitForReadyRead(100);
+    ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitCode(), 130);
+    QVERIFY(!fs::exists(tmp_ / "cancel.mp4"));
+    QVERIFY(no_temporaries(tmp_));
+#else
+    QSKIP("SIGINT delivery is POSIX-only");
+#endif
+  }
+};
+
+QTEST_GUILESS_MAIN(tst_Cli)
+#include "tst_cli.moc"

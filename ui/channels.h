@@ -1,0 +1,149 @@
+// The bounded channels from the engine worker to the GUI (../shared/docs/style.md, rule 10).
+//
+//  * FrameStore: every decoded frame of a run (and the matching original frames), append-only,
+//    read by the scrubber at any time. QImage copies are cheap and safe across threads (implicit
+//    sharing with an atomic count); the worker never modifies an image after storing it.
+//  * LatestChannel<T>: a single "latest value" slot. The producer overwrites it; a slow consumer
+//    simply sees fewer values (frames are dropped, never queued). publish() returns true only when
+//    no notification is pending, so at most one queued notification is in flight.
+//  * BoundedQueue<T>: telemetry samples, bounded (oldest dropped and counted), drained in batches
+//    with the same one-notification-in-flight rule.
+//  * ProgressThrottle: lets a progress update through when it moved >= 1% or >= 100 ms passed.
+#pragma once
+
+#include <QImage>
+#include <QVector>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace seedvae::ui {
+
+class FrameStore {
+ public:
+  FrameStore() = default;
+  FrameStore(const FrameStore&) = delete;
+  FrameStore& operator=(const FrameStore&) = delete;
+
+  void set_total(qint64 total, double fps);
+  void set_originals(QVector<QImage> originals);
+  // Stores frame `index` of the reconstruction (frames arrive in order; gaps are not expected).
+  void put(qint64 index, QImage image);
+
+  qint64 total() const;
+  double fps() const;
+  qint64 available() const;  // decoded frames, contiguous from 0
+  qint64 original_count() const;
+  QImage frame(qint64 index) const;     // null image if not decoded yet
+  QImage original(qint64 index) const;  // null image if not read
+
+ private:
+  mutable std::mutex mutex_;
+  qint64 total_ = 0;
+  double fps_ = 24;
+  std::vector<QImage> frames_;
+  std::vector<QImage> originals_;
+};
+
+template <typename T>
+class LatestChannel {
+ public:
+  // Producer side (any thread). Returns true if the consumer must be notified.
+  bool publish(T value) {
+    {
+      std::lock_guard lock(mutex_);
+      if (slot_) ++dropped_;
+      slot_ = std::move(value);
+    }
+    return !pending_.exchange(true);
+  }
+  // Consumer side. Clears the pending flag first, so a publish that races with take() notifies
+  // again instead of being lost.
+  std::optional<T> take() {
+    pending_.store(false);
+    std::lock_guard lock(mutex_);
+    std::optional<T> out = std::move(slot_);
+    slot_.reset();
+    return out;
+  }
+  long long dropped() const {
+    std::lock_guard lock(mutex_);
+    return dropped_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::optional<T> slot_;
+  std::atomic<bool> pending_{false};
+  long long dropped_ = 0;
+};
+
+template <typename T>
+class BoundedQueue {
+ public:
+  explicit BoundedQueue(size_t capacity = 8192) : capacity_(std::max<size_t>(1, capacity)) {}
+  bool push(T value) {
+    {
+      std::lock_guard lock(mutex_);
+      if (queue_.size() >= capacity_) {
+        queue_.pop_front();
+        ++dropped_;
+      }
+      queue_.push_back(std::move(value));
+    }
+    return !pending_.exchange(true);
+  }
+  QVector<T> drain() {
+    pending_.store(false);
+    std::lock_guard lock(mutex_);
+    QVector<T> out;
+    out.reserve(static_cast<qsizetype>(queue_.size()));
+    for (auto& v : queue_) out.push_back(std::move(v));
+    queue_.clear();
+    return out;
+  }
+  long long dropped() const {
+    std::lock_guard lock(mutex_);
+    return dropped_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::deque<T> queue_;
+  size_t capacity_;
+  std::atomic<bool> pending_{false};
+  long long dropped_ = 0;
+};
+
+class ProgressThrottle {
+ public:
+  explicit ProgressThrottle(double min_step = 0.01,
+                            std::chrono::milliseconds min_interval = std::chrono::milliseconds(100))
+      : min_step_(min_step), min_interval_(min_interval) {}
+  // True if an update with this overall fraction should be sent now. `force` for stage changes
+  // and completion.
+  bool should_send(double fraction, bool force = false) {
+    const auto now = std::chrono::steady_clock::now();
+    if (force || !sent_any_ || fraction - last_fraction_ >= min_step_ ||
+        now - last_time_ >= min_interval_) {
+      sent_any_ = true;
+      last_fraction_ = fraction;
+      last_time_ = now;
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  double min_step_;
+  std::chrono::milliseconds min_interval_;
+  bool sent_any_ = false;
+  double last_fraction_ = 0;
+  std::chrono::steady_clock::time_point last_time_{};
+};
+
+}  // namespace seedvae::ui

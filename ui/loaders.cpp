@@ -1,0 +1,138 @@
+#include "ui/loaders.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileInfo>
+#include <QPointer>
+
+#include "core/media/video_io.h"
+#include "core/vae/state_dict.h"
+#include "ui/image_convert.h"
+
+namespace seedvae::ui {
+
+Result<VideoInfoData> probe_video(const QString& path, const CancelToken* cancel) {
+  const std::filesystem::path p = path.toStdString();
+  SEEDVAE_ASSIGN_OR_RETURN(media::VideoInfo info, media::probe(p, cancel));
+  VideoInfoData d;
+  d.path = path;
+  d.width = info.width;
+  d.height = info.height;
+  d.fps = info.fps;
+  d.frames = info.frame_count;
+  d.kind = QString::fromStdString(info.source_kind);
+  media::ReadOptions ro;
+  ro.max_frames = 1;
+  if (auto clip = media::read_clip(p, ro, cancel)) d.first_frame = frame_to_image(clip->video, 0);
+  return d;
+}
+
+WeightsSpec default_weights_spec() {
+  WeightsSpec spec;
+  QStringList candidates;
+  const QString env = qEnvironmentVariable("SEEDVAE_DEMO_WEIGHTS");
+  if (!env.isEmpty()) candidates << env;
+  if (QCoreApplication::instance()) {
+    const QString dir = QCoreApplication::applicationDirPath();
+    candidates << dir + QStringLiteral("/../share/seedvae/demo_vae.safetensors")
+               << dir + QStringLiteral("/demo_vae.safetensors");
+  }
+  for (const QString& c : candidates) {
+    if (QFileInfo(c).isFile()) {
+      spec.path = QFileInfo(c).absoluteFilePath();
+      spec.builtin = QStringLiteral("demo");
+      return spec;
+    }
+  }
+  return spec;
+}
+
+Result<WeightsInfo> load_weights_info(const WeightsSpec& spec) {
+  WeightsInfo info;
+  std::shared_ptr<VaeWeights> w;
+  if (spec.is_builtin()) {
+    const bool real = spec.builtin == QLatin1String("real");
+    w = std::make_shared<VaeWeights>(real ? synthesize_weights(VaeConfig::real(), kRealSeed)
+                                          : synthesize_weights(VaeConfig::tiny(), kTinySeed));
+    info.synthetic = true;
+    info.source = QStringLiteral("built-in: synthetic %1 weights (seed %2; a trained demo model "
+                                 "replaces them when installed)")
+                      .arg(real ? QStringLiteral("real") : QStringLiteral("tiny"))
+                      .arg(real ? kRealSeed : kTinySeed);
+    info.sha256 = QString::fromStdString(fp16_digest(*w));
+  } else {
+    auto loaded = load_weights(spec.path.toStdString());
+    if (!loaded) return loaded.take_status();
+    w = std::make_shared<VaeWeights>(std::move(*loaded));
+    info.source = spec.path;
+    info.sha256 = QString::fromStdString(w->sha256);
+  }
+  info.config = QString::fromStdString(w->config.to_string());
+  info.dtype = QString::fromUtf8(dtype_name(w->dtype).data(),
+                                 static_cast<qsizetype>(dtype_name(w->dtype).size()));
+  info.parameters = w->parameter_count();
+  info.weights = std::move(w);
+  return info;
+}
+
+// ---- AsyncLoader ------------------------------------------------------------------------------
+
+AsyncLoader::AsyncLoader(QObject* parent) : QObject(parent) { pool_.setMaxThreadCount(2); }
+
+AsyncLoader::~AsyncLoader() {
+  if (probe_cancel_) probe_cancel_->request();
+  pool_.waitForDone();
+}
+
+void AsyncLoader::begin() {
+  if (pending_++ == 0) emit busyChanged(true);
+}
+
+void AsyncLoader::end() {
+  if (--pending_ == 0) emit busyChanged(false);
+}
+
+void AsyncLoader::probeVideo(const QString& path) {
+  if (probe_cancel_) probe_cancel_->request();
+  probe_cancel_ = std::make_shared<CancelToken>();
+  const quint64 gen = ++probe_generation_;
+  auto cancel = probe_cancel_;
+  begin();
+  pool_.start([this, path, cancel, gen] {
+    auto r = probe_video(path, cancel.get());
+    QMetaObject::invokeMethod(
+        this,
+        [this, r = std::move(r), path, gen]() mutable {
+          end();
+          if (gen != probe_generation_) return;  // superseded
+          if (r.is_ok()) {
+            emit videoProbed(std::move(r).value());
+          } else if (r.status().code() != StatusCode::kCancelled) {
+            emit videoFailed(path, QString::fromStdString(r.status().to_string()));
+          }
+        },
+        Qt::QueuedConnection);
+  });
+}
+
+void AsyncLoader::loadWeights(const WeightsSpec& spec) {
+  const quint64 gen = ++weights_generation_;
+  begin();
+  pool_.start([this, spec, gen] {
+    auto r = load_weights_info(spec);
+    QMetaObject::invokeMethod(
+        this,
+        [this, r = std::move(r), spec, gen]() mutable {
+          end();
+          if (gen != weights_generation_) return;
+          if (r.is_ok()) {
+            emit weightsLoaded(std::move(r).value());
+          } else {
+            emit weightsFailed(spec.path, QString::fromStdString(r.status().to_string()));
+          }
+        },
+        Qt::QueuedConnection);
+  });
+}
+
+}  // namespace seedvae::ui

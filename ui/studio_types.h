@@ -1,0 +1,238 @@
+// Value types that cross the boundary between the GUI thread and the engine worker thread
+// (ARCHITECTURE.md, "Threads"). Everything here is copyable; the only shared pieces are immutable
+// host data (std::shared_ptr<const ...>), the thread-safe FrameStore and the CancelToken, whose
+// contracts are stated where they are declared.
+#pragma once
+
+#include <QImage>
+#include <QJsonObject>
+#include <QMap>
+#include <QMetaType>
+#include <QRect>
+#include <QString>
+#include <QVariant>
+#include <QVector>
+#include <limits>
+#include <memory>
+
+#include "core/base/cancel.h"
+#include "core/tensor/host_tensor.h"
+
+namespace seedvae {
+struct VaeWeights;
+}
+
+namespace seedvae::ui {
+
+class FrameStore;
+
+// ---- settings ---------------------------------------------------------------------------------
+
+enum class TilingMode { kOff, kBlend, kExact };
+QString tiling_mode_name(TilingMode mode);  // "off", "blend", "exact"
+TilingMode tiling_mode_from_name(const QString& name, bool* ok = nullptr);
+
+// Everything the settings panel edits. Engine toggles are data-driven: `toggles` holds one value
+// per key the chosen backend declares (BackendCatalog::backends()), so a toggle added to a
+// backend appears in the panel, the presets and the report without changes here.
+struct EngineSettings {
+  QString backend = QStringLiteral("cpu");
+  int device = 0;
+  QString precision = QStringLiteral("fp32");
+  QMap<QString, QVariant> toggles;  // key -> bool / int / string
+  TilingMode tiling = TilingMode::kOff;
+  int tile_width = 512, tile_height = 512;      // output pixels
+  int overlap_width = 64, overlap_height = 64;  // output pixels
+  QString tile_layout = QStringLiteral("reference");  // blend: "reference" (upstream) or "uniform"
+  bool exact_keep_weights = false;              // exact: keep every layer's weights resident
+  int chunk_latents = 1;                        // latent frames per temporal chunk, 0 = whole clip
+  int budget_mib = 0;                           // memory budget for the planner, 0 = free memory
+  QString temporal_pad = QStringLiteral("mirror");  // "mirror" or "repeat-last"
+  int spatial_multiple = 8;                     // 8 or 16
+
+  QJsonObject to_json() const;
+  // Unknown keys are ignored, out-of-range values are clamped; `warnings` (optional) lists both.
+  static EngineSettings from_json(const QJsonObject& json, QStringList* warnings = nullptr);
+  // "cpu fp32, chunk 1, tiling off" (+ toggles that differ from `defaults` when given)
+  QString summary() const;
+  // A stable string for caching (same settings -> same key).
+  QString backend_key() const;
+
+  bool operator==(const EngineSettings& o) const;
+  bool operator!=(const EngineSettings& o) const { return !(*this == o); }
+};
+
+// ---- inputs -----------------------------------------------------------------------------------
+
+// Which frames of which source the run reads. An empty path is the built-in sample clip.
+struct InputSpec {
+  QString path;
+  int sample_width = 256, sample_height = 256, sample_frames = 17;
+  qint64 first_frame = 0;
+  qint64 max_frames = -1;  // -1: to the end
+  int stride = 1;
+  int resize_width = 0, resize_height = 0;  // 0: keep (one of them 0: aspect ratio)
+
+  bool is_sample() const { return path.isEmpty(); }
+  QString display_name() const;
+  QString cache_key() const;
+  QJsonObject to_json() const;
+};
+
+// Built-in weights are the synthetic tiny configuration until a trained demo model ships (then
+// `path` points to it and `builtin` names it).
+struct WeightsSpec {
+  QString path;                                 // empty: built-in
+  QString builtin = QStringLiteral("tiny");     // "tiny" or "real" (synthetic recipe)
+  bool is_builtin() const { return path.isEmpty(); }
+  QString display_name() const;
+};
+
+// What the info panel shows about a loaded checkpoint.
+struct WeightsInfo {
+  std::shared_ptr<const VaeWeights> weights;  // immutable once loaded; shared by threads
+  QString source;        // file path or "built-in synthetic tiny (seed ...)"
+  QString config;        // VaeConfig::to_string()
+  QString dtype;         // "fp16"
+  qint64 parameters = 0;
+  QString sha256;        // of the file, or the fp16 digest of synthetic weights
+  bool synthetic = false;
+  QString short_sha() const { return sha256.left(12); }
+};
+
+struct VideoInfoData {
+  QString path;
+  int width = 0, height = 0;
+  double fps = 0;
+  qint64 frames = 0;
+  QString kind;          // "video", "images", "sample"
+  QImage first_frame;    // for the preview before a run
+};
+
+// ---- runs -------------------------------------------------------------------------------------
+
+struct RunRequest {
+  quint64 id = 0;
+  QString slot;  // "" for a single run, "A" or "B" for a comparison
+  InputSpec input;
+  WeightsSpec weights_spec;
+  std::shared_ptr<const VaeWeights> weights;  // loaded already (GUI), or null: the worker loads
+  EngineSettings settings;
+  std::shared_ptr<CancelToken> cancel;        // set by the controller; request() from any thread
+  std::shared_ptr<FrameStore> store;          // decoded frames, filled by the worker
+};
+
+struct ProgressUpdate {
+  quint64 run_id = 0;
+  QString slot;
+  QString stage;         // "read", "encode", "decode", "metrics"
+  qint64 done = 0, total = 0;
+  double fraction = 0;   // of the whole run, 0..1
+  double elapsed_s = 0;
+  double eta_s = -1;     // -1: not known yet
+};
+
+// One telemetry sample (core::StageSample plus where and when it happened).
+struct TelemetryPoint {
+  quint64 run_id = 0;
+  QString slot;
+  double t_s = 0;         // seconds since the start of the run
+  QString op;             // "encode" or "decode"
+  QString stage;          // "decoder.up_blocks.1"
+  qint64 chunk = -1, tile = -1;
+  double wall_ms = 0, device_ms = -1;
+  qint64 current_bytes = 0, peak_bytes = 0;
+  qint64 device_used_bytes = -1;  // device-wide; for the CPU backend the process's resident size
+};
+
+struct FrameUpdate {
+  quint64 run_id = 0;
+  QString slot;
+  qint64 index = -1;     // newest decoded frame
+  qint64 available = 0;  // decoded so far
+  qint64 total = 0;
+  QImage image;
+};
+
+struct QualityNumbers {
+  double psnr_db = std::numeric_limits<double>::quiet_NaN();
+  double ssim = std::numeric_limits<double>::quiet_NaN();
+  double max_abs = std::numeric_limits<double>::quiet_NaN();
+  double rms = std::numeric_limits<double>::quiet_NaN();
+  bool valid() const { return psnr_db == psnr_db; }
+};
+
+// Tile rectangles (output pixels) and per-tile seam numbers for the overlay.
+struct TileOverlay {
+  QVector<QRect> tiles;
+  QVector<double> tile_offset;  // per-tile mean offset (same order), empty if unknown
+  QImage seam_heatmap;          // |tiled - untiled| or seam energy, frame-sized, grey 0..255
+  QString note;
+};
+
+struct RunSummary {
+  quint64 id = 0;
+  QString slot;
+  bool ok = false;
+  bool cancelled = false;
+  QString error;
+  EngineSettings settings;
+  QString backend_name;
+  QString weights_source;
+  QString input_name;
+  int width = 0, height = 0;          // original frame size (after downscale)
+  int padded_width = 0, padded_height = 0;
+  qint64 frames = 0, padded_frames = 0;
+  double fps = 24;
+  double read_s = 0, encode_s = 0, decode_s = 0, metrics_s = 0, total_s = 0;
+  double ms_per_frame = 0;            // (encode + decode) / frames
+  qint64 peak_bytes = 0;              // backend allocator peak (weights included)
+  qint64 weight_bytes = 0;
+  qint64 predicted_peak_bytes = -1;
+  qint64 process_peak_bytes = -1;
+  QualityNumbers vs_original;
+  std::shared_ptr<const HostTensor> reconstruction;  // [1, 3, T, H, W] clamped, padding removed
+  std::shared_ptr<const HostTensor> original;        // the same frames of the input
+  std::shared_ptr<FrameStore> store;
+  QVector<TelemetryPoint> telemetry;  // every sample of the run, for the report
+  TileOverlay overlay;
+};
+
+struct AbComparison {
+  bool ok = false;
+  QString error;
+  RunSummary a, b;
+  QualityNumbers a_vs_b;
+};
+
+// Rows of the A/B table, in display order: {label, A text, B text}. Shared by the panel and the
+// report so both say the same thing.
+struct AbRow {
+  QString label, a, b;
+};
+QVector<AbRow> ab_table_rows(const AbComparison& ab);
+
+// Device list entry from BackendCatalog::probe_devices (queried on the worker thread).
+struct DeviceStatus {
+  int index = 0;
+  QString name;
+  qint64 free_bytes = -1, total_bytes = -1;
+};
+
+void register_studio_types();
+
+QString format_bytes(qint64 bytes);       // "1.25 GiB", "312 MiB", "—" for negatives
+QString format_seconds(double seconds);   // "1 min 05 s", "4.2 s"
+
+}  // namespace seedvae::ui
+
+Q_DECLARE_METATYPE(seedvae::ui::EngineSettings)
+Q_DECLARE_METATYPE(seedvae::ui::RunRequest)
+Q_DECLARE_METATYPE(seedvae::ui::ProgressUpdate)
+Q_DECLARE_METATYPE(seedvae::ui::TelemetryPoint)
+Q_DECLARE_METATYPE(seedvae::ui::FrameUpdate)
+Q_DECLARE_METATYPE(seedvae::ui::RunSummary)
+Q_DECLARE_METATYPE(seedvae::ui::AbComparison)
+Q_DECLARE_METATYPE(seedvae::ui::WeightsInfo)
+Q_DECLARE_METATYPE(seedvae::ui::VideoInfoData)
+Q_DECLARE_METATYPE(seedvae::ui::DeviceStatus)
