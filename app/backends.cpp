@@ -15,7 +15,25 @@ Result<std::unique_ptr<Backend>> make_backend(const BackendRequest& r) {
 #ifdef SEEDVAE_HAVE_CUDA
     const auto info = gpu::runtime_info();
     if (!info.error.empty()) return unsupported(info.error);
-    return unsupported("the CUDA engine is not implemented yet (device queries only)");
+    gpu::CudaOptions o;
+    o.device = r.device;
+    const auto p = gpu::precision_from_name(r.precision);
+    if (!p) {
+      return invalid_argument("unknown precision \"" + r.precision +
+                              "\" (choose fp32, tf32, fp16 or bf16)");
+    }
+    o.precision = *p;
+    o.autotune = r.autotune;
+    o.autotune_cache = r.autotune_cache;
+    o.channels_last = r.channels_last;
+    o.fused_gn_silu = r.fused_gn_silu;
+    o.fused_attention = r.fused_attention;
+    o.caching_allocator = r.caching_allocator;
+    o.buffer_reuse = r.buffer_reuse;
+    o.fuse_bias = r.fuse_bias;
+    o.offload_state = r.offload_state;
+    o.workspace_mib = r.cudnn_workspace_mib;
+    return gpu::create_cuda_backend(o);
 #else
     return unsupported("this build has no CUDA backend (configure with -DSEEDVAE_WITH_CUDA=ON)");
 #endif

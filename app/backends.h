@@ -11,8 +11,21 @@ namespace seedvae::app {
 
 struct BackendRequest {
   std::string name = "cpu";  // "cpu" or "cuda"
-  int threads = 0;
-  int device = 0;
+  int threads = 0;           // cpu
+  int device = 0;            // cuda
+  // CUDA engine (ignored by the CPU backend; see gpu/cuda_backend.h CudaOptions and
+  // docs/gpu-notes.md for what each switch does and measures).
+  std::string precision = "fp32";  // fp32 | tf32 | fp16 | bf16
+  bool autotune = true;             // cuDNN algorithm search vs heuristic
+  std::string autotune_cache = "auto";
+  bool channels_last = true;
+  bool fused_gn_silu = true;
+  bool fused_attention = true;
+  bool caching_allocator = true;
+  bool buffer_reuse = true;
+  bool fuse_bias = true;
+  bool offload_state = false;  // causal state in pinned host memory between chunks
+  int cudnn_workspace_mib = 512;
 };
 
 Result<std::unique_ptr<Backend>> make_backend(const BackendRequest& request);

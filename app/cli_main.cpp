@@ -17,7 +17,10 @@
 #include "core/io/safetensors.h"
 #include "core/pipeline/bench.h"
 #include "core/pipeline/verify.h"
+#include "core/schedule/planner.h"
+#include "core/schedule/seam_metrics.h"
 #include "core/schedule/streaming.h"
+#include "core/schedule/tiled.h"
 #include "core/vae/state_dict.h"
 #include "core/vae/vae_model.h"
 #ifdef SEEDVAE_HAVE_MEDIA
@@ -28,6 +31,10 @@
 #endif
 #if defined(__unix__) || defined(__APPLE__)
 #include <sys/resource.h>
+#include <unistd.h>
+#else
+#include <io.h>
+#define isatty _isatty
 #endif
 
 namespace seedvae::app {
@@ -68,20 +75,22 @@ int fail(const Status& s) {
 CancelToken g_cancel;
 extern "C" void on_sigint(int) { g_cancel.request(); }
 
-// Prints "decode 3/5" on stderr, overwriting the line; silent with --quiet.
+// Prints "decode 3/5" on stderr: one updating line on a terminal, one line per report otherwise;
+// silent with --quiet.
 class StderrProgress final : public ProgressSink {
  public:
-  explicit StderrProgress(bool quiet) : quiet_(quiet) {}
+  explicit StderrProgress(bool quiet) : quiet_(quiet), tty_(isatty(2) != 0) {}
   void report(std::string_view stage, int64_t done, int64_t total) override {
     if (quiet_) return;
-    std::fprintf(stderr, "\r%.*s %lld/%lld%s", static_cast<int>(stage.size()), stage.data(),
-                 static_cast<long long>(done), static_cast<long long>(total),
-                 done == total ? "\n" : "");
+    std::fprintf(stderr, "%s%.*s %lld/%lld%s", tty_ ? "\r" : "", static_cast<int>(stage.size()),
+                 stage.data(), static_cast<long long>(done), static_cast<long long>(total),
+                 !tty_ || done == total ? "\n" : "");
     std::fflush(stderr);
   }
 
  private:
   bool quiet_;
+  bool tty_;
 };
 
 int64_t peak_rss_bytes() {
@@ -104,6 +113,9 @@ struct ModelOptions {
   int chunk = 1;
   bool quiet = false;
   bool json = false;
+  std::string tiling = "off";  // off | blend | exact
+  std::string tile, overlap;   // WxH pixels
+  double budget_gb = 0;        // pick the tile (and chunk) that fits this many GiB
 
   void add_to(CLI::App* c) {
     auto* w = c->add_option("--weights", weights, "SeedVR2 VAE checkpoint (.safetensors; fp16, bf16 or fp32)")
@@ -120,6 +132,15 @@ struct ModelOptions {
         ->check(CLI::Range(0, 1 << 20));
     c->add_flag("--quiet,-q", quiet, "no progress on stderr");
     c->add_flag("--json", json, "machine-readable output on stdout");
+    c->add_option("--tiling", tiling,
+                  "spatial tiling: off, blend (the ComfyUI port's cosine-blended tiles) or exact "
+                  "(tiled computation, output equal to untiled)")
+        ->check(CLI::IsMember({"off", "blend", "exact"}));
+    c->add_option("--tile", tile, "tile size WxH in output pixels (default 512x512)");
+    c->add_option("--overlap", overlap, "blend overlap WxH in pixels (default 64x64)");
+    c->add_option("--budget-gb", budget_gb,
+                  "memory budget in GiB: choose the largest tile that fits (with --tiling)")
+        ->check(CLI::NonNegativeNumber);
   }
 
   Result<VaeWeights> load() const {
@@ -130,6 +151,76 @@ struct ModelOptions {
 };
 
 void print_json(const Json& j) { std::cout << j.dump(2) << "\n"; }
+
+Status parse_wxh(const std::string& s, const char* what, int64_t* w, int64_t* h) {
+  long long a = 0, b = 0;
+  if (std::sscanf(s.c_str(), "%lldx%lld", &a, &b) != 2 || a < 0 || b < 0) {
+    return invalid_argument(std::string(what) + " must be WxH (e.g. 512x512), got \"" + s + "\"");
+  }
+  *w = a;
+  *h = b;
+  return Status::ok();
+}
+
+// Tile options from --tiling/--tile/--overlap/--budget-gb for a clip of `h` x `w` pixels and
+// `frames` frames; with a budget and no --tile, the planner picks the largest tile that fits.
+Result<TileOptions> tile_options(const ModelOptions& mo, const VaeWeights& weights, bool encode,
+                                 int64_t h, int64_t w, int64_t frames, std::string* plan_note) {
+  TileOptions to;
+  SEEDVAE_ASSIGN_OR_RETURN(to.mode, parse_tiling_mode(mo.tiling));
+  to.weights = &weights;
+  if (!mo.tile.empty()) SEEDVAE_TRY(parse_wxh(mo.tile, "--tile", &to.spec.tile_w, &to.spec.tile_h));
+  if (!mo.overlap.empty()) {
+    SEEDVAE_TRY(parse_wxh(mo.overlap, "--overlap", &to.spec.overlap_w, &to.spec.overlap_h));
+  }
+  if (mo.budget_gb > 0 && mo.tile.empty()) {
+    PlanRequest req;
+    req.op = encode ? PlanOp::kEncode : PlanOp::kDecode;
+    req.config = weights.config;
+    req.height = h;
+    req.width = w;
+    req.frames = frames;
+    req.mode = to.mode;
+    req.spec = to.spec;
+    req.auto_tile = to.mode != TilingMode::kOff;
+    req.chunk_latents = std::max(1, mo.chunk);
+    req.auto_chunk = false;
+    req.budget_bytes = static_cast<int64_t>(mo.budget_gb * (1 << 30));
+    SEEDVAE_ASSIGN_OR_RETURN(TilePlanReport rep, plan(req));
+    if (!rep.fits) return out_of_memory("no tile fits --budget-gb " + std::to_string(mo.budget_gb) + ": " + rep.message);
+    to.spec = rep.chosen.spec;
+    if (plan_note) *plan_note = describe(rep.chosen);
+  }
+  return to;
+}
+
+Result<HostTensor> run_encode_op(const VaeModel& model, const VaeWeights& weights,
+                                 const HostTensor& video, const ModelOptions& mo,
+                                 const StreamHooks& hooks, TileRunReport* report) {
+  const Shape& s = video.shape();
+  std::string note;
+  SEEDVAE_ASSIGN_OR_RETURN(TileOptions to, tile_options(mo, weights, true, s[3], s[4], s[2], &note));
+  if (!note.empty() && !mo.quiet) std::cerr << "plan: " << note << "\n";
+  if (to.mode == TilingMode::kOff) return encode_video(model, video, {mo.chunk}, hooks);
+  TileHooks th;
+  th.report = report;
+  return tiled_encode(model, video, to, {mo.chunk}, hooks, &th);
+}
+
+Result<HostTensor> run_decode_op(const VaeModel& model, const VaeWeights& weights,
+                                 const HostTensor& latent, const ModelOptions& mo,
+                                 const StreamHooks& hooks, TileRunReport* report) {
+  const Shape& s = latent.shape();
+  const int64_t f = weights.config.temporal_factor(), sf = weights.config.spatial_factor();
+  std::string note;
+  SEEDVAE_ASSIGN_OR_RETURN(TileOptions to, tile_options(mo, weights, false, s[3] * sf, s[4] * sf,
+                                                        (s[2] - 1) * f + 1, &note));
+  if (!note.empty() && !mo.quiet) std::cerr << "plan: " << note << "\n";
+  if (to.mode == TilingMode::kOff) return decode_latent(model, latent, {mo.chunk}, hooks);
+  TileHooks th;
+  th.report = report;
+  return tiled_decode(model, latent, to, {mo.chunk}, hooks, &th);
+}
 
 // ---- info -----------------------------------------------------------------------------------
 int cmd_info(const std::vector<std::string>& paths, bool json) {
@@ -330,7 +421,8 @@ Result<EncodeResult> run_encode(Engine& e, const VideoOptions& vo, const ModelOp
   SEEDVAE_ASSIGN_OR_RETURN(r.padded_input, media::apply_padding(clip.video, r.plan, vo.pad_mode()));
   const auto t0 = Clock::now();
   SEEDVAE_ASSIGN_OR_RETURN(HostTensor moments,
-                           encode_video(*e.model, r.padded_input, {mo.chunk}, {&g_cancel, &progress}));
+                           run_encode_op(*e.model, e.weights, r.padded_input, mo,
+                                         {&g_cancel, &progress}, nullptr));
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.latent = sample ? moments_sample(moments, seed) : moments_mean(moments);
   return r;
@@ -393,7 +485,7 @@ int cmd_decode(const std::string& input, const ModelOptions& mo, const std::stri
                                  "-channel model"));
   }
   const auto t0 = Clock::now();
-  auto video = decode_latent(*e->model, latent, {mo.chunk}, {&g_cancel, &progress});
+  auto video = run_decode_op(*e->model, e->weights, latent, mo, {&g_cancel, &progress}, nullptr);
   if (!video) return fail(video.status());
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   const Shape& s = video->shape();
@@ -420,7 +512,8 @@ int cmd_roundtrip(const VideoOptions& vo, const ModelOptions& mo, const std::str
   auto enc = run_encode(*e, vo, mo, false, 0, progress);
   if (!enc) return fail(enc.status());
   const auto t0 = Clock::now();
-  auto video = decode_latent(*e->model, enc->latent, {mo.chunk}, {&g_cancel, &progress});
+  TileRunReport tiles;
+  auto video = run_decode_op(*e->model, e->weights, enc->latent, mo, {&g_cancel, &progress}, &tiles);
   if (!video) return fail(video.status());
   const double dec_s = std::chrono::duration<double>(Clock::now() - t0).count();
   HostTensor out = media::remove_padding(*video, enc->plan);
@@ -432,7 +525,12 @@ int cmd_roundtrip(const VideoOptions& vo, const ModelOptions& mo, const std::str
     if (Status st = media::write_clip(output, out, {enc->fps}); !st) return fail(st);
   }
   const double frames = static_cast<double>(enc->plan.frames);
-  const Json j{{"input", vo.sample_clip || vo.input.empty() ? "sample clip" : vo.input},
+  Json seams;
+  if (tiles.mode != TilingMode::kOff) {
+    auto m = seam_metrics(*video, tiles);
+    if (m) seams = Json::parse(seam_metrics_json(*m));
+  }
+  Json j{{"input", vo.sample_clip || vo.input.empty() ? "sample clip" : vo.input},
                {"output", output},
                {"frames", enc->plan.frames},
                {"width", enc->plan.width},
@@ -446,10 +544,16 @@ int cmd_roundtrip(const VideoOptions& vo, const ModelOptions& mo, const std::str
                {"decode_seconds", dec_s},
                {"ms_per_frame", 1000 * (enc->seconds + dec_s) / frames},
                {"peak_backend_mib", mib(e->backend->memory_stats().peak_bytes)},
-               {"peak_rss_mib", mib(peak_rss_bytes())}};
+               {"peak_rss_mib", mib(peak_rss_bytes())},
+               {"tiling", mo.tiling}};
+  if (!seams.is_null()) j["decode_seams"] = seams;
   if (mo.json) {
     print_json(j);
   } else {
+    if (!seams.is_null()) {
+      std::printf("decode tiling %s: %zu tiles, seam energy %.3f (1.0 = no visible seams)\n",
+                  mo.tiling.c_str(), tiles.rects.size(), seams.value("seam_energy", 0.0));
+    }
     std::printf("round trip of %lld frames %lldx%lld: PSNR %.2f dB, SSIM %.4f\n",
                 static_cast<long long>(enc->plan.frames), static_cast<long long>(enc->plan.width),
                 static_cast<long long>(enc->plan.height), q->psnr_db, q->ssim);
@@ -462,6 +566,58 @@ int cmd_roundtrip(const VideoOptions& vo, const ModelOptions& mo, const std::str
   return kOk;
 }
 #endif  // SEEDVAE_HAVE_MEDIA
+
+// ---- plan -----------------------------------------------------------------------------------
+struct PlanCli {
+  std::string op = "decode", size = "1920x1080", config = "real", weights, precision = "fp32",
+              backend = "cpu";
+  int64_t frames = 17;
+};
+
+int cmd_plan(const PlanCli& pc, const ModelOptions& mo) {
+  PlanRequest req;
+  req.op = pc.op == "encode" ? PlanOp::kEncode : PlanOp::kDecode;
+  if (!pc.weights.empty()) {
+    auto f = SafetensorsFile::open(pc.weights);
+    if (!f) return fail(f.status());
+    auto c = infer_config(*f);
+    if (!c) return fail(c.status());
+    req.config = *c;
+  } else {
+    req.config = pc.config == "tiny" ? VaeConfig::tiny() : VaeConfig::real();
+  }
+  if (Status s = parse_wxh(pc.size, "--size", &req.width, &req.height); !s) return fail(s);
+  req.frames = pc.frames;
+  const bool half = pc.precision == "bf16" || pc.precision == "fp16";
+  req.activation_bytes = half ? 2 : 4;
+  req.weight_bytes = half ? 2 : 4;
+  req.backend = pc.backend == "cuda" ? BackendMemoryModel::cuda() : BackendMemoryModel::cpu();
+  auto mode = parse_tiling_mode(mo.tiling);
+  if (!mode) return fail(mode.status());
+  req.mode = *mode;
+  if (!mo.overlap.empty()) {
+    if (Status s = parse_wxh(mo.overlap, "--overlap", &req.spec.overlap_w, &req.spec.overlap_h); !s) return fail(s);
+  }
+  req.auto_tile = mo.tile.empty() && req.mode != TilingMode::kOff;
+  if (!mo.tile.empty()) {
+    if (Status s = parse_wxh(mo.tile, "--tile", &req.spec.tile_w, &req.spec.tile_h); !s) return fail(s);
+  }
+  req.chunk_latents = std::max(1, mo.chunk);
+  req.budget_bytes = static_cast<int64_t>(mo.budget_gb * (1 << 30));
+  auto rep = plan(req);
+  if (!rep) return fail(rep.status());
+  if (mo.json) {
+    std::cout << plan_report_json(*rep) << "\n";
+  } else {
+    std::printf("%s %s %lldx%lldx%lld, %s, tiling %s\n", pc.op.c_str(),
+                req.config.to_string().c_str(), static_cast<long long>(req.width),
+                static_cast<long long>(req.height), static_cast<long long>(req.frames),
+                pc.precision.c_str(), mo.tiling.c_str());
+    std::printf("chosen:  %s\nuntiled: %s\n%s\n", describe(rep->chosen).c_str(),
+                describe(rep->untiled).c_str(), rep->message.c_str());
+  }
+  return rep->fits ? kOk : kOom;
+}
 
 // ---- bench ----------------------------------------------------------------------------------
 int cmd_bench(const ModelOptions& mo, BenchOptions bo, const std::string& size,
@@ -627,6 +783,25 @@ int main(int argc, char** argv) {
   bench->add_flag("--no-encode", bench_no_encode, "skip the encoder");
   bench->add_flag("--no-decode", bench_no_decode, "skip the decoder");
 
+  ModelOptions plan_mo;
+  PlanCli plan_c;
+  auto* planc = app.add_subcommand("plan", "predict memory and time of a tiling plan without running it");
+  planc->add_option("--op", plan_c.op, "decode or encode")->check(CLI::IsMember({"decode", "encode"}));
+  planc->add_option("--size", plan_c.size, "frame size WxH in pixels (default 1920x1080)");
+  planc->add_option("--frames", plan_c.frames, "frames (4n+1)");
+  planc->add_option("--config", plan_c.config, "tiny or real (default)")->check(CLI::IsMember({"tiny", "real"}));
+  planc->add_option("--weights", plan_c.weights, "take the configuration from this checkpoint")
+      ->check(CLI::ExistingFile);
+  planc->add_option("--precision", plan_c.precision, "fp32, tf32, fp16 or bf16 (bytes per element)")
+      ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16"}));
+  planc->add_option("--device", plan_c.backend, "memory model: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  planc->add_option("--tiling", plan_mo.tiling, "off, blend or exact")->check(CLI::IsMember({"off", "blend", "exact"}));
+  planc->add_option("--tile", plan_mo.tile, "tile WxH (default: the largest that fits the budget)");
+  planc->add_option("--overlap", plan_mo.overlap, "blend overlap WxH");
+  planc->add_option("--budget-gb", plan_mo.budget_gb, "memory budget in GiB")->check(CLI::NonNegativeNumber);
+  planc->add_option("--chunk", plan_mo.chunk, "latent frames per temporal chunk");
+  planc->add_flag("--json", plan_mo.json, "machine-readable output");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -642,6 +817,7 @@ int main(int argc, char** argv) {
     return cmd_verify(vopt, vbackend, vjson, vquiet);
   }
   if (mw->parsed()) return cmd_make_weights(mw_which, mw_seed, mw_dtype, mw_out);
+  if (planc->parsed()) return cmd_plan(plan_c, plan_mo);
   if (bench->parsed()) {
     bench_o.encode = !bench_no_encode;
     bench_o.decode = !bench_no_decode;

@@ -1,11 +1,16 @@
-// Public face of the CUDA module: device queries (and, with the CUDA engine issue, the backend
-// factory). Includes no CUDA header, so the CLI and tests can include it from plain C++.
+// Public face of the CUDA module: device queries and the CUDA backend factory with its options.
+// Includes no CUDA header, so the CLI, the UI's composition root and tests can include it from
+// plain C++.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/backend/backend.h"
 #include "core/base/status.h"
 
 namespace seedvae::gpu {
@@ -32,5 +37,105 @@ RuntimeInfo runtime_info();
 std::vector<DeviceInfo> list_devices();
 // "13.0" from 13000.
 std::string format_cuda_version(int v);
+
+// ---- the backend ---------------------------------------------------------------------------
+
+// Storage and arithmetic precision of weights and activations. GroupNorm statistics, softmax and
+// every matrix/convolution accumulation stay fp32 in all modes.
+enum class Precision : uint8_t {
+  kFp32,  // fp32, TF32 disabled (the golden-data mode)
+  kTf32,  // fp32 storage, TF32 tensor cores in convolutions and matrix products
+  kFp16,
+  kBf16,
+};
+std::string_view precision_name(Precision p);
+std::optional<Precision> precision_from_name(std::string_view s);
+
+// Every optimization is a switch so its effect on time, memory and output can be measured
+// (docs/gpu-notes.md). Defaults are the fast configuration.
+struct CudaOptions {
+  int device = 0;
+  Precision precision = Precision::kFp32;
+  // cuDNN: time every algorithm once per convolution shape (true) or take cuDNN's heuristic.
+  bool autotune = true;
+  // Where autotune results persist (per GPU, driver and cuDNN version): "auto" = the user cache
+  // directory ($SEEDVAE_CACHE_DIR, $XDG_CACHE_HOME/seedvae or ~/.cache/seedvae), "" = nowhere,
+  // otherwise a file path.
+  std::string autotune_cache = "auto";
+  // Activations in NDHWC (channels-last: tensor-core convolutions, contiguous frames) or NCDHW.
+  bool channels_last = true;
+  // GroupNorm and SiLU in one pass, or GroupNorm then a separate SiLU pass.
+  bool fused_gn_silu = true;
+  // Flash-style attention (O(tokens) memory) or materialised scores via cuBLAS.
+  bool fused_attention = true;
+  // Caching allocator (reuses freed blocks) or plain cudaMalloc/cudaFree per tensor.
+  bool caching_allocator = true;
+  // Buffer reuse: outputs that feed a causal convolution get spare frames in front, so causal
+  // padding writes the context frames in place instead of copying the whole tensor (NDHWC only).
+  bool buffer_reuse = true;
+  // Fused bias: a cuDNN convolution's bias is not added in a pass of its own but by its
+  // consumer (GroupNorm statistics/apply, or the residual add); other consumers add it first.
+  bool fuse_bias = true;
+  // Causal-state offload: the frames each causal convolution carries to the next chunk (16 GiB
+  // at 1080p in bf16) wait in pinned host memory instead of on the device, copied out and
+  // prefetched back on two copy streams while the GPU computes; at most offload_window_mib of
+  // them are back on the device ahead of use. Slices smaller than offload_min_bytes stay.
+  bool offload_state = false;
+  int offload_window_mib = 1024;
+  int64_t offload_min_bytes = int64_t{16} << 20;
+  // cuDNN workspace limit per convolution.
+  int workspace_mib = 512;
+  // Testing: largest element count per cuDNN call (0: 2^31 - 1), to exercise temporal splitting.
+  int64_t max_conv_elements = 0;
+};
+
+// Refuses invalid or incompatible settings with a reason (device capability included when a
+// device is present).
+Status validate_options(const CudaOptions& options);
+// "bf16, channels-last, autotune, fused GN+SiLU, fused attention, caching allocator, buffer reuse"
+std::string describe_options(const CudaOptions& options);
+
+// Creates the backend on the calling thread, which then owns the device, stream and library
+// handles; every later call must come from that thread.
+Result<std::unique_ptr<Backend>> create_cuda_backend(const CudaOptions& options);
+
+// Extra numbers of a CUDA backend (empty optional for other backends).
+struct CudaBackendReport {
+  std::string device;
+  CudaOptions options;
+  int64_t live_bytes = 0, peak_live_bytes = 0;
+  int64_t reserved_bytes = 0, peak_reserved_bytes = 0;
+  int64_t driver_allocs = 0, cache_hits = 0;
+  int64_t conv_searched = 0, conv_heuristic = 0, conv_cache_loaded = 0;
+  std::string autotune_cache_file;
+  int64_t fused_attention_calls = 0, materialised_attention_calls = 0;
+  std::string attention_kernel;  // "mma", "simt", "materialised"
+  // Host wall time of activation uploads and of downloads (after the queued compute finished).
+  double upload_ms = 0, download_ms = 0;
+  double download_alloc_ms = 0;  // of download_ms: creating the (zero-filled) host tensor
+  // CUDA-event time of streamed chunks, each from its upload to its download (GPU work only;
+  // excludes the host-side handling between chunks).
+  double device_ms = 0;
+  int64_t offloaded_bytes = 0, prefetched_bytes = 0, offload_stalls = 0, pinned_bytes = 0;
+  int64_t upload_bytes = 0, download_bytes = 0;
+};
+std::optional<CudaBackendReport> cuda_backend_report(const Backend& backend);
+
+}  // namespace seedvae::gpu
+
+namespace seedvae::gpu {
+
+// Ceilings of the device, measured (docs/gpu-notes.md uses them to judge the engine's numbers):
+// dense bf16 matrix product through cuBLASLt (8192^3, random data), device-to-device copy
+// bandwidth (bytes read + written), pinned host<->device copies one way and both ways at once.
+struct DeviceRates {
+  std::string device;
+  double bf16_gemm_tflops = 0;
+  double fp16_gemm_tflops = 0;
+  double tf32_gemm_tflops = 0;
+  double d2d_gbps = 0;
+  double h2d_gbps = 0, d2h_gbps = 0, bidirectional_gbps = 0;
+};
+Result<DeviceRates> measure_device_rates(int device);
 
 }  // namespace seedvae::gpu

@@ -12,7 +12,8 @@ QImage frame_to_image(const HostTensor& video, qint64 t, int width, int height) 
   const int64_t H = s[3], W = s[4];
   const int w = width > 0 ? static_cast<int>(std::min<int64_t>(width, W)) : static_cast<int>(W);
   const int h = height > 0 ? static_cast<int>(std::min<int64_t>(height, H)) : static_cast<int>(H);
-  QImage img(w, h, QImage::Format_RGB888);
+  // RGB32 (0xffRRGGBB) is what QPainter draws fastest; the view never converts per paint.
+  QImage img(w, h, QImage::Format_RGB32);
   if (img.isNull()) return {};
   const float* base = video.data<float>();
   const int64_t plane = H * W;
@@ -25,13 +26,9 @@ QImage frame_to_image(const HostTensor& video, qint64 t, int width, int height) 
     return static_cast<uchar>(std::lround(x));
   };
   for (int y = 0; y < h; ++y) {
-    uchar* line = img.scanLine(y);
+    auto* line = reinterpret_cast<QRgb*>(img.scanLine(y));
     const int64_t row = static_cast<int64_t>(y) * W;
-    for (int x = 0; x < w; ++x) {
-      line[3 * x + 0] = to8(r[row + x]);
-      line[3 * x + 1] = to8(g[row + x]);
-      line[3 * x + 2] = to8(b[row + x]);
-    }
+    for (int x = 0; x < w; ++x) line[x] = qRgb(to8(r[row + x]), to8(g[row + x]), to8(b[row + x]));
   }
   return img;
 }
@@ -83,20 +80,20 @@ QRgb heat_color(int value) { return heat_lut()[static_cast<size_t>(std::clamp(va
 
 QImage difference_heatmap(const QImage& a_in, const QImage& b_in, double gain) {
   if (a_in.isNull() || b_in.isNull()) return {};
-  const QImage a = a_in.format() == QImage::Format_RGB888 ? a_in : a_in.convertToFormat(QImage::Format_RGB888);
-  const QImage b = b_in.format() == QImage::Format_RGB888 ? b_in : b_in.convertToFormat(QImage::Format_RGB888);
+  const QImage a = a_in.format() == QImage::Format_RGB32 ? a_in : a_in.convertToFormat(QImage::Format_RGB32);
+  const QImage b = b_in.format() == QImage::Format_RGB32 ? b_in : b_in.convertToFormat(QImage::Format_RGB32);
   const int w = std::min(a.width(), b.width());
   const int h = std::min(a.height(), b.height());
   QImage out(w, h, QImage::Format_RGB32);
   const auto& lut = heat_lut();
   const double k = std::max(0.0, gain) / 3.0;
   for (int y = 0; y < h; ++y) {
-    const uchar* pa = a.constScanLine(y);
-    const uchar* pb = b.constScanLine(y);
+    const auto* pa = reinterpret_cast<const QRgb*>(a.constScanLine(y));
+    const auto* pb = reinterpret_cast<const QRgb*>(b.constScanLine(y));
     auto* po = reinterpret_cast<QRgb*>(out.scanLine(y));
     for (int x = 0; x < w; ++x) {
-      const int d = std::abs(pa[3 * x] - pb[3 * x]) + std::abs(pa[3 * x + 1] - pb[3 * x + 1]) +
-                    std::abs(pa[3 * x + 2] - pb[3 * x + 2]);
+      const int d = std::abs(qRed(pa[x]) - qRed(pb[x])) + std::abs(qGreen(pa[x]) - qGreen(pb[x])) +
+                    std::abs(qBlue(pa[x]) - qBlue(pb[x]));
       const int v = static_cast<int>(std::min(255.0, d * k));
       po[x] = lut[static_cast<size_t>(v)];
     }

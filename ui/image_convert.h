@@ -9,7 +9,7 @@
 
 namespace seedvae::ui {
 
-// Frame `t` of a [1, 3, T, H, W] fp32 tensor in [-1, 1] as an RGB888 image, cropped to the
+// Frame `t` of a [1, 3, T, H, W] fp32 tensor in [-1, 1] as an RGB32 image, cropped to the
 // top-left `width` x `height` (0: the whole frame). Values are clamped; NaN becomes black.
 QImage frame_to_image(const HostTensor& video, qint64 t, int width = 0, int height = 0);
 // Every frame of a clip, or frames [first, first + count) of it.

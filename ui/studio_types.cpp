@@ -136,6 +136,15 @@ QString EngineSettings::summary() const {
   return s;
 }
 
+QString EngineSettings::short_label() const {
+  QString s = tiling == TilingMode::kOff
+                  ? QStringLiteral("untiled")
+                  : QStringLiteral("%1 %2×%3").arg(tiling_mode_name(tiling)).arg(tile_width).arg(tile_height);
+  s += chunk_latents == 0 ? QStringLiteral(", whole clip") : QStringLiteral(", chunk %1").arg(chunk_latents);
+  if (backend != QLatin1String("cpu")) s = backend + QStringLiteral(" ") + precision + QStringLiteral(", ") + s;
+  return s;
+}
+
 QString EngineSettings::backend_key() const {
   QString k = backend + QLatin1Char(':') + QString::number(device) + QLatin1Char(':') + precision;
   for (auto it = toggles.begin(); it != toggles.end(); ++it) {
@@ -204,15 +213,17 @@ QString sci(double v) {
 
 }  // namespace
 
-QVector<AbRow> ab_table_rows(const AbComparison& ab) {
+QVector<AbRow> ab_table_rows(const AbComparison& ab, bool compact) {
   auto status = [](const RunSummary& r) {
     if (r.ok) return QStringLiteral("done");
     if (r.cancelled) return QStringLiteral("cancelled");
     return QStringLiteral("failed: ") + r.error;
   };
   QVector<AbRow> rows;
-  rows.push_back({QStringLiteral("Settings"), ab.a.settings.summary(), ab.b.settings.summary()});
-  rows.push_back({QStringLiteral("Backend"), ab.a.backend_name, ab.b.backend_name});
+  if (!compact) {
+    rows.push_back({QStringLiteral("Settings"), ab.a.settings.summary(), ab.b.settings.summary()});
+    rows.push_back({QStringLiteral("Backend"), ab.a.backend_name, ab.b.backend_name});
+  }
   rows.push_back({QStringLiteral("Status"), status(ab.a), status(ab.b)});
   rows.push_back({QStringLiteral("Time per frame"), num(ab.a.ms_per_frame, 1, "ms"),
                   num(ab.b.ms_per_frame, 1, "ms")});
@@ -224,8 +235,20 @@ QVector<AbRow> ab_table_rows(const AbComparison& ab) {
                   num(ab.b.vs_original.psnr_db, 2, "dB")});
   rows.push_back({QStringLiteral("SSIM vs original"), num(ab.a.vs_original.ssim, 4),
                   num(ab.b.vs_original.ssim, 4)});
+  if (ab.a.tiled() || ab.b.tiled()) {
+    rows.push_back({QStringLiteral("Seam energy (1 = seamless)"), num(ab.a.seam_energy, 3),
+                    num(ab.b.seam_energy, 3)});
+    rows.push_back({QStringLiteral("Largest tile offset"), num(ab.a.max_tile_offset, 2, "levels"),
+                    num(ab.b.max_tile_offset, 2, "levels")});
+  }
   rows.push_back({QStringLiteral("A vs B max |diff|"), sci(ab.a_vs_b.max_abs), QString()});
   rows.push_back({QStringLiteral("A vs B PSNR"), num(ab.a_vs_b.psnr_db, 2, "dB"), QString()});
+  if (!ab.tiled_slot.isEmpty()) {
+    rows.push_back({QStringLiteral("A vs B |tiled − untiled| max / rms"),
+                    QStringLiteral("%1 / %2 levels (%3 tiled)")
+                        .arg(num(ab.seam_max_abs, 2), num(ab.seam_rms, 3), ab.tiled_slot),
+                    QString()});
+  }
   return rows;
 }
 

@@ -20,6 +20,7 @@
 
 namespace seedvae {
 struct VaeWeights;
+struct TileRunReport;
 }
 
 namespace seedvae::ui {
@@ -55,6 +56,9 @@ struct EngineSettings {
   static EngineSettings from_json(const QJsonObject& json, QStringList* warnings = nullptr);
   // "cpu fp32, chunk 1, tiling off" (+ toggles that differ from `defaults` when given)
   QString summary() const;
+  // "untiled, chunk 1" / "blend 128×128, chunk 1" / "exact 512×512, whole clip" (+ precision
+  // when not fp32): what tells two settings apart in a view label.
+  QString short_label() const;
   // A stable string for caching (same settings -> same key).
   QString backend_key() const;
 
@@ -196,6 +200,12 @@ struct RunSummary {
   std::shared_ptr<FrameStore> store;
   QVector<TelemetryPoint> telemetry;  // every sample of the run, for the report
   TileOverlay overlay;
+  std::shared_ptr<const TileRunReport> tile_report;  // tiled runs: rectangles and raw tile sums
+  // Reference-free seam figures of a tiled run (core/schedule/seam_metrics.h): seam energy is the
+  // gradient across tile borders over the gradient elsewhere (about 1 when seamless).
+  double seam_energy = std::numeric_limits<double>::quiet_NaN();
+  double max_tile_offset = std::numeric_limits<double>::quiet_NaN();  // 8-bit levels
+  bool tiled() const { return !overlay.tiles.isEmpty(); }
 };
 
 struct AbComparison {
@@ -203,6 +213,12 @@ struct AbComparison {
   QString error;
   RunSummary a, b;
   QualityNumbers a_vs_b;
+  // When exactly one of A and B is tiled: |tiled - untiled| from core's seam metrics (in 8-bit
+  // levels), and the seam energy of the untiled reference for comparison.
+  QString tiled_slot;
+  double seam_max_abs = std::numeric_limits<double>::quiet_NaN();
+  double seam_rms = std::numeric_limits<double>::quiet_NaN();
+  double reference_seam_energy = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Rows of the A/B table, in display order: {label, A text, B text}. Shared by the panel and the
@@ -210,7 +226,8 @@ struct AbComparison {
 struct AbRow {
   QString label, a, b;
 };
-QVector<AbRow> ab_table_rows(const AbComparison& ab);
+// `compact`: without the settings and backend rows (the panel shows those above its table).
+QVector<AbRow> ab_table_rows(const AbComparison& ab, bool compact = false);
 
 // Device list entry from BackendCatalog::probe_devices (queried on the worker thread).
 struct DeviceStatus {

@@ -239,8 +239,12 @@ class CpuBackend final : public Backend {
     ThreadScope scope(threads_);
     SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(x.shape, op));
-    cpu::group_norm_cl(xin.data, f32(y), dims5(x.shape), g, bt, p.groups, p.eps, p.silu,
-                       threads_);
+    try {
+      cpu::group_norm_cl(xin.data, f32(y), dims5(x.shape), g, bt, p.groups, p.eps, p.silu,
+                         threads_);
+    } catch (const std::bad_alloc&) {
+      return out_of_memory("group_norm: out of memory for the statistics of " + str(x.shape));
+    }
     return y;
   }
 
@@ -327,8 +331,12 @@ class CpuBackend final : public Backend {
     SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(x.shape, op));
     if (x.shape.numel() == 0) return y;
-    SEEDVAE_TRY(cpu::attention_cl(xin.data, f32(y), dims5(x.shape), ptrs, threads_, matmul_,
-                                  counters_));
+    try {
+      SEEDVAE_TRY(cpu::attention_cl(xin.data, f32(y), dims5(x.shape), ptrs, threads_, matmul_,
+                                    counters_));
+    } catch (const std::bad_alloc&) {
+      return out_of_memory("attention: out of memory for " + str(x.shape));
+    }
     return y;
   }
 

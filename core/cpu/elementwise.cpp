@@ -10,7 +10,7 @@ namespace seedvae::cpu {
 namespace {
 
 constexpr int64_t kChunk = 1 << 16;  // floats per parallel job of the flat loops
-constexpr int64_t kTile = 32;        // transpose tile edge
+constexpr int64_t kTile = 16;        // transpose tile edge (one cache line of floats)
 
 SEEDVAE_SIMD_CLONES void add_run(float* y, const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
@@ -30,17 +30,41 @@ SEEDVAE_SIMD_CLONES void exp_shifted(float* row, int64_t n, float shift) {
   for (int64_t j = 0; j < n; ++j) row[j] = exp_f32(row[j] - shift);
 }
 
-// dst[s * C + c] = src[c * S + s] for one [C, S] matrix (or the reverse with swapped roles).
-void transpose(const float* src, float* dst, int64_t rows, int64_t cols, int threads) {
-  // src [rows, cols] -> dst [cols, rows]
-  const int64_t tr = (rows + kTile - 1) / kTile, tc = (cols + kTile - 1) / kTile;
-  parallel_for(tr * tc, threads, [&](int64_t tile) {
-    const int64_t r0 = (tile / tc) * kTile, c0 = (tile % tc) * kTile;
-    const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
-    for (int64_t c = c0; c < c1; ++c) {
-      for (int64_t r = r0; r < r1; ++r) dst[c * rows + r] = src[r * cols + c];
+// One block of at most kTile x kTile: dst[c * ld_dst + r] = src[r * ld_src + c]. Going through a
+// local tile keeps the strided side to one pass over whole cache lines (a power-of-two row stride
+// would otherwise thrash one cache set).
+SEEDVAE_SIMD_CLONES void transpose_block(const float* src, int64_t ld_src, float* dst,
+                                         int64_t ld_dst, int64_t nr, int64_t nc) {
+  float tmp[kTile][kTile];
+  if (nr == kTile && nc == kTile) {
+    for (int64_t r = 0; r < kTile; ++r) {
+      for (int64_t c = 0; c < kTile; ++c) tmp[c][r] = src[r * ld_src + c];
     }
-  }, 4);
+    for (int64_t c = 0; c < kTile; ++c) {
+      for (int64_t r = 0; r < kTile; ++r) dst[c * ld_dst + r] = tmp[c][r];
+    }
+    return;
+  }
+  for (int64_t r = 0; r < nr; ++r) {
+    for (int64_t c = 0; c < nc; ++c) tmp[c][r] = src[r * ld_src + c];
+  }
+  for (int64_t c = 0; c < nc; ++c) {
+    for (int64_t r = 0; r < nr; ++r) dst[c * ld_dst + r] = tmp[c][r];
+  }
+}
+
+// src [rows, cols] -> dst [cols, rows]; jobs are bands of kTile rows x kSpan columns.
+void transpose(const float* src, float* dst, int64_t rows, int64_t cols, int threads) {
+  constexpr int64_t kSpan = 1024;
+  const int64_t bands = (rows + kTile - 1) / kTile, spans = (cols + kSpan - 1) / kSpan;
+  parallel_for(bands * spans, threads, [&](int64_t job) {
+    const int64_t r0 = (job / spans) * kTile, nr = std::min(kTile, rows - r0);
+    const int64_t c_begin = (job % spans) * kSpan, c_end = std::min(cols, c_begin + kSpan);
+    for (int64_t c0 = c_begin; c0 < c_end; c0 += kTile) {
+      transpose_block(src + r0 * cols + c0, cols, dst + c0 * rows + r0, rows, nr,
+                      std::min(kTile, c_end - c0));
+    }
+  });
 }
 
 }  // namespace

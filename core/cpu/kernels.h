@@ -58,7 +58,7 @@ double sum_f32(const float* p, int64_t n);
 // Per-frame GroupNorm on channels-last data (statistics of each (n, t, group) over C/groups
 // channels x H x W; mean and biased variance accumulated in double, two passes), then
 // y = (x - mean) * rstd * gamma + beta (gamma/beta may be null: 1 and 0), then optional SiLU.
-// y may equal x.
+// y may equal x. Throws std::bad_alloc if its small scratch cannot be allocated.
 void group_norm_cl(const float* x, float* y, const Dims5& d, const float* gamma,
                    const float* beta, int groups, float eps, bool silu, int threads);
 

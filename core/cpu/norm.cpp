@@ -109,12 +109,15 @@ void group_norm_cl(const float* x, float* y, const Dims5& d, const float* gamma,
     return std::min(P, *p0 + chunk) - *p0;
   };
 
+  // All scratch is allocated here, outside the parallel regions (std::bad_alloc must not escape
+  // an OpenMP region); it is O(jobs x C), small next to the tensor.
   std::vector<double> part(static_cast<size_t>(jobs * C), 0.0);
+  std::vector<float> accs(static_cast<size_t>(jobs * C));
   parallel_for(jobs, threads, [&](int64_t job) {
     int64_t f, p0;
     const int64_t rows = rows_of(job, &f, &p0);
-    std::vector<float> acc(static_cast<size_t>(C));
-    channel_sums(x + (f * P + p0) * C, rows, C, acc.data(), &part[static_cast<size_t>(job * C)]);
+    channel_sums(x + (f * P + p0) * C, rows, C, &accs[static_cast<size_t>(job * C)],
+                 &part[static_cast<size_t>(job * C)]);
   });
 
   const double count = static_cast<double>(cg * P);
@@ -136,9 +139,8 @@ void group_norm_cl(const float* x, float* y, const Dims5& d, const float* gamma,
   parallel_for(jobs, threads, [&](int64_t job) {
     int64_t f, p0;
     const int64_t rows = rows_of(job, &f, &p0);
-    std::vector<float> acc(static_cast<size_t>(C));
-    channel_sq_dev(x + (f * P + p0) * C, rows, C, &mean_c[static_cast<size_t>(f * C)], acc.data(),
-                   &part[static_cast<size_t>(job * C)]);
+    channel_sq_dev(x + (f * P + p0) * C, rows, C, &mean_c[static_cast<size_t>(f * C)],
+                   &accs[static_cast<size_t>(job * C)], &part[static_cast<size_t>(job * C)]);
   });
 
   std::vector<float> scale_c(static_cast<size_t>(F * C)), shift_c(static_cast<size_t>(F * C));

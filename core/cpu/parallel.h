@@ -57,17 +57,4 @@ void parallel_for(int64_t n, int threads, F&& f, int64_t grain = 1) {
   for (int64_t i = 0; i < n; ++i) f(i);
 }
 
-// Like parallel_for, but dynamic scheduling for jobs of uneven cost.
-template <typename F>
-void parallel_for_dynamic(int64_t n, int threads, F&& f) {
-  if (n <= 0) return;
-  const int team = static_cast<int>(std::min<int64_t>(threads, n));
-  if (team <= 1) {
-    for (int64_t i = 0; i < n; ++i) f(i);
-    return;
-  }
-#pragma omp parallel for num_threads(team) schedule(dynamic, 1)
-  for (int64_t i = 0; i < n; ++i) f(i);
-}
-
 }  // namespace seedvae::cpu

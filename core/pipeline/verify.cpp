@@ -7,6 +7,7 @@
 
 #include "core/io/safetensors.h"
 #include "core/schedule/streaming.h"
+#include "core/schedule/tiled.h"
 #include "core/vae/state_dict.h"
 #include "core/vae/vae_model.h"
 
@@ -167,6 +168,8 @@ class ConfigRun {
 
     SEEDVAE_ASSIGN_OR_RETURN(VaeModel model, VaeModel::create(backend_, weights_));
     model_ = &model;
+    tiled_decode_ = cfg.value("tiled_decode", Json::object());
+    tiled_encode_ = cfg.value("tiled_encode", Json::object());
     const Json outputs = cfg.value("outputs_fp32", Json::object());
     for (const auto& [tensor, stats] : outputs.items()) {
       if (!wanted(opt_, tensor)) continue;
@@ -238,14 +241,26 @@ class ConfigRun {
   Status check_output(const std::string& tensor) {
     const GoldenName g = parse_name(tensor);
     auto t0 = Clock::now();
-    if (!g.variant.empty()) {
-      add({"", tensor, "skip", 0, 0, 0, 0,
-           "spatial tiling (tile " + g.variant + ") is not implemented yet"});
-      return Status::ok();
-    }
     const int chunk = g.split / weights_.config.temporal_factor();
     Result<HostTensor> out = internal_error("unknown golden tensor kind " + g.op);
-    if (g.op == "enc_moments") {
+    if (!g.variant.empty()) {
+      // Blended spatial tiling (vae_spec.md §5) with the manifest's tile parameters.
+      const bool enc = g.op == "enc_moments";
+      const Json& params = (enc ? tiled_encode_ : tiled_decode_).value(g.variant, Json::object());
+      TileOptions to;
+      to.mode = TilingMode::kBlend;
+      to.layout = TileLayout::kReference;
+      try {
+        const auto size = params.at("tile_size").get<std::vector<int64_t>>();
+        const auto overlap = params.at("tile_overlap").get<std::vector<int64_t>>();
+        to.spec = {size.at(0), size.at(1), overlap.at(0), overlap.at(1)};
+      } catch (const std::exception& e) {
+        return corrupt_data("manifest tile parameters of " + tensor + ": " + e.what());
+      }
+      auto x = input(g.case_name);
+      if (!x) return x.take_status();
+      out = enc ? tiled_encode(*model_, *x, to) : tiled_decode(*model_, *x, to);
+    } else if (g.op == "enc_moments") {
       out = encode(g.case_name, g.split);
     } else if (g.op == "enc_mean") {
       auto m = encode(g.case_name, g.split);
@@ -287,6 +302,7 @@ class ConfigRun {
   std::optional<SafetensorsFile> inputs_, golden_, intermediates_;
   VaeModel* model_ = nullptr;
   std::map<std::string, HostTensor> cache_;
+  Json tiled_decode_, tiled_encode_;
   std::map<std::string, HostTensor> captured_;
 };
 

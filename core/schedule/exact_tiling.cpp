@@ -32,18 +32,20 @@ struct ExactTiledVae::NormAct {
 };
 
 struct ExactTiledVae::ConvSpec {
-  std::string prefix;                  // "<...>.conv1": weight prefix and causal-memory key
+  std::string prefix;  // "<...>.conv1": weight prefix and causal-memory key
   int stride_t = 1, stride_hw = 1;
-  bool downsample_pad = false;         // Downsample3D: zero pad (0, 1, 0, 1), no other padding
+  bool downsample_pad = false;           // Downsample3D: zero pad (0, 1, 0, 1), no other padding
   const HostTensor* residual = nullptr;  // raw block input added to the output (resnet)
-  std::string shortcut;                // 1x1x1 conv applied to the residual first (if not empty)
-  int64_t full_h = 0, full_w = 0;      // full-resolution frame (tile scaling)
-  bool final_layer = false;            // tiles reported through on_tile
+  std::string shortcut;                  // 1x1x1 conv applied to the residual first (if not empty)
+  int64_t full_h = 0, full_w = 0;        // full-resolution frame (tile scaling)
+  bool final_layer = false;              // tiles reported through on_tile
 };
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // Element (c, t, y, x) of a [1, C, T, H, W] fp32 host tensor.
 inline const float* row_ptr(const HostTensor& t, int64_t c, int64_t f, int64_t y) {
@@ -122,8 +124,7 @@ Status ExactTiledVae::step_done(ExactContext& ctx) {
 }
 
 Result<ExactTiledVae::NormAct> ExactTiledVae::norm_for(const HostTensor& x,
-                                                       const std::string& prefix,
-                                                       bool silu) const {
+                                                       const std::string& prefix, bool silu) const {
   const HostTensor* g = host_param(prefix + ".weight");
   const HostTensor* b = host_param(prefix + ".bias");
   if (g == nullptr || b == nullptr) return not_found("exact tiling: the weights lack " + prefix);
@@ -245,8 +246,8 @@ struct ExtSource {
 }  // namespace
 
 int64_t ExactTiledVae::tiles_for(int64_t h, int64_t w, int64_t full_h, int64_t full_w) const {
-  const int64_t lh = std::clamp<int64_t>(ceil_div(options_.tile_h * h, full_h), 1, h);
-  const int64_t lw = std::clamp<int64_t>(ceil_div(options_.tile_w * w, full_w), 1, w);
+  const int64_t lh = balanced_tile(h, ceil_div(options_.tile_h * h, full_h));
+  const int64_t lw = balanced_tile(w, ceil_div(options_.tile_w * w, full_w));
   return static_cast<int64_t>(uniform_starts(h, lh).size() * uniform_starts(w, lw).size());
 }
 
@@ -258,8 +259,8 @@ Result<HostTensor> ExactTiledVae::conv(const HostTensor& x, const NormAct* norm,
   const Shape& ws = hw_param->shape();
   const Shape& xs = x.shape();
   if (ws.rank() != 5 || ws[1] != xs[1]) {
-    return invalid_argument("exact tiling: " + spec.prefix + " expects " +
-                            std::to_string(ws[1]) + " input channels, got " + xs.to_string());
+    return invalid_argument("exact tiling: " + spec.prefix + " expects " + std::to_string(ws[1]) +
+                            " input channels, got " + xs.to_string());
   }
   const int64_t cout = ws[0], kt = ws[2], kh = ws[3], kw = ws[4];
   const int64_t C = xs[1], T = xs[2], H = xs[3], W = xs[4];
@@ -267,25 +268,26 @@ Result<HostTensor> ExactTiledVae::conv(const HostTensor& x, const NormAct* norm,
   const int64_t pt = spec.downsample_pad ? 0 : kh / 2, pb = spec.downsample_pad ? 1 : kh / 2;
   const int64_t pl = spec.downsample_pad ? 0 : kw / 2, pr = spec.downsample_pad ? 1 : kw / 2;
   const int64_t ho = (H + pt + pb - kh) / sh + 1, wo = (W + pl + pr - kw) / sw + 1;
-  const int64_t E = kt - 1;
-  const int64_t text = E + T;
-  if (text < kt || ho < 1 || wo < 1) {
-    return invalid_argument("exact tiling: input " + xs.to_string() + " is too small for " +
-                            spec.prefix);
-  }
-  const int64_t to = (text - kt) / st + 1;
-
+  // Temporal context: kT - 1 replicated frames on the first chunk, the stored kT - sT frames
+  // later (as InflatedCausalConv3d / VaeModel::causal_conv do).
   ExtSource src;
   src.x = &x;
-  src.context = E;
-  if (E > 0 && state.started) {
+  src.context = kt - 1;
+  if (kt > 1 && state.started) {
     auto it = state.memory.find(spec.prefix);
     if (it == state.memory.end()) {
       return internal_error("exact tiling: causal memory of " + spec.prefix +
                             " is missing in a continued stream");
     }
     src.memory = &it->second;
+    src.context = it->second.shape()[2];
   }
+  const int64_t text = src.context + T;
+  if (text < kt || ho < 1 || wo < 1) {
+    return invalid_argument("exact tiling: input " + xs.to_string() + " is too small for " +
+                            spec.prefix);
+  }
+  const int64_t to = (text - kt) / st + 1;
 
   SEEDVAE_ASSIGN_OR_RETURN(Tensor wt, weight(spec.prefix + ".weight"));
   SEEDVAE_ASSIGN_OR_RETURN(Tensor bt, weight(spec.prefix + ".bias"));
@@ -295,13 +297,15 @@ Result<HostTensor> ExactTiledVae::conv(const HostTensor& x, const NormAct* norm,
     SEEDVAE_ASSIGN_OR_RETURN(bsc, weight(spec.shortcut + ".bias"));
   }
 
-  const int64_t lh = std::clamp<int64_t>(ceil_div(options_.tile_h * ho, spec.full_h), 1, ho);
-  const int64_t lw = std::clamp<int64_t>(ceil_div(options_.tile_w * wo, spec.full_w), 1, wo);
+  // The tile scaled to this layer's resolution, balanced so the shifted last tile overlaps least.
+  const int64_t lh = balanced_tile(ho, ceil_div(options_.tile_h * ho, spec.full_h));
+  const int64_t lw = balanced_tile(wo, ceil_div(options_.tile_w * wo, spec.full_w));
   const std::vector<int64_t> rows = uniform_starts(ho, lh), cols = uniform_starts(wo, lw);
   const int64_t th = std::min(lh, ho), tw = std::min(lw, wo);
   const int64_t win_h = (th - 1) * sh + kh, win_w = (tw - 1) * sw + kw;
 
-  SEEDVAE_ASSIGN_OR_RETURN(HostTensor out, HostTensor::create(DType::kF32, Shape{1, cout, to, ho, wo}));
+  SEEDVAE_ASSIGN_OR_RETURN(HostTensor out,
+                           HostTensor::create(DType::kF32, Shape{1, cout, to, ho, wo}));
   SEEDVAE_ASSIGN_OR_RETURN(HostTensor window,
                            HostTensor::create(DType::kF32, Shape{1, C, text, win_h, win_w}));
   Conv3dParams cp;
@@ -365,7 +369,8 @@ Result<HostTensor> ExactTiledVae::conv(const HostTensor& x, const NormAct* norm,
           ev.chunk = ctx.chunk;
           ev.first_frame = ctx.first_frame;
           ev.pixel = px;
-          ev.latent = {oy / 8, ox / 8, ceil_div(oy + th, 8) - oy / 8, ceil_div(ox + tw, 8) - ox / 8};
+          ev.latent = {oy / 8, ox / 8, ceil_div(oy + th, 8) - oy / 8,
+                       ceil_div(ox + tw, 8) - ox / 8};
           ev.data = &yh;
           SEEDVAE_TRY(ctx.on_tile(ev));
         }
@@ -376,15 +381,16 @@ Result<HostTensor> ExactTiledVae::conv(const HostTensor& x, const NormAct* norm,
   // Causal memory: the last kT - sT frames of the extended (activated) input, whole frame.
   const int64_t keep = kt > 1 ? kt - st : 0;
   if (keep > 0) {
-    SEEDVAE_ASSIGN_OR_RETURN(HostTensor mem, HostTensor::create(DType::kF32, Shape{1, C, keep, H, W}));
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor mem,
+                             HostTensor::create(DType::kF32, Shape{1, C, keep, H, W}));
     src.fill(mem, norm, text - keep, text, 0, 0);
     state.memory[spec.prefix] = std::move(mem);
   }
   return out;
 }
 
-Result<HostTensor> ExactTiledVae::resnet(const HostTensor& x, const std::string& p,
-                                         int64_t full_h, int64_t full_w, ExactStreamState& state,
+Result<HostTensor> ExactTiledVae::resnet(const HostTensor& x, const std::string& p, int64_t full_h,
+                                         int64_t full_w, ExactStreamState& state,
                                          ExactContext& ctx) {
   SEEDVAE_ASSIGN_OR_RETURN(NormAct n1, norm_for(x, p + ".norm1", true));
   ConvSpec c1;
@@ -426,9 +432,9 @@ Result<HostTensor> ExactTiledVae::attention(const HostTensor& x, const std::stri
   return out;
 }
 
-Result<HostTensor> ExactTiledVae::upsample(const HostTensor& x, const std::string& p,
-                                           bool temporal, int64_t full_h, int64_t full_w,
-                                           ExactStreamState& state, ExactContext& ctx) {
+Result<HostTensor> ExactTiledVae::upsample(const HostTensor& x, const std::string& p, bool temporal,
+                                           int64_t full_h, int64_t full_w, ExactStreamState& state,
+                                           ExactContext& ctx) {
   const Shape& s = x.shape();
   const int64_t C = s[1], T = s[2], H = s[3], W = s[4];
   const int z = temporal ? 2 : 1;
@@ -436,9 +442,10 @@ Result<HostTensor> ExactTiledVae::upsample(const HostTensor& x, const std::strin
   SEEDVAE_ASSIGN_OR_RETURN(Tensor wu, weight(p + ".upscale_conv.weight"));
   SEEDVAE_ASSIGN_OR_RETURN(Tensor bu, weight(p + ".upscale_conv.bias"));
   SEEDVAE_ASSIGN_OR_RETURN(
-      HostTensor u, HostTensor::create(DType::kF32, Shape{1, C, T * z - (drop ? 1 : 0), 2 * H, 2 * W}));
-  const int64_t lh = std::clamp<int64_t>(ceil_div(options_.tile_h * H, full_h), 1, H);
-  const int64_t lw = std::clamp<int64_t>(ceil_div(options_.tile_w * W, full_w), 1, W);
+      HostTensor u,
+      HostTensor::create(DType::kF32, Shape{1, C, T * z - (drop ? 1 : 0), 2 * H, 2 * W}));
+  const int64_t lh = balanced_tile(H, ceil_div(options_.tile_h * H, full_h));
+  const int64_t lw = balanced_tile(W, ceil_div(options_.tile_w * W, full_w));
   const int64_t th = std::min(lh, H), tw = std::min(lw, W);
   for (int64_t oy : uniform_starts(H, lh)) {
     for (int64_t ox : uniform_starts(W, lw)) {
@@ -489,8 +496,8 @@ Result<HostTensor> ExactTiledVae::decode_chunk(const HostTensor& z_in, ExactStre
           h, resnet(h, p + ".resnets." + std::to_string(j), full_h, full_w, state, ctx));
     }
     if (l < c.levels() - 1) {
-      SEEDVAE_ASSIGN_OR_RETURN(h, upsample(h, p + ".upsamplers.0", c.decoder_temporal_up(l),
-                                           full_h, full_w, state, ctx));
+      SEEDVAE_ASSIGN_OR_RETURN(h, upsample(h, p + ".upsamplers.0", c.decoder_temporal_up(l), full_h,
+                                           full_w, state, ctx));
     }
   }
   SEEDVAE_ASSIGN_OR_RETURN(NormAct n, norm_for(h, "decoder.conv_norm_out", true));

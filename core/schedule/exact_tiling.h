@@ -51,8 +51,8 @@ struct ExactContext {
   ProgressSink* progress = nullptr;
   std::string stage = "decode exact";
   int64_t chunk = 0;
-  int64_t first_frame = 0;           // of this chunk's output, for TileEvent
-  TileSink on_tile;                  // called for every tile of the final layer
+  int64_t first_frame = 0;  // of this chunk's output, for TileEvent
+  TileSink on_tile;         // called for every tile of the final layer
   TileRunReport* report = nullptr;
   int64_t steps_done = 0, steps_total = 0;  // progress units (tile executions)
 };

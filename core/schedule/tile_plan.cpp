@@ -38,16 +38,16 @@ Result<AxisPlan> uniform_axis(int64_t extent, int64_t tile_px, int64_t overlap_p
                             " is smaller than one latent (" + px(scale) + ")");
   }
   if (overlap_px < 0) {
-    return invalid_argument(std::string("uniform tiling: overlap ") + axis + " " +
-                            px(overlap_px) + " is negative");
+    return invalid_argument(std::string("uniform tiling: overlap ") + axis + " " + px(overlap_px) +
+                            " is negative");
   }
   AxisPlan a;
   a.extent = extent;
   a.tile = tile_px / scale;
   a.overlap = (overlap_px + scale - 1) / scale;  // at least the requested pixels
   if (a.overlap >= a.tile) {
-    return invalid_argument(std::string("uniform tiling: tile ") + axis + " " + px(tile_px) +
-                            " (" + std::to_string(a.tile) + " latents) must be larger than its " +
+    return invalid_argument(std::string("uniform tiling: tile ") + axis + " " + px(tile_px) + " (" +
+                            std::to_string(a.tile) + " latents) must be larger than its " +
                             "overlap " + px(overlap_px) + " (" + std::to_string(a.overlap) +
                             " latents): tiles smaller than the overlap allows are refused");
   }
@@ -109,6 +109,13 @@ std::vector<int64_t> uniform_starts(int64_t extent, int64_t tile, int64_t overla
     s.push_back(y);
   }
   return s;
+}
+
+int64_t balanced_tile(int64_t extent, int64_t tile) {
+  if (extent <= 0) return 0;
+  tile = std::clamp<int64_t>(tile, 1, extent);
+  const int64_t n = (extent + tile - 1) / tile;
+  return (extent + n - 1) / n;
 }
 
 std::vector<double> cosine_ramp(int64_t n) {
@@ -183,11 +190,13 @@ std::vector<float> axis_blend_weights(const TilePlan& plan, bool along_rows, int
     if (ov > 0) {
       const std::vector<double> ramp = cosine_ramp(ramp_len);
       if (a.starts[kk] > 0) {
-        for (int64_t i = 0; i < ov; ++i) w[static_cast<size_t>(i)] = static_cast<float>(ramp[static_cast<size_t>(i)]);
+        for (int64_t i = 0; i < ov; ++i)
+          w[static_cast<size_t>(i)] = static_cast<float>(ramp[static_cast<size_t>(i)]);
       }
       if (a.ends[kk] < a.extent) {
         for (int64_t i = 0; i < ov; ++i) {
-          w[static_cast<size_t>(n - ov + i)] = static_cast<float>(1.0 - ramp[static_cast<size_t>(i)]);
+          w[static_cast<size_t>(n - ov + i)] =
+              static_cast<float>(1.0 - ramp[static_cast<size_t>(i)]);
         }
       }
     }

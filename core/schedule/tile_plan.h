@@ -49,26 +49,26 @@ struct TileSpec {
 
 // One axis of a plan, in latent units.
 struct AxisPlan {
-  int64_t extent = 0;        // frame size along the axis (latents)
-  int64_t tile = 0;          // nominal tile size (latents)
-  int64_t overlap = 0;       // nominal overlap (latents)
-  int64_t stride = 0;        // nominal stride (latents)
-  int64_t ramp_px = 0;       // decode blend ramp length in output pixels (the requested overlap)
+  int64_t extent = 0;   // frame size along the axis (latents)
+  int64_t tile = 0;     // nominal tile size (latents)
+  int64_t overlap = 0;  // nominal overlap (latents)
+  int64_t stride = 0;   // nominal stride (latents)
+  int64_t ramp_px = 0;  // decode blend ramp length in output pixels (the requested overlap)
   std::vector<int64_t> starts, ends;  // kept tiles, [start, end) in latents, ascending
   int64_t count() const { return static_cast<int64_t>(starts.size()); }
 };
 
 struct PlannedTile {
-  int64_t index = 0;     // row-major over the kept rows and columns
+  int64_t index = 0;  // row-major over the kept rows and columns
   int64_t row = 0, col = 0;
-  Rect latent;           // latent units
-  Rect pixel;            // output pixels (= scale * latent)
+  Rect latent;  // latent units
+  Rect pixel;   // output pixels (= scale * latent)
 };
 
 struct TilePlan {
   TileLayout layout = TileLayout::kReference;
   int scale = 8;
-  TileSpec spec;          // the request, in pixels
+  TileSpec spec;  // the request, in pixels
   AxisPlan rows, cols;
   std::vector<PlannedTile> tiles;
 
@@ -89,6 +89,10 @@ Result<TilePlan> make_tile_plan(int64_t latent_h, int64_t latent_w, const TileSp
 // Uniform tile starts without overlap: ceil(extent / tile) tiles of exactly `tile` units (or one
 // tile of `extent` when extent <= tile), the last shifted inward. Used by exact mode per layer.
 std::vector<int64_t> uniform_starts(int64_t extent, int64_t tile, int64_t overlap = 0);
+
+// The tile size <= `tile` that covers `extent` with the fewest tiles of equal size and the least
+// overlap: ceil(extent / ceil(extent / tile)) (exact mode sizes its per-layer tiles this way).
+int64_t balanced_tile(int64_t extent, int64_t tile);
 
 // Where blend weights live: decode blends output pixels, encode blends latent moments.
 enum class BlendSpace { kPixels, kLatents };

@@ -5,14 +5,18 @@
 #include <cstring>
 
 #include "core/schedule/exact_tiling.h"
+#include "core/schedule/planner.h"
 
 namespace seedvae {
 
 std::string_view tiling_mode_name(TilingMode mode) {
   switch (mode) {
-    case TilingMode::kOff: return "off";
-    case TilingMode::kBlend: return "blend";
-    case TilingMode::kExact: return "exact";
+    case TilingMode::kOff:
+      return "off";
+    case TilingMode::kBlend:
+      return "blend";
+    case TilingMode::kExact:
+      return "exact";
   }
   return "?";
 }
@@ -39,12 +43,14 @@ struct ParkedState {
   }
 };
 
-Status park(Backend& backend, CausalState& state, ParkedState& parked) {
+// Parked in the backend's activation dtype: lossless (the values are of that dtype) and half the
+// host memory for fp16/bf16 backends.
+Status park(Backend& backend, CausalState& state, ParkedState& parked, DType dtype) {
   parked.started = state.started;
   parked.memory.clear();
   for (auto& [k, t] : state.memory) {
     SEEDVAE_ASSIGN_OR_RETURN(HostTensor h, backend.download(t));
-    parked.memory.emplace(k, std::move(h));
+    parked.memory.emplace(k, dtype == DType::kF32 ? std::move(h) : h.to(dtype));
   }
   state.reset();
   return Status::ok();
@@ -160,127 +166,185 @@ Result<HostTensor> run_blend(const BlendJob& job) {
     report->host_state_bytes = 0;
   }
 
-  std::vector<ParkedState> parked(static_cast<size_t>(ntiles));
-  CausalState single_state;
-  const bool multi_chunk = chunks.size() > 1;
-  std::vector<HostTensor> pieces;
-  int64_t produced = 0;
+  // Output frames per chunk (decode: 4t-3 for the first chunk, 4t later; encode: latents).
+  std::vector<int64_t> out_first(chunks.size() + 1, 0);
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const int64_t n = chunks[ci].second - chunks[ci].first;
+    out_first[ci + 1] = out_first[ci] + (job.encode ? n : (ci == 0 ? tf * n - (tf - 1) : tf * n));
+  }
+  const int64_t out_t_total = out_first.back();
+  const int64_t out_c = job.encode ? 2 * cfg.latent_channels : cfg.out_channels;
+
+  // Order: chunk-major parks every tile's causal state on the host between chunks (bounded by
+  // the frame, streams chunks out); tile-major keeps one state on the backend and accumulates the
+  // whole clip (bounded by the clip). Auto picks the smaller host footprint.
+  bool tile_major = job.options.order == TileOrder::kTileMajor;
+  if (job.options.order == TileOrder::kAuto) {
+    const int64_t clip_bytes = 4 * out_c * out_t_total * out_h * out_w;
+    int64_t tile_area = 0;
+    for (const PlannedTile& t : plan.tiles) tile_area += t.latent.area();
+    const double area_factor = static_cast<double>(tile_area) / static_cast<double>(lat_h * lat_w);
+    const int64_t state_bytes = static_cast<int64_t>(
+        area_factor * static_cast<double>(causal_state_bytes(
+                          cfg, job.encode, lat_h, lat_w, job.stream.chunk_latents,
+                          dtype_size(backend.activation_dtype()))));
+    const int64_t chunk_acc = 4 * out_c * (out_first.size() > 1 ? out_first[1] : 0) * out_h * out_w;
+    tile_major = chunks.size() > 1 && ntiles > 1 && clip_bytes < state_bytes + chunk_acc;
+  }
+  if (report) report->tile_major = tile_major;
+
+  std::vector<ParkedState> parked(tile_major ? 0 : static_cast<size_t>(ntiles));
   const int64_t total_steps = ntiles * static_cast<int64_t>(chunks.size());
   int64_t steps = 0;
   const std::string stage = job.encode ? "encode tiles" : "decode tiles";
+  const DType park_dtype = backend.activation_dtype();
 
-  for (size_t ci = 0; ci < chunks.size(); ++ci) {
-    const auto [b, e] = in_ranges[ci];
-    const bool whole = b == 0 && e == is[2];
-    const HostTensor chunk_in = whole ? job.input : slice_time(job.input, b, e);
-    HostTensor acc;
-    int64_t out_c = 0, out_t = 0;
-    for (const PlannedTile& tile : plan.tiles) {
-      if (job.hooks.cancel) SEEDVAE_TRY(job.hooks.cancel->check());
-      const auto ti = static_cast<size_t>(tile.index);
-      CausalState local;
-      CausalState& state = ntiles == 1 ? single_state : local;  // one tile: keep it on the backend
-      if (ci > 0 && ntiles > 1) SEEDVAE_TRY(unpark(backend, parked[ti], state));
-      model.set_telemetry_labels(static_cast<int64_t>(ci), tile.index);
-      HostTensor tin;
-      if (job.encode) {
-        const int64_t y1 = std::min(tile.latent.y_end() * sf, is[3]);
-        const int64_t x1 = std::min(tile.latent.x_end() * sf, is[4]);
-        tin = crop_hw(chunk_in, tile.latent.y * sf, tile.latent.x * sf, y1 - tile.latent.y * sf,
-                      x1 - tile.latent.x * sf);
-      } else {
-        tin = crop_hw(chunk_in, tile.latent.y, tile.latent.x, tile.latent.h, tile.latent.w);
-      }
-      SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(tin));
-      tin = HostTensor();
-      Result<Tensor> yr = job.encode ? model.encode_chunk(x, state) : model.decode_chunk(x, state);
-      if (!yr.is_ok()) return yr.take_status().with_context("tile " + std::to_string(tile.index));
-      x = {};
-      Tensor yt = std::move(yr).value();
-      SEEDVAE_ASSIGN_OR_RETURN(HostTensor y, backend.download(yt));
-      yt = {};
-      if (ntiles > 1) {
-        if (multi_chunk && ci + 1 < chunks.size()) {
-          SEEDVAE_TRY(park(backend, state, parked[ti]));
-          if (report) {
-            report->host_state_bytes = std::max(report->host_state_bytes, parked[ti].bytes());
-          }
-        }
-        state.reset();
-      }
-
-      const Shape& ys = y.shape();
-      if (acc.empty()) {
-        out_c = ys[1];
-        out_t = ys[2];
-        SEEDVAE_ASSIGN_OR_RETURN(acc, HostTensor::create(DType::kF32, Shape{1, out_c, out_t, out_h, out_w}));
-      }
-      const auto& wr = wrows[static_cast<size_t>(tile.row)];
-      const auto& wc = wcols[static_cast<size_t>(tile.col)];
-      const int64_t th = static_cast<int64_t>(wr.size()), tw = static_cast<int64_t>(wc.size());
-      if (ys[1] != out_c || ys[3] < th || ys[4] < tw) {
-        return internal_error("tile " + std::to_string(tile.index) + " output " + ys.to_string() +
-                              " does not fit its " + std::to_string(th) + "x" +
-                              std::to_string(tw) + " region");
-      }
-      if (job.tile_hooks && job.tile_hooks->on_tile) {
-        TileEvent ev;
-        ev.index = tile.index;
-        ev.total = ntiles;
-        ev.chunk = static_cast<int64_t>(ci);
-        ev.first_frame = produced;
-        ev.pixel = job.encode ? Rect{tile.pixel.y, tile.pixel.x,
-                                     std::min(tile.pixel.h, is[3] - tile.pixel.y),
-                                     std::min(tile.pixel.w, is[4] - tile.pixel.x)}
-                              : tile.pixel;
-        ev.latent = tile.latent;
-        ev.data = &y;
-        SEEDVAE_TRY(job.tile_hooks->on_tile(ev));
-      }
-      // acc += (tile * w_h) * w_w over the first out_t frames (upstream: result[:, :, :T] +=).
-      const int64_t tt = std::min(ys[2], out_t);
-      const int64_t oy = tile.latent.y * unit, ox = tile.latent.x * unit;
-      if (report) report->tile_sums[ti].resize(static_cast<size_t>(out_c), 0.0);
-      for (int64_t c = 0; c < out_c; ++c) {
-        double tile_sum = 0;
-        for (int64_t f = 0; f < tt; ++f) {
-          const float* src = y.data<float>() + ((c * ys[2] + f) * ys[3]) * ys[4];
-          float* dst = acc.data<float>() + ((c * out_t + f) * out_h) * out_w;
-          for (int64_t i = 0; i < th; ++i) {
-            const float whi = wr[static_cast<size_t>(i)];
-            const float* s = src + i * ys[4];
-            float* d = dst + (oy + i) * out_w + ox;
-            for (int64_t j = 0; j < tw; ++j) {
-              d[j] += (s[j] * whi) * wc[static_cast<size_t>(j)];
-              tile_sum += s[j];
-            }
-          }
-        }
-        if (report) report->tile_sums[ti][static_cast<size_t>(c)] += tile_sum;
-      }
-      if (report) {
-        report->tile_counts[ti] += tt * th * tw;
-        ++report->tiles_run;
-      }
-      ++steps;
-      if (job.hooks.progress) job.hooks.progress->report(stage, steps, total_steps);
+  // One (tile, chunk) step: run the tile's chunk with `state`, report it, and accumulate it
+  // into `acc` (frames [frame0, frame0 + T) of acc's T axis).
+  auto step = [&](const PlannedTile& tile, size_t ci, const HostTensor& chunk_in,
+                  CausalState& state, HostTensor& acc, int64_t frame0) -> Status {
+    if (job.hooks.cancel) SEEDVAE_TRY(job.hooks.cancel->check());
+    const auto ti = static_cast<size_t>(tile.index);
+    model.set_telemetry_labels(static_cast<int64_t>(ci), tile.index);
+    HostTensor tin;
+    if (job.encode) {
+      const int64_t y1 = std::min(tile.latent.y_end() * sf, is[3]);
+      const int64_t x1 = std::min(tile.latent.x_end() * sf, is[4]);
+      tin = crop_hw(chunk_in, tile.latent.y * sf, tile.latent.x * sf, y1 - tile.latent.y * sf,
+                    x1 - tile.latent.x * sf);
+    } else {
+      tin = crop_hw(chunk_in, tile.latent.y, tile.latent.x, tile.latent.h, tile.latent.w);
     }
-    // Normalise: acc / max(cnt, 1e-6).
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(tin));
+    tin = HostTensor();
+    Result<Tensor> yr = job.encode ? model.encode_chunk(x, state) : model.decode_chunk(x, state);
+    if (!yr.is_ok()) return yr.take_status().with_context("tile " + std::to_string(tile.index));
+    x = {};
+    Tensor yt = std::move(yr).value();
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor y, backend.download(yt));
+    yt = {};
+
+    const Shape& ys = y.shape();
+    const Shape& as = acc.shape();
+    const auto& wr = wrows[static_cast<size_t>(tile.row)];
+    const auto& wc = wcols[static_cast<size_t>(tile.col)];
+    const int64_t th = static_cast<int64_t>(wr.size()), tw = static_cast<int64_t>(wc.size());
+    if (ys[1] != out_c || ys[3] < th || ys[4] < tw || frame0 + ys[2] > as[2]) {
+      return internal_error("tile " + std::to_string(tile.index) + " output " + ys.to_string() +
+                            " does not fit its " + std::to_string(th) + "x" + std::to_string(tw) +
+                            " region");
+    }
+    if (job.tile_hooks && job.tile_hooks->on_tile) {
+      TileEvent ev;
+      ev.index = tile.index;
+      ev.total = ntiles;
+      ev.chunk = static_cast<int64_t>(ci);
+      ev.first_frame = out_first[ci];
+      ev.pixel = job.encode ? Rect{tile.pixel.y, tile.pixel.x,
+                                   std::min(tile.pixel.h, is[3] - tile.pixel.y),
+                                   std::min(tile.pixel.w, is[4] - tile.pixel.x)}
+                            : tile.pixel;
+      ev.latent = tile.latent;
+      ev.data = &y;
+      SEEDVAE_TRY(job.tile_hooks->on_tile(ev));
+    }
+    // acc += (tile * w_h) * w_w, as upstream (tile.mul_(w_h).mul_(w_w); result += tile).
+    const int64_t oy = tile.latent.y * unit, ox = tile.latent.x * unit;
+    if (report) report->tile_sums[ti].resize(static_cast<size_t>(out_c), 0.0);
+    for (int64_t c = 0; c < out_c; ++c) {
+      double tile_sum = 0;
+      for (int64_t f = 0; f < ys[2]; ++f) {
+        const float* src = y.data<float>() + ((c * ys[2] + f) * ys[3]) * ys[4];
+        float* dst = acc.data<float>() + ((c * as[2] + frame0 + f) * out_h) * out_w;
+        for (int64_t i = 0; i < th; ++i) {
+          const float whi = wr[static_cast<size_t>(i)];
+          const float* sr = src + i * ys[4];
+          float* d = dst + (oy + i) * out_w + ox;
+          for (int64_t j = 0; j < tw; ++j) {
+            d[j] += (sr[j] * whi) * wc[static_cast<size_t>(j)];
+            tile_sum += sr[j];
+          }
+        }
+      }
+      if (report) report->tile_sums[ti][static_cast<size_t>(c)] += tile_sum;
+    }
+    if (report) {
+      report->tile_counts[ti] += ys[2] * th * tw;
+      ++report->tiles_run;
+    }
+    ++steps;
+    if (job.hooks.progress) job.hooks.progress->report(stage, steps, total_steps);
+    return Status::ok();
+  };
+  auto normalise = [&](HostTensor& acc) {
     const int64_t hw = out_h * out_w;
-    for (int64_t p = 0; p < out_c * out_t; ++p) {
+    const int64_t planes = acc.shape()[1] * acc.shape()[2];
+    for (int64_t p = 0; p < planes; ++p) {
       float* d = acc.data<float>() + p * hw;
       for (int64_t i = 0; i < hw; ++i) d[i] /= std::max(cnt[static_cast<size_t>(i)], 1e-6f);
     }
-    if (job.hooks.on_chunk) SEEDVAE_TRY(job.hooks.on_chunk(produced, acc));
-    produced += out_t;
-    pieces.push_back(std::move(acc));
+  };
+  auto chunk_input = [&](size_t ci) {
+    const auto [b, e] = in_ranges[ci];
+    return (b == 0 && e == is[2]) ? job.input : slice_time(job.input, b, e);
+  };
+
+  HostTensor result;
+  if (tile_major) {
+    SEEDVAE_ASSIGN_OR_RETURN(
+        HostTensor acc,
+        HostTensor::create(DType::kF32, Shape{1, out_c, out_t_total, out_h, out_w}));
+    for (const PlannedTile& tile : plan.tiles) {
+      CausalState state;
+      for (size_t ci = 0; ci < chunks.size(); ++ci) {
+        SEEDVAE_TRY(step(tile, ci, chunk_input(ci), state, acc, out_first[ci]));
+      }
+      if (report) report->host_state_bytes = std::max(report->host_state_bytes, state.bytes());
+    }
+    normalise(acc);
+    if (job.hooks.on_chunk) {
+      for (size_t ci = 0; ci < chunks.size(); ++ci) {
+        SEEDVAE_TRY(
+            job.hooks.on_chunk(out_first[ci], slice_time(acc, out_first[ci], out_first[ci + 1])));
+      }
+    }
+    result = std::move(acc);
+  } else {
+    CausalState single_state;
+    std::vector<HostTensor> pieces;
+    for (size_t ci = 0; ci < chunks.size(); ++ci) {
+      const HostTensor chunk_in = chunk_input(ci);
+      SEEDVAE_ASSIGN_OR_RETURN(
+          HostTensor acc,
+          HostTensor::create(DType::kF32,
+                             Shape{1, out_c, out_first[ci + 1] - out_first[ci], out_h, out_w}));
+      for (const PlannedTile& tile : plan.tiles) {
+        const auto ti = static_cast<size_t>(tile.index);
+        CausalState local;
+        CausalState& state = ntiles == 1 ? single_state : local;  // one tile: stays on the backend
+        if (ci > 0 && ntiles > 1) SEEDVAE_TRY(unpark(backend, parked[ti], state));
+        SEEDVAE_TRY(step(tile, ci, chunk_in, state, acc, 0));
+        if (ntiles > 1 && ci + 1 < chunks.size()) {
+          SEEDVAE_TRY(park(backend, state, parked[ti], park_dtype));
+          if (report) {
+            int64_t all = 0;
+            for (const ParkedState& p : parked) all += p.bytes();
+            report->host_state_bytes = std::max(report->host_state_bytes, all);
+          }
+        }
+      }
+      normalise(acc);
+      if (job.hooks.on_chunk) SEEDVAE_TRY(job.hooks.on_chunk(out_first[ci], acc));
+      pieces.push_back(std::move(acc));
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(result, concat_time(pieces));
   }
   model.set_telemetry_labels(-1, -1);
   if (report) {
     report->backend_peak_bytes = backend.memory_stats().peak_bytes;
     report->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   }
-  return concat_time(pieces);
+  return result;
 }
 
 // Exact tiling, chunk-major through ExactTiledVae.
@@ -308,9 +372,9 @@ Result<HostTensor> run_exact(const VaeModel& model, const HostTensor& input,
                                                : "decode needs a [1, C, t, h, w] latent") +
                             ", got " + s.to_string());
   }
-  ExactTiledVae engine(model.backend(), *options.weights,
-                       ExactOptions{options.spec.tile_h, options.spec.tile_w,
-                                    options.exact_keep_weights});
+  ExactTiledVae engine(
+      model.backend(), *options.weights,
+      ExactOptions{options.spec.tile_h, options.spec.tile_w, options.exact_keep_weights});
   const int64_t latents = encode ? (s[2] - 1) / tf + 1 : s[2];
   auto ranges = plan_chunks(latents, stream.chunk_latents);
   if (encode) {
@@ -332,7 +396,8 @@ Result<HostTensor> run_exact(const VaeModel& model, const HostTensor& input,
   ctx.stage = encode ? "encode exact" : "decode exact";
   ctx.report = report;
   if (tile_hooks) ctx.on_tile = tile_hooks->on_tile;
-  const int64_t per_chunk = encode ? engine.encode_steps(s[3], s[4]) : engine.decode_steps(s[3], s[4]);
+  const int64_t per_chunk =
+      encode ? engine.encode_steps(s[3], s[4]) : engine.decode_steps(s[3], s[4]);
   ctx.steps_total = per_chunk * static_cast<int64_t>(ranges.size());
   std::vector<HostTensor> pieces;
   int64_t produced = 0;
@@ -394,10 +459,12 @@ Result<HostTensor> tiled_decode(const VaeModel& model, const HostTensor& latent,
     return invalid_argument("decode needs a [1, C, t, h, w] latent, got " + s.to_string());
   }
   switch (options.mode) {
-    case TilingMode::kOff: return run_off(model, latent, stream, hooks, tile_hooks, false);
+    case TilingMode::kOff:
+      return run_off(model, latent, stream, hooks, tile_hooks, false);
     case TilingMode::kExact:
       return run_exact(model, latent, options, stream, hooks, tile_hooks, false);
-    case TilingMode::kBlend: break;
+    case TilingMode::kBlend:
+      break;
   }
   if (s[1] != model.config().latent_channels) {
     return invalid_argument("decoder input must be [1, " +
@@ -421,10 +488,12 @@ Result<HostTensor> tiled_encode(const VaeModel& model, const HostTensor& video,
                             " is not a multiple of " + std::to_string(sf));
   }
   switch (options.mode) {
-    case TilingMode::kOff: return run_off(model, video, stream, hooks, tile_hooks, true);
+    case TilingMode::kOff:
+      return run_off(model, video, stream, hooks, tile_hooks, true);
     case TilingMode::kExact:
       return run_exact(model, video, options, stream, hooks, tile_hooks, true);
-    case TilingMode::kBlend: break;
+    case TilingMode::kBlend:
+      break;
   }
   return run_blend({model, video, options, stream, hooks, tile_hooks, true});
 }

@@ -13,10 +13,9 @@
 //             on the whole (1/64-size) frame, causal memory is kept per layer for the whole frame
 //             on the host.
 //
-// Order of work: chunk-major. For each temporal chunk every tile is processed; in blend mode the
-// per-tile causal state is parked on the host between chunks (only one tile's state is on the
-// backend at a time), so finished chunks stream out through StreamHooks::on_chunk as with the
-// untiled path, and the output never has to exist twice.
+// Order of work: exact mode is chunk-major (finished chunks stream out through
+// StreamHooks::on_chunk as with the untiled path); blend mode picks chunk- or tile-major
+// (TileOrder), with only one tile's causal state on the backend at any time either way.
 //
 // Cancellation is checked between tiles; progress is reported per tile ("decode tiles" /
 // "encode tiles"; in exact mode per tile of every layer, "decode exact" / "encode exact").
@@ -37,6 +36,15 @@ std::string_view tiling_mode_name(TilingMode mode);  // "off", "blend", "exact"
 // Parses "off" | "blend" | "exact".
 Result<TilingMode> parse_tiling_mode(std::string_view s);
 
+// Blend mode's order of work (results are bitwise identical):
+//  * kChunkMajor: every tile of a temporal chunk, then the next chunk; the tiles' causal states
+//    are parked on the host between chunks (host memory ~ the whole frame's causal state, in the
+//    backend's activation dtype); finished chunks stream out through StreamHooks::on_chunk.
+//  * kTileMajor: every chunk of a tile, then the next tile; one causal state, on the backend; the
+//    whole clip is accumulated on the host and on_chunk is called at the end.
+//  * kAuto: the one with the smaller host footprint (short clips: tile-major).
+enum class TileOrder { kAuto, kChunkMajor, kTileMajor };
+
 struct TileOptions {
   TilingMode mode = TilingMode::kBlend;
   // Tile and overlap in output pixels (decode) / input pixels (encode). Exact mode uses the tile
@@ -44,6 +52,7 @@ struct TileOptions {
   // no overlap.
   TileSpec spec;
   TileLayout layout = TileLayout::kReference;  // blend mode only
+  TileOrder order = TileOrder::kAuto;          // blend mode only
   // Exact mode reads GroupNorm parameters from and uploads convolution weights out of these host
   // weights (VaeModel does not expose its uploaded parameters). Required for kExact.
   const VaeWeights* weights = nullptr;
@@ -58,8 +67,8 @@ struct TileEvent {
   int64_t total = 0;        // tiles per chunk
   int64_t chunk = 0;        // temporal chunk index
   int64_t first_frame = 0;  // first output frame (decode) / latent frame (encode) of `data`
-  Rect pixel;               // where the tile lies, in output pixels (decode) / input pixels (encode)
-  Rect latent;              // the same in latent units
+  Rect pixel;   // where the tile lies, in output pixels (decode) / input pixels (encode)
+  Rect latent;  // the same in latent units
   const HostTensor* data = nullptr;  // raw tile output [1, C, T, h, w], before blending
 };
 using TileSink = std::function<Status(const TileEvent&)>;
@@ -68,23 +77,25 @@ using TileSink = std::function<Status(const TileEvent&)>;
 // overlay of tile rectangles.
 struct TileRunReport {
   TilingMode mode = TilingMode::kOff;
-  TilePlan plan;                     // blend: the tile plan; exact: the plan of the final layer
-  std::vector<Rect> rects;           // tile rectangles in output (decode) / input (encode) pixels
-  std::vector<Rect> output_rects;    // where each tile lands in the output tensor's H x W
+  TilePlan plan;                   // blend: the tile plan; exact: the plan of the final layer
+  std::vector<Rect> rects;         // tile rectangles in output (decode) / input (encode) pixels
+  std::vector<Rect> output_rects;  // where each tile lands in the output tensor's H x W
   // Sum and count over all frames of each tile's raw output, per channel (for the
   // reference-free per-tile mean offset).
   std::vector<std::vector<double>> tile_sums;
   std::vector<int64_t> tile_counts;
   int64_t chunks = 0;
-  int64_t tiles_run = 0;             // tile executions (blend: tiles x chunks; exact: all layers)
-  int64_t backend_peak_bytes = 0;    // Backend::memory_stats().peak_bytes at the end of the run
-  int64_t host_state_bytes = 0;      // largest causal state parked on the host
+  bool tile_major = false;         // blend: the order that was used
+  int64_t tiles_run = 0;           // tile executions (blend: tiles x chunks; exact: all layers)
+  int64_t backend_peak_bytes = 0;  // Backend::memory_stats().peak_bytes at the end of the run
+  int64_t host_state_bytes = 0;    // causal state held on the host (blend chunk-major: all
+                                   // parked tiles; exact: the whole-frame state)
   double seconds = 0;
 };
 
 struct TileHooks {
-  TileSink on_tile;                  // optional
-  TileRunReport* report = nullptr;   // optional, filled when given
+  TileSink on_tile;                 // optional
+  TileRunReport* report = nullptr;  // optional, filled when given
 };
 
 // latent: [1, C_latent, t, h, w]. Returns the decoded video [1, 3, 4t-3, 8h, 8w] in fp32.

@@ -210,6 +210,24 @@ class tst_TilePlan : public QObject {
     }
   }
 
+  // Exact mode's per-layer tile: the fewest equal tiles no larger than asked, least overlap.
+  void balancedTile() {
+    QCOMPARE(balanced_tile(1088, 512), int64_t{363});  // 3 tiles: 0, 363, 725
+    QCOMPARE(balanced_tile(1920, 512), int64_t{480});
+    QCOMPARE(balanced_tile(100, 200), int64_t{100});
+    QCOMPARE(balanced_tile(7, 1), int64_t{1});
+    for (int64_t e = 1; e < 80; ++e) {
+      for (int64_t t = 1; t < 90; ++t) {
+        const int64_t b = balanced_tile(e, t);
+        QVERIFY(b >= 1 && b <= std::min(e, t));
+        QCOMPARE((e + b - 1) / b, (e + std::min(e, t) - 1) / std::min(e, t));  // same tile count
+        const auto s = uniform_starts(e, b);
+        QVERIFY(s.back() + b == e);
+        if (s.size() > 1) QVERIFY(s[s.size() - 2] + b - s.back() < static_cast<int64_t>(s.size()));
+      }
+    }
+  }
+
   void cosineRamp() {
     QCOMPARE(cosine_ramp(1), (std::vector<double>{0.0}));
     const auto r = cosine_ramp(16);
@@ -236,8 +254,9 @@ class tst_TilePlan : public QObject {
               QVERIFY2(!sum.empty(), "weights out of [0, 1] or of the wrong length");
               for (double v : sum) {
                 QVERIFY2(std::abs(v - 1.0) < 1e-6,
-                         (str(h, h + 3, {tile, tile, ov, ov}, TileLayout::kUniform) +
-                          " sum " + std::to_string(v)).c_str());
+                         (str(h, h + 3, {tile, tile, ov, ov}, TileLayout::kUniform) + " sum " +
+                          std::to_string(v))
+                             .c_str());
               }
               ++checked;
             }
@@ -250,8 +269,9 @@ class tst_TilePlan : public QObject {
               const auto wc = axis_blend_weights(*p, false, t.col, BlendSpace::kPixels);
               for (size_t i = 0; i < wr.size(); ++i) {
                 for (size_t j = 0; j < wc.size(); ++j) {
-                  sum2[static_cast<size_t>((t.pixel.y + static_cast<int64_t>(i)) * 8 * p->latent_w() +
-                                           t.pixel.x) + j] += wr[i] * wc[j];
+                  sum2[static_cast<size_t>(
+                           (t.pixel.y + static_cast<int64_t>(i)) * 8 * p->latent_w() + t.pixel.x) +
+                       j] += wr[i] * wc[j];
                 }
               }
             }
@@ -307,8 +327,9 @@ class tst_TilePlan : public QObject {
   void describe() {
     auto a = make_tile_plan(8, 12, {32, 32, 16, 16}, TileLayout::kReference);
     QVERIFY(a.is_ok());
-    QCOMPARE(a->describe(),
-             std::string("3x5 tiles of 4x4 latents (32x32 px), overlap 2x2 latents, reference layout"));
+    QCOMPARE(
+        a->describe(),
+        std::string("3x5 tiles of 4x4 latents (32x32 px), overlap 2x2 latents, reference layout"));
   }
 };
 

@@ -27,9 +27,12 @@ struct Golden {
   std::optional<SafetensorsFile> inputs, golden;
   nlohmann::json manifest;
 
-  HostTensor input(const std::string& n) const { return inputs->get(n).value().to_host(DType::kF32); }
+  HostTensor input(const std::string& n) const {
+    return inputs->get(n).value().to_host(DType::kF32);
+  }
   HostTensor ref(const std::string& n) const { return golden->get(n).value().to_host(DType::kF32); }
-  TileSpec spec(const std::string& config, const std::string& kind, const std::string& which) const {
+  TileSpec spec(const std::string& config, const std::string& kind,
+                const std::string& which) const {
     const auto& p = manifest["configs"][config][kind][which];
     return {p["tile_size"][0].get<int64_t>(), p["tile_size"][1].get<int64_t>(),
             p["tile_overlap"][0].get<int64_t>(), p["tile_overlap"][1].get<int64_t>()};
@@ -87,7 +90,8 @@ class tst_TiledGolden : public QObject {
       QVERIFY2(out.is_ok(), out.status().to_string().c_str());
       auto d = compare(*out, g.ref(name));
       QVERIFY2(d.is_ok(), d.status().to_string().c_str());
-      qInfo("%s %s (%zu tiles)", config.c_str(), fmt(name.c_str(), *d).c_str(), report.rects.size());
+      qInfo("%s %s (%zu tiles)", config.c_str(), fmt(name.c_str(), *d).c_str(),
+            report.rects.size());
       QVERIFY2(d->max_abs <= 1e-4 && d->rms <= 1e-5, fmt(name.c_str(), *d).c_str());
       QCOMPARE(report.rects.size(), which == "A" ? size_t{15} : size_t{6});
     }
@@ -145,10 +149,11 @@ class tst_TiledGolden : public QObject {
       QVERIFY2(out.is_ok(), out.status().to_string().c_str());
       auto d = compare(*out, g.ref(c.ref));
       QVERIFY2(d.is_ok(), d.status().to_string().c_str());
-      const std::string what = config + " exact " + c.ref + " tile " + std::to_string(c.tile.tile_h) +
-                               "x" + std::to_string(c.tile.tile_w) + " chunk " +
-                               std::to_string(c.chunk) + " (" + std::to_string(report.rects.size()) +
-                               " final tiles, " + std::to_string(report.tiles_run) + " tile runs)";
+      const std::string what = config + " exact " + c.ref + " tile " +
+                               std::to_string(c.tile.tile_h) + "x" + std::to_string(c.tile.tile_w) +
+                               " chunk " + std::to_string(c.chunk) + " (" +
+                               std::to_string(report.rects.size()) + " final tiles, " +
+                               std::to_string(report.tiles_run) + " tile runs)";
       qInfo("%s", fmt(what.c_str(), *d).c_str());
       QVERIFY2(d->max_abs <= 1e-3, fmt(what.c_str(), *d).c_str());
       QVERIFY(report.rects.size() > 1);

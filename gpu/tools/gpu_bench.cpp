@@ -1,0 +1,417 @@
+// seedvae_gpu_bench: the CUDA engine's measurement driver (used by scripts/gpu-run.sh on the GPU
+// machine; links only seedvae_core and seedvae_gpu, no Qt, no OpenCV).
+//
+//   seedvae_gpu_bench rates                       measured device ceilings (bf16 GEMM, copies)
+//   seedvae_gpu_bench verify --reference DIR      golden check in one precision / toggle set
+//   seedvae_gpu_bench bench --size WxH ...        core/pipeline/bench on the CUDA backend
+//   seedvae_gpu_bench ablate --size WxH ...       each toggle flipped alone from the default:
+//                                                 time, peak memory, max abs vs an fp32 reference
+//
+// Toggles (verify, bench): --precision fp32|tf32|fp16|bf16, --no-autotune, --no-channels-last,
+// --no-fused-gn, --no-fused-attention, --no-caching-allocator, --no-buffer-reuse,
+// --workspace-mib N, --autotune-cache PATH. Results are printed and written as JSON (--json).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/pipeline/bench.h"
+#include "core/pipeline/verify.h"
+#include "core/schedule/streaming.h"
+#include "core/vae/state_dict.h"
+#include "core/vae/vae_model.h"
+#include "gpu/cuda_backend.h"
+
+using namespace seedvae;
+using seedvae::gpu::CudaOptions;
+using seedvae::gpu::Precision;
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Args {
+  std::vector<std::string> v;
+  bool flag(const std::string& name) const {
+    return std::find(v.begin(), v.end(), name) != v.end();
+  }
+  std::string get(const std::string& name, const std::string& def) const {
+    for (size_t i = 0; i + 1 < v.size(); ++i) {
+      if (v[i] == name) return v[i + 1];
+    }
+    return def;
+  }
+  int geti(const std::string& name, int def) const { return std::stoi(get(name, std::to_string(def))); }
+};
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
+  return 1;
+}
+
+Result<CudaOptions> options_from(const Args& a) {
+  CudaOptions o;
+  o.device = a.geti("--device", 0);
+  const auto p = gpu::precision_from_name(a.get("--precision", "bf16"));
+  if (!p) return invalid_argument("unknown --precision");
+  o.precision = *p;
+  o.autotune = !a.flag("--no-autotune");
+  o.channels_last = !a.flag("--no-channels-last");
+  o.fused_gn_silu = !a.flag("--no-fused-gn");
+  o.fused_attention = !a.flag("--no-fused-attention");
+  o.caching_allocator = !a.flag("--no-caching-allocator");
+  o.buffer_reuse = !a.flag("--no-buffer-reuse");
+  o.offload_state = a.flag("--offload-state");
+  o.fuse_bias = !a.flag("--no-fused-bias");
+  o.workspace_mib = a.geti("--workspace-mib", 512);
+  o.autotune_cache = a.get("--autotune-cache", "auto");
+  return o;
+}
+
+Json report_json(const Backend& b) {
+  Json j;
+  if (auto r = gpu::cuda_backend_report(b)) {
+    j = {{"device", r->device},
+         {"options", gpu::describe_options(r->options)},
+         {"peak_live_mib", r->peak_live_bytes / 1048576.0},
+         {"peak_reserved_mib", r->peak_reserved_bytes / 1048576.0},
+         {"driver_allocs", r->driver_allocs},
+         {"cache_hits", r->cache_hits},
+         {"conv_searched", r->conv_searched},
+         {"conv_heuristic", r->conv_heuristic},
+         {"conv_cache_loaded", r->conv_cache_loaded},
+         {"autotune_cache", r->autotune_cache_file},
+         {"attention_kernel", r->attention_kernel},
+         {"upload_ms", r->upload_ms},
+         {"download_ms", r->download_ms},
+         {"offloaded_mib", r->offloaded_bytes / 1048576.0},
+         {"prefetched_mib", r->prefetched_bytes / 1048576.0},
+         {"offload_stalls", r->offload_stalls},
+         {"pinned_mib", r->pinned_bytes / 1048576.0},
+         {"download_alloc_ms", r->download_alloc_ms},
+         {"device_ms", r->device_ms},
+         {"upload_mib", r->upload_bytes / 1048576.0},
+         {"download_mib", r->download_bytes / 1048576.0}};
+  }
+  return j;
+}
+
+void write_json(const Args& a, const Json& j) {
+  const std::string path = a.get("--json", "");
+  if (path.empty()) return;
+  std::ofstream f(path);
+  f << j.dump(2) << "\n";
+}
+
+VaeWeights load_weights_for(const Args& a) {
+  const std::string cfg = a.get("--config", "real");
+  const auto t0 = Clock::now();
+  VaeWeights w = cfg == "tiny" ? synthesize_weights(VaeConfig::tiny(), kTinySeed)
+                               : synthesize_weights(VaeConfig::real(), kRealSeed);
+  std::fprintf(stderr, "weights: synthetic %s (%.1f s)\n", cfg.c_str(),
+               std::chrono::duration<double>(Clock::now() - t0).count());
+  return w;
+}
+
+bool parse_size(const std::string& s, int* w, int* h) { return std::sscanf(s.c_str(), "%dx%d", w, h) == 2; }
+
+// ---- rates ---------------------------------------------------------------------------------
+
+int cmd_rates(const Args& a) {
+  auto r = gpu::measure_device_rates(a.geti("--device", 0));
+  if (!r) return fail(r.status());
+  std::printf("device %s: bf16 GEMM %.0f TFLOP/s, fp16 GEMM %.0f, tf32 GEMM %.0f; D2D copy %.0f GB/s "
+              "(read+write); pinned H2D %.1f GB/s, D2H %.1f GB/s, both ways %.1f GB/s\n",
+              r->device.c_str(), r->bf16_gemm_tflops, r->fp16_gemm_tflops, r->tf32_gemm_tflops,
+              r->d2d_gbps, r->h2d_gbps, r->d2h_gbps, r->bidirectional_gbps);
+  write_json(a, {{"device", r->device},
+                 {"bf16_gemm_tflops", r->bf16_gemm_tflops},
+                 {"fp16_gemm_tflops", r->fp16_gemm_tflops},
+                 {"tf32_gemm_tflops", r->tf32_gemm_tflops},
+                 {"d2d_gbps", r->d2d_gbps},
+                 {"h2d_gbps", r->h2d_gbps},
+                 {"d2h_gbps", r->d2h_gbps},
+                 {"bidirectional_gbps", r->bidirectional_gbps}});
+  return 0;
+}
+
+// ---- verify --------------------------------------------------------------------------------
+
+int cmd_verify(const Args& a) {
+  auto o = options_from(a);
+  if (!o) return fail(o.status());
+  auto b = gpu::create_cuda_backend(*o);
+  if (!b) return fail(b.status());
+  std::printf("verify: %s\n", (*b)->name().c_str());
+  VerifyOptions vo;
+  vo.reference_dir = a.get("--reference", "");
+  const std::string cfg = a.get("--config", "");
+  if (!cfg.empty()) vo.configs = {cfg};
+  vo.tolerance = std::stod(a.get("--tolerance", o->precision == Precision::kFp32 ? "1e-4" : "1"));
+  vo.intermediates = !a.flag("--no-intermediates");
+  Json rows = Json::array();
+  auto rep = run_verify(**b, vo, [&](const VerifyRow& r) {
+    std::printf("  %-5s %-28s %-5s max abs %.3e rms %.3e %s\n", r.config.c_str(), r.tensor.c_str(),
+                r.status.c_str(), r.max_abs, r.rms, r.note.c_str());
+    std::fflush(stdout);
+    rows.push_back({{"config", r.config}, {"tensor", r.tensor}, {"status", r.status},
+                    {"max_abs", r.max_abs}, {"rms", r.rms}, {"seconds", r.seconds}, {"note", r.note}});
+  });
+  if (!rep) return fail(rep.status());
+  std::printf("verify %s: %d passed, %d failed, %d skipped\n",
+              std::string(gpu::precision_name(o->precision)).c_str(), rep->passed(), rep->failed(),
+              rep->skipped());
+  write_json(a, {{"precision", gpu::precision_name(o->precision)},
+                 {"backend", (*b)->name()},
+                 {"passed", rep->passed()},
+                 {"failed", rep->failed()},
+                 {"rows", rows}});
+  return rep->failed() == 0 ? 0 : 2;
+}
+
+// ---- bench ---------------------------------------------------------------------------------
+
+int cmd_bench(const Args& a) {
+  auto o = options_from(a);
+  if (!o) return fail(o.status());
+  BenchOptions bo;
+  if (!parse_size(a.get("--size", "512x512"), &bo.width, &bo.height)) {
+    return fail(invalid_argument("--size WxH"));
+  }
+  bo.frames = a.geti("--frames", 17);
+  bo.repeats = a.geti("--repeats", 3);
+  bo.warmup = a.geti("--warmup", 1);
+  bo.chunk_latents = a.geti("--chunk", 1);
+  bo.encode = !a.flag("--no-encode");
+  bo.decode = !a.flag("--no-decode");
+  const VaeWeights w = load_weights_for(a);
+  auto b = gpu::create_cuda_backend(*o);
+  if (!b) return fail(b.status());
+  std::printf("bench: %s, %dx%dx%d, chunk %d\n", (*b)->name().c_str(), bo.width, bo.height,
+              bo.frames, bo.chunk_latents);
+  auto r = run_bench(**b, w, bo);
+  if (!r) return fail(r.status());
+  const double gemm = std::stod(a.get("--gemm-tflops", "0"));
+  Json j{{"backend", r->backend}, {"width", bo.width}, {"height", bo.height},
+         {"frames", bo.frames}, {"chunk_latents", bo.chunk_latents}, {"repeats", bo.repeats},
+         {"report", report_json(**b)}};
+  for (const auto& op : r->ops) {
+    std::printf("%s %dx%d: %.1f ms (%.2f ms/frame), %.1f TFLOP, %.0f TFLOP/s%s, peak %.2f GiB\n",
+                op.op.c_str(), bo.width, bo.height, op.total_ms, op.ms_per_frame, op.tflop,
+                op.tflops_per_s,
+                gemm > 0 ? (" (" + std::to_string(int(100 * op.tflops_per_s / gemm)) +
+                            "% of measured bf16 GEMM)").c_str()
+                         : "",
+                op.peak_bytes / 1073741824.0);
+    j["ops"].push_back({{"op", op.op}, {"total_ms", op.total_ms}, {"ms_per_frame", op.ms_per_frame},
+                        {"tflop", op.tflop}, {"tflops_per_s", op.tflops_per_s},
+                        {"peak_gib", op.peak_bytes / 1073741824.0}, {"runs_ms", op.runs_ms}});
+  }
+  for (const auto& s : r->stages) {
+    std::printf("  %-7s %-28s %9.1f ms %9.1f GFLOP %7.0f TFLOP/s\n", s.op.c_str(), s.stage.c_str(),
+                s.ms, s.gflop, s.ms > 0 ? s.gflop / s.ms : 0.0);
+    j["stages"].push_back({{"op", s.op}, {"stage", s.stage}, {"ms", s.ms}, {"gflop", s.gflop}});
+  }
+  const Json rep = report_json(**b);
+  std::printf("device time (CUDA events, all runs incl. warm-up, upload to download per chunk): %.1f ms\n",
+              rep.value("device_ms", 0.0));
+  std::printf("memory: peak live %.2f GiB, peak reserved %.2f GiB; cuDNN searched %lld, loaded %lld; "
+              "attention %s; all runs: upload %.1f ms (%.0f MiB), download %.1f ms (%.0f MiB, of "
+              "which %.1f ms host allocation)\n",
+              rep.value("peak_live_mib", 0.0) / 1024, rep.value("peak_reserved_mib", 0.0) / 1024,
+              static_cast<long long>(rep.value("conv_searched", 0)),
+              static_cast<long long>(rep.value("conv_cache_loaded", 0)),
+              rep.value("attention_kernel", std::string("?")).c_str(), rep.value("upload_ms", 0.0),
+              rep.value("upload_mib", 0.0), rep.value("download_ms", 0.0),
+              rep.value("download_mib", 0.0), rep.value("download_alloc_ms", 0.0));
+  write_json(a, j);
+  return 0;
+}
+
+// ---- ablation ------------------------------------------------------------------------------
+
+HostTensor random_latent(const Shape& s, uint64_t seed) {
+  HostTensor t(DType::kF32, s);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (float& v : t.f32()) v = u(rng);
+  return t;
+}
+
+struct Row {
+  std::string name;
+  CudaOptions opt;
+};
+
+int cmd_ablate(const Args& a) {
+  int width = 0, height = 0;
+  if (!parse_size(a.get("--size", "512x512"), &width, &height)) return fail(invalid_argument("--size"));
+  const int frames = a.geti("--frames", 17);
+  const int repeats = a.geti("--repeats", 2);
+  const VaeWeights w = load_weights_for(a);
+  const VaeConfig& c = w.config;
+  const int latents = (frames - 1) / c.temporal_factor() + 1;
+  const HostTensor z = random_latent(
+      Shape{1, c.latent_channels, latents, height / c.spatial_factor(), width / c.spatial_factor()}, 2);
+  const int ref_latents = std::min(latents, a.geti("--ref-latents", latents));
+  const int ref_frames = (ref_latents - 1) * c.temporal_factor() + 1;
+  const std::string only = a.get("--only", "");
+
+  // fp32 reference (TF32 off) of the first ref_latents latents: outputs are causal, so they equal
+  // the first ref_frames frames of the full decode.
+  HostTensor ref;
+  {
+    CudaOptions o;
+    o.precision = Precision::kFp32;
+    // cuDNN has FMA-only (no TF32) 3-D algorithms for every NCDHW shape; not for large NDHWC ones.
+    o.channels_last = false;
+    auto b = gpu::create_cuda_backend(o);
+    if (!b) return fail(b.status());
+    auto m = VaeModel::create(**b, w);
+    if (!m) return fail(m.status());
+    const auto t0 = Clock::now();
+    auto r = decode_latent(*m, slice_time(z, 0, ref_latents), {1});
+    if (!r) return fail(r.status());
+    ref = std::move(r).value();
+    std::printf("fp32 reference: %d latents -> %d frames in %.1f s\n", ref_latents, ref_frames,
+                std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+
+  CudaOptions def;
+  def.precision = Precision::kBf16;
+  def.autotune_cache = a.get("--autotune-cache", "auto");
+  std::vector<Row> rows;
+  rows.push_back({"default (bf16)", def});
+  auto add = [&](const std::string& n, auto f) {
+    CudaOptions o = def;
+    f(o);
+    rows.push_back({n, o});
+  };
+  add("precision fp16", [](CudaOptions& o) { o.precision = Precision::kFp16; });
+  add("precision tf32", [](CudaOptions& o) { o.precision = Precision::kTf32; });
+  add("no autotune (heuristic)", [](CudaOptions& o) { o.autotune = false; });
+  add("no channels-last (NCDHW)", [](CudaOptions& o) { o.channels_last = false; });
+  add("no fused GN+SiLU", [](CudaOptions& o) { o.fused_gn_silu = false; });
+  add("no fused attention", [](CudaOptions& o) { o.fused_attention = false; });
+  add("no caching allocator", [](CudaOptions& o) { o.caching_allocator = false; });
+  add("no buffer reuse", [](CudaOptions& o) { o.buffer_reuse = false; });
+  add("no fused bias", [](CudaOptions& o) { o.fuse_bias = false; });
+  add("offload state (on)", [](CudaOptions& o) { o.offload_state = true; });
+
+  Json out = Json::array();
+  HostTensor default_out;
+  std::printf("\n%-28s %10s %10s %10s %9s %9s %10s %10s\n", "configuration", "ms/frame", "dev ms/fr",
+              "total ms", "peak GiB", "rsv GiB", "maxabs32", "rms32");
+  for (const Row& row : rows) {
+    if (!only.empty() && row.name.find(only) == std::string::npos && row.name != "default (bf16)") {
+      continue;
+    }
+    Json j{{"name", row.name}, {"options", gpu::describe_options(row.opt)}};
+    auto b = gpu::create_cuda_backend(row.opt);
+    if (!b) {
+      j["error"] = b.status().to_string();
+      std::printf("%-28s %s\n", row.name.c_str(), b.status().to_string().c_str());
+      out.push_back(j);
+      continue;
+    }
+    auto m = VaeModel::create(**b, w);
+    if (!m) {
+      j["error"] = m.status().to_string();
+      out.push_back(j);
+      continue;
+    }
+    std::vector<double> ms, dev_ms;
+    HostTensor last;
+    int64_t peak = 0;
+    Status err;
+    int runs = repeats + 1;
+    for (int i = 0; i < runs && err.is_ok(); ++i) {
+      (*b)->reset_peak();
+      const double dev0 = gpu::cuda_backend_report(**b)->device_ms;
+      const auto t0 = Clock::now();
+      auto r = decode_latent(*m, z, {1});
+      if (!r) {
+        err = r.take_status();
+        break;
+      }
+      if (Status s = (*b)->synchronize(); !s) err = s;
+      const double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      if (i > 0) ms.push_back(t);  // the first run is warm-up (and autotune)
+      if (i > 0) dev_ms.push_back(gpu::cuda_backend_report(**b)->device_ms - dev0);
+      if (i == 0 && t > 10000) runs = 2;  // very slow configurations: one measured run
+      if (i > 0) peak = std::max(peak, (*b)->memory_stats().peak_bytes);
+      last = std::move(r).value();
+    }
+    if (!err.is_ok()) {
+      j["error"] = err.to_string();
+      std::printf("%-28s %s\n", row.name.c_str(), err.to_string().c_str());
+      out.push_back(j);
+      continue;
+    }
+    std::sort(ms.begin(), ms.end());
+    std::sort(dev_ms.begin(), dev_ms.end());
+    const double med = ms[ms.size() / 2];
+    const double dmed = dev_ms.empty() ? 0 : dev_ms[dev_ms.size() / 2];
+    auto d32 = compare(slice_time(last, 0, ref_frames), ref);
+    if (default_out.empty()) default_out = last;
+    auto ddef = compare(last, default_out);
+    const Json rep = report_json(**b);
+    j["ms_per_frame"] = med / frames;
+    j["device_ms_per_frame"] = dmed / frames;
+    j["device_runs_ms"] = dev_ms;
+    j["total_ms"] = med;
+    j["runs_ms"] = ms;
+    j["peak_gib"] = peak / 1073741824.0;
+    j["peak_reserved_gib"] = rep.value("peak_reserved_mib", 0.0) / 1024;
+    j["attention_kernel"] = rep.value("attention_kernel", std::string());
+    j["offload_stalls"] = rep.value("offload_stalls", 0);
+    j["report"] = rep;
+    if (d32) {
+      j["max_abs_vs_fp32"] = d32->max_abs;
+      j["rms_vs_fp32"] = d32->rms;
+    }
+    if (ddef) j["max_abs_vs_default"] = ddef->max_abs;
+    std::printf("%-28s %10.2f %10.2f %10.1f %9.2f %9.2f %10.3e %10.3e\n", row.name.c_str(),
+                med / frames, dmed / frames, med,
+                peak / 1073741824.0, rep.value("peak_reserved_mib", 0.0) / 1024,
+                d32 ? d32->max_abs : -1.0, d32 ? d32->rms : -1.0);
+    std::fflush(stdout);
+    out.push_back(j);
+  }
+  write_json(a, {{"size", std::to_string(width) + "x" + std::to_string(height)},
+                 {"frames", frames},
+                 {"ref_frames", ref_frames},
+                 {"repeats", repeats},
+                 {"rows", out}});
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: seedvae_gpu_bench rates|verify|bench|ablate [options]\n");
+    return 64;
+  }
+  const auto info = gpu::runtime_info();
+  if (!info.error.empty()) {
+    std::fprintf(stderr, "no CUDA device: %s\n", info.error.c_str());
+    return 77;
+  }
+  Args a;
+  for (int i = 2; i < argc; ++i) a.v.emplace_back(argv[i]);
+  const std::string cmd = argv[1];
+  if (cmd == "rates") return cmd_rates(a);
+  if (cmd == "verify") return cmd_verify(a);
+  if (cmd == "bench") return cmd_bench(a);
+  if (cmd == "ablate") return cmd_ablate(a);
+  std::fprintf(stderr, "unknown command %s\n", cmd.c_str());
+  return 64;
+}

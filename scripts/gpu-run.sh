@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The one script the GPU machine runs (from the repository root, through the device tool's `run`
+# with `carry: ["build-gpu/dist"]`). It sets up the libraries, runs the GPU tests, the golden
+# verification in every precision, the benchmarks and the ablation, and leaves logs and JSON under
+# $OUT (packed into $OUT/results.tgz, since only a few files come back).
+#
+#   scripts/gpu-run.sh dist             (on the build machine) gather stripped binaries, oneDNN
+#                                       (xz) and the golden data into build-gpu/dist (< 64 MiB)
+#   scripts/gpu-run.sh [phase ...]      (on the GPU machine) phases: info tests verify bench
+#                                       ablate cli (default: all)
+#
+# Environment: OUT (results folder, default /tmp/seedvae-out), DIST (default build-gpu/dist),
+# BUILD (default build-gpu), GOLDEN_SRC (default ../shared/golden), BUDGET_S (stop starting new
+# steps after this many seconds, default 540), ABLATE_SIZES (default "1920x1080 512x512"),
+# BENCH_SIZES (default "512x512 1920x1080").
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-/tmp/seedvae-out}
+DIST=${DIST:-$ROOT/build-gpu/dist}
+BUILD=${BUILD:-$ROOT/build-gpu}
+BUDGET_S=${BUDGET_S:-540}
+
+if [ "${1:-}" = "dist" ]; then
+  set -e
+  GOLDEN_SRC=${GOLDEN_SRC:-$ROOT/../shared/golden}
+  rm -rf "$DIST"
+  mkdir -p "$DIST/bin" "$DIST/lib" "$DIST/golden/real" "$DIST/golden/tiny"
+  for b in app/seedvae gpu/seedvae_gpu_bench gpu/tests/test_gpu_backend_ops gpu/tests/test_gpu_model; do
+    [ -f "$BUILD/$b" ] && strip -o "$DIST/bin/$(basename "$b")" "$BUILD/$b"
+  done
+  xz -T2 -6 -c "$(readlink -f /usr/lib/x86_64-linux-gnu/libdnnl.so.2)" > "$DIST/lib/libdnnl.so.2.xz"
+  for l in libOpenCL.so.1 libgomp.so.1; do
+    cp -L "/usr/lib/x86_64-linux-gnu/$l" "$DIST/lib/" 2>/dev/null || true
+  done
+  cp "$GOLDEN_SRC/manifest.json" "$DIST/golden/"
+  cp "$GOLDEN_SRC"/real/*.safetensors "$DIST/golden/real/"
+  for f in inputs golden_fp32 weights_fp16; do
+    cp "$GOLDEN_SRC/tiny/$f.safetensors" "$DIST/golden/tiny/"
+  done
+  du -sh "$DIST"
+  exit 0
+fi
+
+WORK=/tmp/seedvae-work
+LOGS=$WORK/logs
+rm -rf "$WORK"
+mkdir -p "$LOGS" "$OUT"
+START=$(date +%s)
+PHASES=${*:-info tests verify bench ablate cli}
+
+# ---- libraries: cuDNN / cuBLAS from python's NVIDIA wheels, oneDNN carried (xz) ----------------
+SITE=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || true)
+LIBS=""
+for d in "$SITE"/nvidia/cu13/lib "$SITE"/nvidia/cudnn/lib "$SITE"/nvidia/cublas/lib \
+         "$SITE"/nvidia/cuda_runtime/lib "$SITE"/nvidia/cuda_nvrtc/lib "$SITE"/nvidia/nvjitlink/lib; do
+  [ -d "$d" ] && LIBS="$LIBS:$d"
+done
+mkdir -p /tmp/seedvae-lib
+if [ -f "$DIST/lib/libdnnl.so.2.xz" ] && [ ! -f /tmp/seedvae-lib/libdnnl.so.2 ]; then
+  xz -dc "$DIST/lib/libdnnl.so.2.xz" > /tmp/seedvae-lib/libdnnl.so.2
+fi
+# carried fallbacks last, so the machine's own copies win
+export LD_LIBRARY_PATH="/tmp/seedvae-lib${LIBS}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}:$DIST/lib"
+export SEEDVAE_CACHE_DIR=/tmp/seedvae-cache
+BIN=$DIST/bin
+GOLDEN=$DIST/golden
+
+elapsed() { echo $(( $(date +%s) - START )); }
+# step NAME TIMEOUT CMD...: runs CMD with a timeout, logs to $LOGS/NAME.log, prints a summary line.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$(( BUDGET_S - $(elapsed) ))
+  if [ "$left" -le 20 ]; then
+    echo "SKIP $name (time budget used: $(elapsed) s)" | tee -a "$WORK/summary.txt"
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local t0=$(date +%s)
+  timeout --signal=INT --kill-after=10 "$limit" "$@" > "$LOGS/$name.log" 2>&1
+  local rc=$?
+  local dt=$(( $(date +%s) - t0 ))
+  echo "[$name] rc=$rc ${dt}s: $*" | tee -a "$WORK/summary.txt"
+  return 0
+}
+
+phase() { case " $PHASES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+if phase info; then
+  {
+    date -u
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit \
+      --format=csv 2>&1
+    echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+    ldd "$BIN/seedvae_gpu_bench" | grep -E "not found|cudnn|cublas|cudart" || true
+    ldd "$BIN/test_gpu_backend_ops" | grep -E "not found|dnnl" || true
+    "$BIN/seedvae" info 2>&1 | head -20
+  } > "$LOGS/info.log" 2>&1
+  cat "$LOGS/info.log" | head -20
+  step rates 120 "$BIN/seedvae_gpu_bench" rates --json "$WORK/rates.json"
+  tail -1 "$LOGS/rates.log"
+fi
+
+if phase tests; then
+  step test_ops 300 "$BIN/test_gpu_backend_ops"
+  grep -E "^(FAIL|SKIP)|passed,|FAILED" "$LOGS/test_ops.log" | head -40
+  sed -n '/worst error/,$p' "$LOGS/test_ops.log"
+  step test_model 240 "$BIN/test_gpu_model"
+  grep -E "^(FAIL|PASS|SKIP)|passed,|FAILED" "$LOGS/test_model.log" | head -30
+fi
+
+if phase verify; then
+  for p in fp32 bf16 fp16 tf32; do
+    step "verify_$p" 180 "$BIN/seedvae_gpu_bench" verify --reference "$GOLDEN" --precision "$p" \
+      --json "$WORK/verify_$p.json"
+    grep -E "^verify|FAIL" "$LOGS/verify_$p.log" | head -8
+  done
+fi
+
+if phase bench; then
+  GEMM=$(python3 -c "import json;print(json.load(open('$WORK/rates.json'))['bf16_gemm_tflops'])" 2>/dev/null || echo 0)
+  for s in ${BENCH_SIZES:-512x512 1920x1080}; do
+    step "bench_bf16_$s" 300 "$BIN/seedvae_gpu_bench" bench --size "$s" --frames 17 --precision bf16 \
+      --repeats 3 --warmup 1 --gemm-tflops "$GEMM" --json "$WORK/bench_bf16_$s.json"
+    grep -E "^(encode|decode|memory)|error" "$LOGS/bench_bf16_$s.log"
+  done
+  for s in ${OFFLOAD_SIZES:-1920x1080}; do
+    step "bench_bf16_offload_$s" 300 "$BIN/seedvae_gpu_bench" bench --size "$s" --frames 17 \
+      --precision bf16 --offload-state --repeats 3 --warmup 1 --gemm-tflops "$GEMM" \
+      --json "$WORK/bench_bf16_offload_$s.json"
+    grep -E "^(encode|decode|memory)|error" "$LOGS/bench_bf16_offload_$s.log"
+  done
+fi
+
+if phase ablate; then
+  for s in ${ABLATE_SIZES:-512x512 1920x1080}; do
+    ref=5
+    reps=5
+    [ "$s" = "1920x1080" ] && ref=2 && reps=3
+    step "ablate_$s" 360 "$BIN/seedvae_gpu_bench" ablate --size "$s" --frames 17 --repeats "$reps" \
+      --ref-latents "$ref" --json "$WORK/ablate_$s.json"
+    sed -n '/^configuration/,$p' "$LOGS/ablate_$s.log"
+  done
+fi
+
+if phase cli; then
+  # The CLI path (make_backend + verify) as users run it: fp32, TF32 off, golden tolerance 1e-4.
+  step cli_verify 240 "$BIN/seedvae" verify --reference "$GOLDEN" --backend cuda --no-intermediates
+  tail -3 "$LOGS/cli_verify.log"
+  if "$BIN/seedvae" bench --help 2>/dev/null | grep -q -- "--precision"; then
+    step cli_bench 240 "$BIN/seedvae" bench --backend cuda --precision bf16 --synthetic real \
+      --size 1920x1080 --frames 17 --json
+    tail -3 "$LOGS/cli_bench.log"
+  fi
+fi
+
+cp -r /tmp/seedvae-cache "$WORK/" 2>/dev/null || true
+(cd "$WORK" && tar czf "$OUT/results.tgz" . 2>/dev/null)
+cp "$WORK/summary.txt" "$OUT/" 2>/dev/null || true
+echo "total $(elapsed) s"
+cat "$WORK/summary.txt"

@@ -1,0 +1,162 @@
+// The whole VAE (tiny configuration, synthetic weights) on the CUDA backend against the CPU
+// backend: streamed encode and decode (1 latent per chunk) in every precision and with each
+// toggle flipped, plus whole-clip vs streamed consistency on the GPU.
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cpu/cpu_backend.h"
+#include "core/schedule/streaming.h"
+#include "core/vae/state_dict.h"
+#include "core/vae/vae_model.h"
+#include "gpu/cuda_backend.h"
+#include "tests/gpu/gpu_test.h"
+
+using namespace seedvae;
+using seedvae::gpu::CudaOptions;
+using seedvae::gpu::Precision;
+
+namespace {
+
+const VaeWeights& weights() {
+  static const VaeWeights w = synthesize_weights(VaeConfig::tiny(), kTinySeed);
+  return w;
+}
+
+HostTensor random_video(const Shape& s, uint32_t seed) {
+  HostTensor t(DType::kF32, s);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (float& v : t.f32()) v = u(rng);
+  return t;
+}
+
+struct Reference {
+  HostTensor video, latent, moments, decoded;
+};
+
+const Reference& reference() {
+  static const Reference r = [] {
+    Reference ref;
+    ref.video = random_video(Shape{1, 3, 9, 32, 48}, 1);
+    ref.latent = random_video(Shape{1, 16, 3, 4, 6}, 2);
+    auto cpu = create_cpu_backend({});
+    auto m = VaeModel::create(**cpu, weights());
+    ref.moments = encode_video(*m, ref.video, {1}).value();
+    ref.decoded = decode_latent(*m, ref.latent, {1}).value();
+    return ref;
+  }();
+  return r;
+}
+
+struct Config {
+  std::string name;
+  CudaOptions opt;
+  double tol_max;  // absolute (outputs are O(1))
+  double tol_rms;
+};
+
+CudaOptions base(Precision p) {
+  CudaOptions o;
+  o.precision = p;
+  o.autotune_cache = "";
+  return o;
+}
+
+std::vector<Config> configs() {
+  std::vector<Config> v;
+  v.push_back({"fp32", base(Precision::kFp32), 1e-4, 1e-5});
+  auto flip = [&](const std::string& name, Precision p, double tm, double tr, auto f) {
+    CudaOptions o = base(p);
+    f(o);
+    v.push_back({name, o, tm, tr});
+  };
+  flip("fp32 ncdhw", Precision::kFp32, 1e-4, 1e-5, [](CudaOptions& o) { o.channels_last = false; });
+  flip("fp32 heuristic", Precision::kFp32, 1e-4, 1e-5, [](CudaOptions& o) { o.autotune = false; });
+  flip("fp32 unfused gn", Precision::kFp32, 1e-4, 1e-5, [](CudaOptions& o) { o.fused_gn_silu = false; });
+  flip("fp32 materialised attention", Precision::kFp32, 1e-4, 1e-5,
+       [](CudaOptions& o) { o.fused_attention = false; });
+  flip("fp32 plain cudaMalloc", Precision::kFp32, 1e-4, 1e-5,
+       [](CudaOptions& o) { o.caching_allocator = false; });
+  flip("fp32 no buffer reuse", Precision::kFp32, 1e-4, 1e-5, [](CudaOptions& o) { o.buffer_reuse = false; });
+  flip("fp32 no fused bias", Precision::kFp32, 1e-4, 1e-5, [](CudaOptions& o) { o.fuse_bias = false; });
+  flip("tf32", Precision::kTf32, 2e-2, 3e-3, [](CudaOptions&) {});
+  flip("fp16", Precision::kFp16, 2e-2, 3e-3, [](CudaOptions&) {});
+  flip("bf16", Precision::kBf16, 0.15, 2.5e-2, [](CudaOptions&) {});
+  flip("bf16 ncdhw", Precision::kBf16, 0.15, 2.5e-2, [](CudaOptions& o) { o.channels_last = false; });
+  flip("bf16 offload", Precision::kBf16, 0.15, 2.5e-2, [](CudaOptions& o) {
+    o.offload_state = true;
+    o.offload_min_bytes = 0;
+  });
+  flip("fp32 offload", Precision::kFp32, 1e-4, 1e-5, [](CudaOptions& o) {
+    o.offload_state = true;
+    o.offload_min_bytes = 0;
+    o.offload_window_mib = 1;
+  });
+  flip("bf16 unfused", Precision::kBf16, 0.15, 2.5e-2, [](CudaOptions& o) {
+    o.fused_gn_silu = false;
+    o.fused_attention = false;
+    o.buffer_reuse = false;
+  });
+  return v;
+}
+
+void expect_close(const HostTensor& got, const HostTensor& want, const Config& c,
+                  const std::string& what) {
+  auto d = compare(got, want);
+  CHECK_MSG(d.is_ok(), what + ": " + d.status().to_string());
+  if (!d) return;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-28s %-8s max abs %.3g (limit %.3g), rms %.3g (limit %.3g)",
+                c.name.c_str(), what.c_str(), d->max_abs, c.tol_max, d->rms, c.tol_rms);
+  std::printf("    %s\n", buf);
+  CHECK_MSG(d->max_abs <= c.tol_max && d->rms <= c.tol_rms && std::isfinite(d->max_abs), buf);
+}
+
+GPU_TEST(tiny_vae_streamed_matches_cpu_in_every_mode) {
+  const Reference& ref = reference();
+  for (const Config& c : configs()) {
+    auto b = gpu::create_cuda_backend(c.opt);
+    CHECK_MSG(b.is_ok(), c.name + ": " + b.status().to_string());
+    if (!b) continue;
+    auto m = VaeModel::create(**b, weights());
+    CHECK_MSG(m.is_ok(), m.status().to_string());
+    if (!m) continue;
+    auto enc = encode_video(*m, ref.video, {1});
+    CHECK_MSG(enc.is_ok(), c.name + " encode: " + enc.status().to_string());
+    if (enc) expect_close(*enc, ref.moments, c, "encode");
+    auto dec = decode_latent(*m, ref.latent, {1});
+    CHECK_MSG(dec.is_ok(), c.name + " decode: " + dec.status().to_string());
+    if (dec) expect_close(*dec, ref.decoded, c, "decode");
+  }
+}
+
+GPU_TEST(streamed_equals_whole_clip_on_gpu) {
+  const Reference& ref = reference();
+  CudaOptions o;
+  o.autotune_cache = "";
+  auto b = gpu::create_cuda_backend(o);
+  CHECK_MSG(b.is_ok(), b.status().to_string());
+  if (!b) return;
+  auto m = VaeModel::create(**b, weights());
+  if (!m) return;
+  auto whole = decode_latent(*m, ref.latent, {0});
+  auto streamed = decode_latent(*m, ref.latent, {1});
+  CHECK(whole.is_ok() && streamed.is_ok());
+  if (whole && streamed) {
+    auto d = compare(*whole, *streamed);
+    CHECK(d.is_ok() && d->max_abs <= 1e-4);
+    if (d) std::printf("    whole vs streamed decode: max abs %.3g\n", d->max_abs);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto info = gpu::runtime_info();
+  if (!info.error.empty()) gpu_test::skip_all(info.error.c_str());
+  return gpu_test::run_all(argc, argv);
+}

@@ -1,0 +1,373 @@
+// The studio's pieces without a full engine run: settings and presets, QSettings persistence,
+// loading good and bad files (dialogs, no crash, no freeze), the settings panel's data-driven
+// toggles and memory warning, the bounded channels, the synchronised views, the chart series.
+#include <QCheckBox>
+#include <QComboBox>
+#include <QJsonDocument>
+#include <QLabel>
+#include <QLineSeries>
+#include <QMessageBox>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QStackedBarSeries>
+#include <QtTest>
+
+#include "studio_test_util.h"
+#include "ui/channels.h"
+#include "ui/charts_panel.h"
+#include "ui/compare_view.h"
+#include "ui/image_convert.h"
+#include "ui/info_panel.h"
+#include "ui/memory_predictor.h"
+#include "ui/settings_panel.h"
+
+using namespace seedvae;
+using namespace seedvae::ui;
+using namespace seedvae::ui::test;
+
+namespace {
+
+// A catalog with a second backend carrying one toggle of each kind, as a CUDA build would.
+class FakeCatalog : public CpuCatalog {
+ public:
+  QVector<BackendSpec> backends() const override {
+    QVector<BackendSpec> specs = CpuCatalog::backends();
+    BackendSpec gpu;
+    gpu.name = "fakegpu";
+    gpu.label = "Fake GPU";
+    gpu.precisions = {"bf16", "fp16", "fp32"};
+    gpu.has_devices = true;
+    gpu.memory_is_host = false;
+    ToggleSpec a;
+    a.key = "autotune";
+    a.label = "Autotune";
+    a.tooltip = "Times every algorithm once; costs seconds on the first run.";
+    a.kind = ToggleSpec::Kind::kBool;
+    a.default_value = true;
+    ToggleSpec b;
+    b.key = "layout";
+    b.label = "Layout";
+    b.tooltip = "Activation layout.";
+    b.kind = ToggleSpec::Kind::kChoice;
+    b.choices = {"ndhwc", "ncdhw"};
+    b.default_value = "ndhwc";
+    ToggleSpec c;
+    c.key = "workspace";
+    c.label = "Workspace";
+    c.tooltip = "Scratch MiB per convolution.";
+    c.kind = ToggleSpec::Kind::kInt;
+    c.default_value = 512;
+    c.minimum = 0;
+    c.maximum = 4096;
+    gpu.toggles = {a, b, c};
+    specs.push_back(gpu);
+    return specs;
+  }
+};
+
+}  // namespace
+
+class tst_StudioBasics : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    register_studio_types();
+    QVERIFY(dir_.isValid());
+  }
+
+  void settingsJsonRoundTrip() {
+    EngineSettings s;
+    s.backend = "cpu";
+    s.toggles["threads"] = 3;
+    s.tiling = TilingMode::kExact;
+    s.tile_width = 320;
+    s.tile_height = 192;
+    s.chunk_latents = 2;
+    s.budget_mib = 4096;
+    s.temporal_pad = "repeat-last";
+    s.spatial_multiple = 16;
+    QStringList warnings;
+    const EngineSettings back = EngineSettings::from_json(s.to_json(), &warnings);
+    QVERIFY2(warnings.isEmpty(), qPrintable(warnings.join("; ")));
+    QCOMPARE(back, s);
+
+    QJsonObject bad = s.to_json();
+    bad["tile_width"] = 1;       // below the minimum
+    bad["chunk_latents"] = "x";  // not a number
+    bad["mystery"] = true;
+    const EngineSettings fixed = EngineSettings::from_json(bad, &warnings);
+    QCOMPARE(fixed.tile_width, 16);
+    QCOMPARE(fixed.chunk_latents, 1);
+    QCOMPARE(warnings.size(), 3);
+  }
+
+  void presetSaveLoad() {
+    SettingsStore store(std::make_unique<QSettings>(dir_.filePath("p.ini"), QSettings::IniFormat),
+                        dir_.filePath("presets-a"));
+    EngineSettings s;
+    s.chunk_latents = 0;
+    s.tiling = TilingMode::kBlend;
+    s.overlap_width = 48;
+    QString error;
+    QVERIFY2(store.save_preset("fast / whole clip", s, &error), qPrintable(error));
+    QVERIFY(store.preset_names().contains("fast _ whole clip"));
+    auto loaded = store.load_preset("fast / whole clip", &error);
+    QVERIFY2(loaded.has_value(), qPrintable(error));
+    QCOMPARE(*loaded, s);
+    QVERIFY(store.remove_preset("fast / whole clip"));
+    QVERIFY(store.preset_names().isEmpty());
+
+    // Files from elsewhere: valid, broken JSON, and JSON that is not a preset.
+    QVERIFY(SettingsStore::write_preset_file(dir_.filePath("shared.json"), "shared", s, &error));
+    QString name;
+    auto shared = SettingsStore::read_preset_file(dir_.filePath("shared.json"), &error, nullptr, &name);
+    QVERIFY(shared.has_value());
+    QCOMPARE(name, QString("shared"));
+    QVERIFY(!SettingsStore::read_preset_file(write_bytes(dir_, "broken.json", "{\"format\": "), &error));
+    QVERIFY2(error.contains("not valid JSON"), qPrintable(error));
+    QVERIFY(!SettingsStore::read_preset_file(write_bytes(dir_, "other.json", "{\"a\": 1}"), &error));
+    QVERIFY2(error.contains("not a SeedVAE Studio preset"), qPrintable(error));
+  }
+
+  void settingsPersistAcrossSessions() {
+    {
+      auto w = make_window(dir_, "persist");
+      auto* chunk = w->settingsPanel()->findChild<QSpinBox*>("chunkSpin");
+      QVERIFY(chunk);
+      chunk->setValue(3);
+      QCOMPARE(w->settingsPanel()->settings().chunk_latents, 3);
+      w->close();
+    }
+    auto w2 = make_window(dir_, "persist");
+    QCOMPARE(w2->settingsPanel()->settings().chunk_latents, 3);
+  }
+
+  void loadGoodAndBadVideos() {
+    auto w = make_window(dir_, "videos");
+    const QString good = write_sample_video(dir_, "clip10", 64, 48, 10);
+    QSignalSpy loaded(w.get(), &MainWindow::videoLoaded);
+    QSignalSpy errors(w.get(), &MainWindow::errorShown);
+    w->openVideo(good);
+    QVERIFY(loaded.wait(20000));
+    auto* info = w->infoPanel()->findChild<QLabel*>("videoInfo");
+    QVERIFY(info->text().contains("64×48"));
+    QVERIFY2(info->text().contains("10 frames"), qPrintable(info->text()));
+    // 10 frames are padded to 13 (4n+1) and 48 rows stay 48 (a multiple of 8).
+    const QString pad = w->infoPanel()->paddingText();
+    QVERIFY2(pad.contains("10 → 13 frames") && pad.contains("64×48 → 64×48"), qPrintable(pad));
+    QCOMPARE(errors.count(), 0);
+
+    // A file that is not a video: an error dialog naming the file and the reason.
+    const QString broken = write_bytes(dir_, "broken.mp4", QByteArray(5000, '\x17'));
+    w->openVideo(broken);
+    QTRY_COMPARE_WITH_TIMEOUT(errors.count(), 1, 20000);
+    QVERIFY2(errors.last().at(1).toString().contains("broken.mp4"), qPrintable(errors.last().at(1).toString()));
+    auto* box = w->findChild<QMessageBox*>("errorDialog");
+    QVERIFY(box);
+    QVERIFY(box->text().contains("broken.mp4"));
+    box->close();
+    // A path that does not exist.
+    w->openVideo(dir_.filePath("missing.mp4"));
+    QTRY_COMPARE_WITH_TIMEOUT(errors.count(), 2, 20000);
+    QVERIFY2(w->lastError().contains("missing.mp4"), qPrintable(w->lastError()));
+    // Still usable: the good file opens again.
+    w->openVideo(good);
+    QVERIFY(loaded.wait(20000));
+  }
+
+  void loadGoodAndBadWeights() {
+    auto w = make_window(dir_, "weights");
+    QSignalSpy loaded(w.get(), &MainWindow::weightsLoaded);
+    QSignalSpy errors(w.get(), &MainWindow::errorShown);
+    QVERIFY(loaded.wait(20000));  // the built-in model at start-up
+    QVERIFY(w->weights().synthetic);
+    const QString good = write_tiny_weights(dir_, "tiny.safetensors");
+    w->openWeights(good);
+    QVERIFY(loaded.wait(20000));
+    QVERIFY(!w->weights().synthetic);
+    QCOMPARE(w->weights().parameters, VaeConfig::tiny().parameter_count());
+    QCOMPARE(w->weights().dtype, QString("fp16"));
+    QCOMPARE(w->weights().sha256.size(), 64);
+    auto* info = w->infoPanel()->findChild<QLabel*>("weightsInfo");
+    QVERIFY2(info->text().contains(w->weights().short_sha()), qPrintable(info->text()));
+
+    // Truncated checkpoint and a text file: a dialog each, the loaded model stays.
+    QFile f(good);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QByteArray bytes = f.readAll();
+    w->openWeights(write_bytes(dir_, "truncated.safetensors", bytes.left(bytes.size() / 2)));
+    QTRY_COMPARE_WITH_TIMEOUT(errors.count(), 1, 20000);
+    QVERIFY2(errors.last().at(1).toString().contains("truncated.safetensors"), qPrintable(errors.last().at(1).toString()));
+    w->openWeights(write_bytes(dir_, "notes.safetensors", "these are not weights"));
+    QTRY_COMPARE_WITH_TIMEOUT(errors.count(), 2, 20000);
+    QVERIFY(w->weightsReady());
+    QCOMPARE(w->weights().source, good);
+  }
+
+  void settingsPanelIsDataDriven() {
+    auto catalog = std::make_shared<FakeCatalog>();
+    SettingsPanel panel(catalog);
+    QSignalSpy changed(&panel, &SettingsPanel::settingsChanged);
+    QVERIFY(panel.toggleWidget("threads"));
+    QVERIFY(!panel.toggleWidget("autotune"));
+    auto* backend = panel.findChild<QComboBox*>("backendCombo");
+    backend->setCurrentIndex(backend->findData("fakegpu"));
+    QVERIFY(!panel.toggleWidget("threads"));
+    auto* autotune = qobject_cast<QCheckBox*>(panel.toggleWidget("autotune"));
+    QVERIFY(autotune);
+    QVERIFY(autotune->isChecked());
+    QVERIFY(autotune->toolTip().contains("costs"));
+    QVERIFY(qobject_cast<QComboBox*>(panel.toggleWidget("layout")));
+    QVERIFY(qobject_cast<QSpinBox*>(panel.toggleWidget("workspace")));
+    autotune->setChecked(false);
+    const EngineSettings s = panel.settings();
+    QCOMPARE(s.backend, QString("fakegpu"));
+    QCOMPARE(s.precision, QString("bf16"));
+    QCOMPARE(s.toggles.value("autotune").toBool(), false);
+    QCOMPARE(s.toggles.value("layout").toString(), QString("ndhwc"));
+    QCOMPARE(s.toggles.value("workspace").toInt(), 512);
+    QVERIFY(changed.count() >= 2);
+    // Presets restore the toggles.
+    SettingsPanel other(catalog);
+    other.setSettings(s);
+    QCOMPARE(other.settings(), s);
+
+    // The memory warning: a prediction above the device's free memory.
+    panel.setDevices("fakegpu", {DeviceStatus{0, "fake", 1ll << 30, 2ll << 30}});
+    Prediction p;
+    p.ok = true;
+    p.weight_bytes = 1ll << 29;
+    p.activation_bytes = 1ll << 30;
+    p.engine_bytes = p.weight_bytes + p.activation_bytes;
+    panel.setPrediction(p);
+    QVERIFY(!panel.fits());
+    QVERIFY(panel.fitWarning().contains("exceeds"));
+    auto* warning = panel.findChild<QLabel*>("memoryWarning");
+    QVERIFY(!warning->isHidden());
+    p.activation_bytes = 1ll << 20;
+    p.engine_bytes = p.weight_bytes + p.activation_bytes;
+    panel.setPrediction(p);
+    QVERIFY(panel.fits());
+    QVERIFY(warning->isHidden());
+  }
+
+  void predictionFromPlannerAndDryRun() {
+    PredictionRequest r;
+    r.weights = std::make_shared<VaeWeights>(synthesize_weights(VaeConfig::tiny(), kTinySeed));
+    r.width = 256;
+    r.height = 256;
+    r.frames = 17;
+    const Prediction untiled = predict_memory(r);
+    QVERIFY2(untiled.ok, qPrintable(untiled.error));
+    QVERIFY(untiled.weight_bytes > 0);
+    QVERIFY(untiled.activation_bytes > 0);
+    QVERIFY(untiled.dry_run_bytes > 0);
+    QVERIFY(untiled.method.contains("planner"));
+    r.settings.tiling = TilingMode::kBlend;
+    r.settings.tile_width = r.settings.tile_height = 64;
+    r.settings.overlap_width = r.settings.overlap_height = 16;
+    const Prediction tiled = predict_memory(r);
+    QVERIFY2(tiled.ok, qPrintable(tiled.error));
+    QVERIFY2(tiled.activation_bytes < untiled.activation_bytes,
+             qPrintable(QString("%1 vs %2").arg(tiled.activation_bytes).arg(untiled.activation_bytes)));
+    // The planner fits a tile into a budget smaller than the untiled peak.
+    r.settings.tiling = TilingMode::kOff;
+    const BudgetFit fit = fit_to_budget(r, untiled.engine_bytes * 2 / 3);
+    QVERIFY2(fit.ok, qPrintable(fit.message));
+    QVERIFY(fit.tile_width > 0 && fit.tile_width <= 256);
+  }
+
+  void channelsAreBounded() {
+    LatestChannel<int> latest;
+    QVERIFY(latest.publish(1));   // first value notifies
+    QVERIFY(!latest.publish(2));  // pending: no second notification, 1 is dropped
+    QCOMPARE(latest.dropped(), 1LL);
+    QCOMPARE(*latest.take(), 2);
+    QVERIFY(!latest.take().has_value());
+    QVERIFY(latest.publish(3));   // after take() a new value notifies again
+
+    BoundedQueue<int> q(3);
+    QVERIFY(q.push(1));
+    for (int i = 2; i <= 5; ++i) QVERIFY(!q.push(i));
+    QCOMPARE(q.dropped(), 2LL);
+    QCOMPARE(q.drain(), (QVector<int>{3, 4, 5}));
+
+    ProgressThrottle t(0.01, std::chrono::milliseconds(100000));
+    QVERIFY(t.should_send(0.0));
+    QVERIFY(!t.should_send(0.005));
+    QVERIFY(t.should_send(0.02));
+    QVERIFY(t.should_send(0.021, true));
+  }
+
+  void viewsShareZoomAndPan() {
+    ViewSync sync;
+    CompareView a(&sync), b(&sync);
+    a.resize(400, 300);
+    b.resize(800, 600);
+    QImage left(200, 100, QImage::Format_RGB32), right(200, 100, QImage::Format_RGB32);
+    left.fill(Qt::black);
+    right.fill(Qt::white);
+    a.setImages(left, right);
+    b.setImages(left, right);
+    const QPointF a0 = a.imageToWidget({100, 50});
+    QCOMPARE(a0, QPointF(200, 150));  // the image centre sits at the pane centre
+    a.zoomBy(2.0, QPointF(300, 150));
+    QCOMPARE(sync.zoom(), 2.0);
+    // Both views show the same image point at their centre (fit-relative zoom).
+    const QPointF c = sync.center();
+    const QPointF pa = a.imageToWidget({c.x() * 200, c.y() * 100});
+    const QPointF pb = b.imageToWidget({c.x() * 200, c.y() * 100});
+    QCOMPARE(pa, QPointF(200, 150));
+    QCOMPARE(pb, QPointF(400, 300));
+    a.setDivider(0.25);
+    QCOMPARE(a.divider(), 0.25);
+    const QImage diff = difference_heatmap(left, right, 1.0);
+    QCOMPARE(diff.size(), left.size());
+    QCOMPARE(diff.pixel(0, 0), heat_color(255));
+    b.setMode(CompareView::Mode::kSideBySide);
+    QVERIFY(b.paneRect(1).left() > b.paneRect(0).right());
+    sync.fit();
+    QCOMPARE(sync.zoom(), 1.0);
+  }
+
+  void chartSeriesReceivePoints() {
+    ChartsPanel charts;
+    QVector<TelemetryPoint> pts;
+    for (int chunk = 0; chunk < 3; ++chunk) {
+      for (const char* stage : {"decoder.conv_in", "decoder.up_blocks.0", "decoder.conv_out"}) {
+        TelemetryPoint p;
+        p.run_id = 1;
+        p.t_s = chunk * 0.5 + pts.size() * 0.01;
+        p.op = "decode";
+        p.stage = stage;
+        p.chunk = chunk;
+        p.wall_ms = 10 + chunk;
+        p.current_bytes = (10 + chunk) << 20;
+        p.peak_bytes = 20 << 20;
+        p.device_used_bytes = 100 << 20;
+        pts.push_back(p);
+      }
+    }
+    charts.addPoints(pts);
+    QTRY_COMPARE_WITH_TIMEOUT(charts.allocatedSeries()->count(), 9, 2000);  // the refresh timer
+    charts.addPoints({});
+    charts.flush();
+    QCOMPARE(charts.peakSeries()->count(), 9);
+    QCOMPARE(charts.deviceSeries()->count(), 9);
+    QCOMPARE(charts.timingCategories(), 3);
+    QCOMPARE(charts.timingSeries()->count(), 3);  // one bar set per stage
+    QCOMPARE(charts.log().size(), 9);
+    const QImage img = charts.render("timing", {600, 300});
+    QCOMPARE(img.size(), QSize(600, 300));
+    charts.clear();
+    QCOMPARE(charts.allocatedSeries()->count(), 0);
+  }
+
+ private:
+  QTemporaryDir dir_;
+};
+
+QTEST_MAIN(tst_StudioBasics)
+#include "tst_studio_basics.moc"

@@ -1,0 +1,109 @@
+#include "ui/ab_panel.h"
+
+#include <QGridLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+namespace seedvae::ui {
+
+AbPanel::AbPanel(QWidget* parent) : QWidget(parent) {
+  auto* root = new QVBoxLayout(this);
+  root->setContentsMargins(4, 4, 4, 4);
+  auto* grid = new QGridLayout();
+  auto make_slot = [&](const QString& slot, int row) {
+    auto* name = new QLabel(QStringLiteral("<b>%1</b>").arg(slot), this);
+    auto* label = new QLabel(this);
+    label->setWordWrap(true);
+    label->setObjectName(QStringLiteral("slotLabel") + slot);
+    auto* take = new QPushButton(tr("← current"), this);
+    take->setObjectName(QStringLiteral("take") + slot);
+    take->setToolTip(tr("Store the settings panel's current settings in slot %1").arg(slot));
+    auto* apply = new QPushButton(tr("edit"), this);
+    apply->setToolTip(tr("Show slot %1's settings in the settings panel").arg(slot));
+    grid->addWidget(name, row, 0);
+    grid->addWidget(label, row, 1);
+    grid->addWidget(take, row, 2);
+    grid->addWidget(apply, row, 3);
+    connect(take, &QPushButton::clicked, this, [this, slot] { emit takeCurrentRequested(slot); });
+    connect(apply, &QPushButton::clicked, this, [this, slot] { emit applySlotRequested(slot); });
+    return label;
+  };
+  a_label_ = make_slot(QStringLiteral("A"), 0);
+  b_label_ = make_slot(QStringLiteral("B"), 1);
+  grid->setColumnStretch(1, 1);
+  root->addLayout(grid);
+  auto* buttons = new QHBoxLayout();
+  run_ = new QPushButton(tr("Run A/B (F6)"), this);
+  run_->setObjectName(QStringLiteral("runAB"));
+  run_->setToolTip(tr("Run A, then B, on the same input (one after the other on the engine "
+                      "thread), then compare them"));
+  export_ = new QPushButton(tr("Export report… (Ctrl+E)"), this);
+  export_->setToolTip(tr("Write the comparison as Markdown + JSON + PNG stills + charts and the "
+                         "reconstructed videos"));
+  buttons->addWidget(run_);
+  buttons->addWidget(export_);
+  root->addLayout(buttons);
+  table_ = new QTableWidget(0, 3, this);
+  table_->setObjectName(QStringLiteral("abTable"));
+  table_->setHorizontalHeaderLabels({tr("Metric"), tr("A"), tr("B")});
+  table_->verticalHeader()->hide();
+  table_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Interactive);
+  table_->setColumnWidth(0, 150);
+  table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
+  table_->horizontalHeader()->setSectionResizeMode(2, QHeaderView::Stretch);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->setWordWrap(true);
+  root->addWidget(table_, 1);
+  status_ = new QLabel(tr("Set the two slots, then Run A/B."), this);
+  status_->setWordWrap(true);
+  root->addWidget(status_);
+  connect(run_, &QPushButton::clicked, this, &AbPanel::runRequested);
+  connect(export_, &QPushButton::clicked, this, &AbPanel::exportRequested);
+}
+
+void AbPanel::setSlot(const QString& slot, const EngineSettings& s) {
+  (slot == QLatin1String("A") ? a_ : b_) = s;
+  (slot == QLatin1String("A") ? a_label_ : b_label_)->setText(s.summary());
+}
+
+EngineSettings AbPanel::slotSettings(const QString& slot) const {
+  return slot == QLatin1String("A") ? a_ : b_;
+}
+
+void AbPanel::setResult(const AbComparison& ab) {
+  result_ = ab;
+  const QVector<AbRow> rows = ab_table_rows(ab, true);
+  table_->setRowCount(static_cast<int>(rows.size()));
+  for (int i = 0; i < rows.size(); ++i) {
+    table_->setItem(i, 0, new QTableWidgetItem(rows[i].label));
+    auto* a = new QTableWidgetItem(rows[i].a);
+    a->setToolTip(rows[i].a);
+    table_->setItem(i, 1, a);
+    if (rows[i].b.isEmpty() && rows[i].label.startsWith(QLatin1String("A vs B"))) {
+      table_->setSpan(i, 1, 1, 2);
+    } else {
+      auto* b = new QTableWidgetItem(rows[i].b);
+      b->setToolTip(rows[i].b);
+      table_->setItem(i, 2, b);
+    }
+  }
+  table_->resizeRowsToContents();
+  status_->setText(ab.ok ? tr("A/B done. The views show A against B (View ▸ Compare A vs B).")
+                         : tr("A/B incomplete: %1").arg(ab.error));
+}
+
+void AbPanel::clearResult() {
+  result_.reset();
+  table_->clearSpans();
+  table_->setRowCount(0);
+}
+
+void AbPanel::setBusy(bool busy) {
+  run_->setEnabled(!busy);
+  if (busy) status_->setText(tr("Running…"));
+}
+
+}  // namespace seedvae::ui

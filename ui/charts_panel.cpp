@@ -1,0 +1,276 @@
+#include "ui/charts_panel.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QHBoxLayout>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QSplitter>
+#include <QStackedBarSeries>
+#include <QCursor>
+#include <QTimer>
+#include <QToolTip>
+#include <QValueAxis>
+#include <algorithm>
+
+namespace seedvae::ui {
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+QChartView* make_view(QChart* chart, QWidget* parent) {
+  auto* v = new QChartView(chart, parent);
+  v->setRenderHint(QPainter::Antialiasing);
+  v->setMinimumSize(280, 150);
+  return v;
+}
+
+void style_chart(QChart* c, const QString& title) {
+  c->setTitle(title);
+  QFont f = c->titleFont();
+  f.setPointSizeF(std::max(7.0, f.pointSizeF() * 0.95));
+  f.setBold(true);
+  c->setTitleFont(f);
+  c->setMargins(QMargins(4, 2, 4, 2));
+  c->legend()->setAlignment(Qt::AlignRight);
+  QFont lf = c->legend()->font();
+  lf.setPointSizeF(std::max(6.5, lf.pointSizeF() * 0.8));
+  c->legend()->setFont(lf);
+  c->setAnimationOptions(QChart::NoAnimation);
+}
+
+}  // namespace
+
+ChartsPanel::ChartsPanel(QWidget* parent) : QWidget(parent) {
+  memory_chart_ = new QChart();
+  style_chart(memory_chart_, tr("Memory"));
+  allocated_ = new QLineSeries();
+  allocated_->setName(tr("engine allocated"));
+  peak_ = new QLineSeries();
+  peak_->setName(tr("engine peak"));
+  device_ = new QLineSeries();
+  device_->setName(tr("device used"));
+  for (QLineSeries* s : {allocated_, peak_, device_}) memory_chart_->addSeries(s);
+  mem_x_ = new QValueAxis();
+  mem_x_->setTitleText(tr("s"));
+  mem_x_->setLabelFormat(QStringLiteral("%.1f"));
+  mem_y_ = new QValueAxis();
+  mem_y_->setTitleText(tr("MiB"));
+  mem_y_->setLabelFormat(QStringLiteral("%.0f"));
+  memory_chart_->addAxis(mem_x_, Qt::AlignBottom);
+  memory_chart_->addAxis(mem_y_, Qt::AlignLeft);
+  for (QLineSeries* s : {allocated_, peak_, device_}) {
+    s->attachAxis(mem_x_);
+    s->attachAxis(mem_y_);
+  }
+  mem_x_->setRange(0, 1);
+  mem_y_->setRange(0, 1);
+
+  timing_chart_ = new QChart();
+  style_chart(timing_chart_, tr("Time per chunk / tile, by stage"));
+  timing_ = new QStackedBarSeries();
+  timing_->setBarWidth(0.85);
+  timing_chart_->addSeries(timing_);
+  time_x_ = new QBarCategoryAxis();
+  time_y_ = new QValueAxis();
+  time_y_->setTitleText(tr("ms"));
+  time_y_->setLabelFormat(QStringLiteral("%.0f"));
+  timing_chart_->addAxis(time_x_, Qt::AlignBottom);
+  timing_chart_->addAxis(time_y_, Qt::AlignLeft);
+  timing_->attachAxis(time_x_);
+  timing_->attachAxis(time_y_);
+  QFont xf = time_x_->labelsFont();
+  xf.setPointSizeF(std::max(6.0, xf.pointSizeF() * 0.75));
+  time_x_->setLabelsFont(xf);
+  time_x_->setLabelsAngle(-60);
+
+  memory_view_ = make_view(memory_chart_, this);
+  memory_view_->setObjectName(QStringLiteral("memoryChart"));
+  timing_view_ = make_view(timing_chart_, this);
+  timing_view_->setObjectName(QStringLiteral("timingChart"));
+  auto* split = new QSplitter(Qt::Horizontal, this);
+  split->addWidget(memory_view_);
+  split->addWidget(timing_view_);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 1);
+  auto* lay = new QHBoxLayout(this);
+  lay->setContentsMargins(0, 0, 0, 0);
+  lay->addWidget(split);
+  refresh_ = new QTimer(this);
+  refresh_->setSingleShot(true);
+  refresh_->setInterval(kRefreshMs);
+  connect(refresh_, &QTimer::timeout, this, &ChartsPanel::flush);
+}
+
+QString ChartsPanel::stageGroup(const QString& stage) {
+  if (stage.startsWith(QLatin1String("encoder."))) return stage.mid(8);
+  if (stage.startsWith(QLatin1String("decoder."))) return stage.mid(8);
+  return stage;
+}
+
+void ChartsPanel::clear() {
+  log_.clear();
+  allocated_->clear();
+  peak_->clear();
+  device_->clear();
+  pending_alloc_.clear();
+  pending_peak_.clear();
+  pending_device_.clear();
+  groups_.clear();
+  values_.clear();
+  categories_.clear();
+  category_index_.clear();
+  category_totals_.clear();
+  run_offset_.clear();
+  last_t_ = 0;
+  max_mib_ = 1;
+  bars_dirty_ = true;
+  rebuildBars();
+  mem_x_->setRange(0, 1);
+  mem_y_->setRange(0, 1);
+  time_y_->setRange(0, 1);
+}
+
+void ChartsPanel::addPoints(const QVector<TelemetryPoint>& points) {
+  if (points.isEmpty()) return;
+  for (const TelemetryPoint& p : points) {
+    log_.push_back(p);
+    auto off = run_offset_.find(p.run_id);
+    if (off == run_offset_.end()) off = run_offset_.insert(p.run_id, last_t_);
+    const double t = *off + p.t_s;
+    last_t_ = std::max(last_t_, t);
+    pending_alloc_.push_back({t, p.current_bytes / kMiB});
+    pending_peak_.push_back({t, p.peak_bytes / kMiB});
+    max_mib_ = std::max({max_mib_, p.current_bytes / kMiB, p.peak_bytes / kMiB});
+    if (p.device_used_bytes >= 0) {
+      pending_device_.push_back({t, p.device_used_bytes / kMiB});
+      max_mib_ = std::max(max_mib_, p.device_used_bytes / kMiB);
+    }
+    if (p.op == QLatin1String("run")) continue;  // memory-only samples
+    const QString key = QStringLiteral("%1|%2|%3|%4|%5").arg(p.run_id).arg(p.slot, p.op).arg(p.chunk).arg(p.tile);
+    int idx;
+    auto ci = category_index_.find(key);
+    if (ci == category_index_.end()) {
+      QString label = (p.slot.isEmpty() ? QString() : p.slot + QLatin1Char(' ')) +
+                      (p.op == QLatin1String("encode") ? QStringLiteral("e") : QStringLiteral("d")) +
+                      QString::number(std::max<qint64>(0, p.chunk));
+      if (p.tile >= 0) label += QStringLiteral("·t%1").arg(p.tile);
+      while (categories_.contains(label)) label += QLatin1Char('\'');
+      idx = static_cast<int>(categories_.size());
+      categories_.push_back(label);
+      category_index_.insert(key, idx);
+      category_totals_.push_back(0);
+      for (auto& v : values_) v.push_back(0.0);
+    } else {
+      idx = *ci;
+    }
+    const QString group = stageGroup(p.stage);
+    int g = static_cast<int>(groups_.indexOf(group));
+    if (g < 0) {
+      g = static_cast<int>(groups_.size());
+      groups_.push_back(group);
+      values_.push_back(QVector<double>(categories_.size(), 0.0));
+    }
+    values_[g][idx] += p.wall_ms;
+    category_totals_[idx] += p.wall_ms;
+    bars_dirty_ = true;
+  }
+  if (!refresh_->isActive()) refresh_->start();
+}
+
+void ChartsPanel::flush() {
+  refresh_->stop();
+  if (!pending_alloc_.isEmpty()) allocated_->append(pending_alloc_);
+  if (!pending_peak_.isEmpty()) peak_->append(pending_peak_);
+  if (!pending_device_.isEmpty()) device_->append(pending_device_);
+  pending_alloc_.clear();
+  pending_peak_.clear();
+  pending_device_.clear();
+  rebuildBars();
+  updateRanges();
+}
+
+void ChartsPanel::rebuildBars() {
+  if (!bars_dirty_) return;
+  bars_dirty_ = false;
+  // Sets are filled before they join a series, and the series before it joins the chart: one
+  // layout for the whole update.
+  static const QColor palette[] = {
+      QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44),  QColor(214, 39, 40),
+      QColor(148, 103, 189), QColor(140, 86, 75), QColor(227, 119, 194), QColor(127, 127, 127),
+      QColor(188, 189, 34), QColor(23, 190, 207), QColor(57, 59, 121),  QColor(173, 73, 74),
+      QColor(99, 121, 57),  QColor(206, 109, 189)};
+  const int n = static_cast<int>(categories_.size());
+  const int first = std::max(0, n - visible_bars_);
+  auto* series = new QStackedBarSeries();
+  series->setBarWidth(0.85);
+  QList<QBarSet*> sets;
+  for (int g = 0; g < groups_.size(); ++g) {
+    auto* set = new QBarSet(groups_[g]);
+    const QColor c = palette[g % std::size(palette)];
+    set->setColor(c);
+    set->setBorderColor(c.darker(130));
+    QList<qreal> v;
+    v.reserve(n - first);
+    for (int i = first; i < n; ++i) v.push_back(values_[g][i]);
+    set->append(v);
+    sets.push_back(set);
+  }
+  series->append(sets);
+  // Hovering a bar segment names its stage, chunk/tile and time (the legend may be cut short).
+  const QStringList labels = categories_.mid(first);
+  connect(series, &QStackedBarSeries::hovered, this, [this, labels](bool status, int index, QBarSet* set) {
+    if (!status || !set || index < 0 || index >= labels.size()) {
+      QToolTip::hideText();
+      return;
+    }
+    QToolTip::showText(QCursor::pos(), tr("%1 · %2: %3 ms").arg(labels[index], set->label()).arg(set->at(index), 0, 'f', 1),
+                       timing_view_);
+  });
+  timing_chart_->removeSeries(timing_);
+  delete timing_;
+  timing_ = series;
+  time_x_->clear();
+  time_x_->append(categories_.mid(first));
+  timing_chart_->addSeries(timing_);
+  timing_->attachAxis(time_x_);
+  timing_->attachAxis(time_y_);
+  time_x_->setLabelsVisible(n - first <= 24);
+}
+
+void ChartsPanel::updateRanges() {
+  mem_x_->setRange(0, std::max(1.0, last_t_ * 1.02));
+  mem_y_->setRange(0, max_mib_ * 1.1);
+  const int n = static_cast<int>(categories_.size());
+  const int first = std::max(0, n - visible_bars_);
+  double m = 1;
+  for (int i = first; i < n; ++i) m = std::max(m, category_totals_[i]);
+  time_y_->setRange(0, m * 1.1);
+}
+
+QImage ChartsPanel::render(const QString& which, QSize size) {
+  // A private, never-displayed copy of the panel fed with the whole log: the report gets every
+  // sample at a readable size whatever the on-screen panel looks like.
+  ChartsPanel copy;
+  copy.setAttribute(Qt::WA_DontShowOnScreen);
+  const bool timing = which == QLatin1String("timing");
+  (timing ? copy.memory_view_ : copy.timing_view_)->hide();
+  copy.visible_bars_ = 1 << 20;  // the report shows every chunk and tile
+  copy.addPoints(log_);
+  copy.flush();
+  copy.time_x_->setLabelsVisible(copy.timingCategories() <= 64);
+  copy.resize(size);
+  copy.layout()->activate();
+  QImage img(size, QImage::Format_ARGB32_Premultiplied);
+  img.fill(Qt::white);
+  {
+    QPainter painter(&img);
+    copy.QWidget::render(&painter);  // a hidden widget renders after its pending resize events
+  }
+  return img;
+}
+
+}  // namespace seedvae::ui

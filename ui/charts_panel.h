@@ -1,0 +1,93 @@
+// Live graphs (Qt Charts) fed by the engine telemetry:
+//  * memory over time: engine allocated, engine peak and device-wide used (for the CPU backend
+//    the process's resident size), in MiB against seconds since the session started;
+//  * time per chunk (and per tile when tiled), stacked by stage (top-level block).
+// Runs of one session (a single run, or A then B) share the time axis. Every sample is kept in
+// log() for the report even when the charts show only the most recent bars.
+//
+// Cost on the GUI thread: samples are stored as plain numbers on arrival and the Qt Charts
+// objects are updated at most every kRefreshMs (line series by batch append, the bar chart rebuilt
+// in one piece for the visible window), so a burst of telemetry costs one chart layout, not one
+// per sample.
+#pragma once
+
+#include <QMap>
+#include <QPair>
+#include <QVector>
+#include <QWidget>
+
+#include "ui/studio_types.h"
+
+QT_BEGIN_NAMESPACE
+class QTimer;
+class QBarCategoryAxis;
+class QBarSet;
+class QChart;
+class QChartView;
+class QLineSeries;
+class QStackedBarSeries;
+class QValueAxis;
+QT_END_NAMESPACE
+
+namespace seedvae::ui {
+
+class ChartsPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ChartsPanel(QWidget* parent = nullptr);
+
+  void clear();  // a new session
+  void addPoints(const QVector<TelemetryPoint>& points);
+  // Applies pending samples to the charts now (otherwise done by a timer).
+  void flush();
+  const QVector<TelemetryPoint>& log() const { return log_; }
+
+  QLineSeries* allocatedSeries() const { return allocated_; }
+  QLineSeries* peakSeries() const { return peak_; }
+  QLineSeries* deviceSeries() const { return device_; }
+  QStackedBarSeries* timingSeries() const { return timing_; }
+  int timingCategories() const { return static_cast<int>(categories_.size()); }
+  QChartView* memoryView() const { return memory_view_; }
+  QChartView* timingView() const { return timing_view_; }
+
+  // Renders a chart for the report (GUI thread): "memory" or "timing".
+  QImage render(const QString& which, QSize size = {1100, 440});
+
+  static constexpr int kVisibleBars = 40;
+  static constexpr int kRefreshMs = 250;
+  // "decoder.up_blocks.1" -> "up_blocks.1"; "exact tile" stays.
+  static QString stageGroup(const QString& stage);
+
+ private:
+  void rebuildBars();
+  void updateRanges();
+
+  QChart* memory_chart_;
+  QChartView* memory_view_;
+  QLineSeries* allocated_;
+  QLineSeries* peak_;
+  QLineSeries* device_;
+  QValueAxis* mem_x_;
+  QValueAxis* mem_y_;
+  QChart* timing_chart_;
+  QChartView* timing_view_;
+  QStackedBarSeries* timing_;
+  QBarCategoryAxis* time_x_;
+  QValueAxis* time_y_;
+  QVector<TelemetryPoint> log_;
+  QStringList groups_;               // stage groups, in order of appearance
+  QVector<QVector<double>> values_;  // [group][category] milliseconds
+  QStringList categories_;
+  QMap<QString, int> category_index_;  // (slot, op, chunk, tile) -> index
+  QVector<double> category_totals_;
+  QMap<quint64, double> run_offset_;
+  double last_t_ = 0;
+  double max_mib_ = 1;
+  QList<QPointF> pending_alloc_, pending_peak_, pending_device_;
+  bool bars_dirty_ = false;
+  int visible_bars_ = kVisibleBars;
+  QTimer* refresh_ = nullptr;
+};
+
+}  // namespace seedvae::ui

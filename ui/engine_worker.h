@@ -1,0 +1,75 @@
+// The engine worker: a QObject living on the one thread that owns the backend (and, with CUDA,
+// the device, streams and handles), the VaeModel and the clip being processed. Every call into
+// the engine happens here. The GUI reaches it only through queued calls carrying value types
+// (RunController), and cancels through the run's CancelToken directly, never through this
+// object's event queue (which is busy while a run executes).
+//
+// Output channels (all bounded): progress signals throttled to >= 1% or >= 100 ms; decoded frames
+// through a LatestChannel (a slow GUI drops frames; the FrameStore keeps them all for the
+// scrubber); telemetry through a BoundedQueue drained in batches. Each channel keeps at most one
+// queued notification in flight.
+#pragma once
+
+#include <QObject>
+#include <memory>
+#include <optional>
+
+#include "core/backend/backend.h"
+#include "core/vae/vae_model.h"
+#include "ui/backend_catalog.h"
+#include "ui/channels.h"
+#include "ui/report.h"
+#include "ui/studio_types.h"
+
+namespace seedvae::ui {
+
+class EngineWorker : public QObject {
+  Q_OBJECT
+
+ public:
+  EngineWorker(std::shared_ptr<const BackendCatalog> catalog,
+               std::shared_ptr<LatestChannel<FrameUpdate>> frames,
+               std::shared_ptr<BoundedQueue<TelemetryPoint>> telemetry);
+  ~EngineWorker() override;
+
+  // Slots, called through queued invocations from the controller (worker thread).
+  void run(const RunRequest& request);
+  void compare(quint64 id, const RunSummary& a, const RunSummary& b);
+  void probeDevices(const QString& backend);
+  void writeReport(const ReportJob& job, std::shared_ptr<CancelToken> cancel);
+  void writeVideo(const RunSummary& run, const QString& path);
+  // Frees the model and the backend (on this thread) before the thread ends.
+  void release();
+
+ signals:
+  void runStarted(quint64 id, QString slot);
+  void progress(seedvae::ui::ProgressUpdate update);
+  void framesReady();      // the latest-frame channel has something
+  void telemetryReady();   // the telemetry queue has something
+  void runFinished(seedvae::ui::RunSummary summary);
+  void compared(quint64 id, seedvae::ui::AbComparison result);
+  void devicesProbed(QString backend, QVector<seedvae::ui::DeviceStatus> devices);
+  void reportWritten(seedvae::ui::ReportResult result);
+  void videoWritten(bool ok, QString path, QString message);
+
+ private:
+  struct ClipCache;
+  Status execute(const RunRequest& request, RunSummary& summary);
+  Status ensure_engine(const RunRequest& request, std::shared_ptr<const VaeWeights> weights,
+                       RunSummary& summary);
+
+  std::shared_ptr<const BackendCatalog> catalog_;
+  std::shared_ptr<LatestChannel<FrameUpdate>> frames_;
+  std::shared_ptr<BoundedQueue<TelemetryPoint>> telemetry_;
+
+  // Engine state, owned by this thread. Destroyed model-first (its tensors live on the backend).
+  std::unique_ptr<Backend> backend_;
+  QString backend_key_;
+  std::optional<VaeModel> model_;
+  std::shared_ptr<const VaeWeights> model_weights_;
+  std::shared_ptr<const VaeWeights> builtin_weights_;
+  QString builtin_name_;
+  std::unique_ptr<ClipCache> clip_;
+};
+
+}  // namespace seedvae::ui

@@ -1,0 +1,92 @@
+// GUI-thread owner of the engine worker thread (../shared/docs/style.md rules 8-10).
+//
+//  * start()/startAB() post the request to the worker (queued call, value types) and return.
+//  * cancel() stores into the run's CancelToken directly from the GUI thread: the worker's event
+//    queue is busy with the run, so a queued cancel would arrive after the job.
+//  * The worker's outputs arrive as queued signals; frames and telemetry come through bounded
+//    channels drained here and re-emitted as frameAvailable / telemetryReceived.
+//  * A/B: A then B on the same input, sequentially on the one engine thread, then a comparison
+//    job (also on the worker) produces the AbComparison.
+//  * Destruction: cancel, release the engine on its thread, quit(), wait().
+#pragma once
+
+#include <QElapsedTimer>
+#include <QObject>
+#include <QThread>
+#include <memory>
+#include <optional>
+
+#include "ui/backend_catalog.h"
+#include "ui/channels.h"
+#include "ui/report.h"
+#include "ui/studio_types.h"
+
+namespace seedvae::ui {
+
+class EngineWorker;
+
+class RunController : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit RunController(std::shared_ptr<const BackendCatalog> catalog, QObject* parent = nullptr);
+  ~RunController() override;
+
+  const BackendCatalog& catalog() const { return *catalog_; }
+  std::shared_ptr<const BackendCatalog> catalogPtr() const { return catalog_; }
+  bool busy() const { return busy_; }
+
+  // Returns the run id, or 0 when a run is already in progress.
+  quint64 start(RunRequest request);
+  quint64 startAB(RunRequest a, RunRequest b);
+  // Direct, lock-free: the engine sees it at its next check (between blocks, chunks and tiles).
+  void cancel();
+  bool cancelRequested() const;
+
+  void probeDevices(const QString& backend);
+  void writeReport(ReportJob job);
+  void writeVideo(const RunSummary& run, const QString& path);
+
+  // The newest frame store of a slot ("" for a single run, "A", "B").
+  std::shared_ptr<FrameStore> store(const QString& slot) const;
+  std::optional<RunSummary> lastRun(const QString& slot) const;
+  std::optional<AbComparison> lastAB() const { return last_ab_; }
+  QThread* workerThread() { return &thread_; }
+  long long droppedFrames() const { return frames_->dropped(); }
+
+ signals:
+  void busyChanged(bool busy);
+  void runStarted(quint64 id, QString slot);
+  void progressChanged(seedvae::ui::ProgressUpdate update);
+  void frameAvailable(seedvae::ui::FrameUpdate frame);
+  void telemetryReceived(QVector<seedvae::ui::TelemetryPoint> points);
+  void runFinished(seedvae::ui::RunSummary summary);
+  void abFinished(seedvae::ui::AbComparison result);
+  void devicesProbed(QString backend, QVector<seedvae::ui::DeviceStatus> devices);
+  void reportWritten(seedvae::ui::ReportResult result);
+  void videoWritten(bool ok, QString path, QString message);
+
+ private:
+  void post(RunRequest request);
+  void setBusy(bool busy);
+  void onRunFinished(const RunSummary& summary);
+  void drainFrames();
+  void drainTelemetry();
+
+  std::shared_ptr<const BackendCatalog> catalog_;
+  std::shared_ptr<LatestChannel<FrameUpdate>> frames_;
+  std::shared_ptr<BoundedQueue<TelemetryPoint>> telemetry_;
+  QThread thread_;
+  EngineWorker* worker_ = nullptr;  // lives on thread_, deleted there
+  bool busy_ = false;
+  quint64 next_id_ = 1;
+  std::shared_ptr<CancelToken> cancel_;
+  std::optional<RunRequest> pending_b_;
+  std::optional<RunSummary> ab_a_;
+  quint64 ab_id_ = 0;
+  QMap<QString, std::shared_ptr<FrameStore>> stores_;
+  QMap<QString, RunSummary> last_runs_;
+  std::optional<AbComparison> last_ab_;
+};
+
+}  // namespace seedvae::ui
