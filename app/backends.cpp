@@ -10,7 +10,13 @@
 namespace seedvae::app {
 
 Result<std::unique_ptr<Backend>> make_backend(const BackendRequest& r) {
-  if (r.name == "cpu") return create_cpu_backend({r.threads});
+  if (r.name == "cpu") {
+    if (r.precision != "fp32") {
+      return unsupported("the CPU backend computes in fp32; --precision " + r.precision +
+                         " needs --backend cuda");
+    }
+    return create_cpu_backend({r.threads});
+  }
   if (r.name == "cuda") {
 #ifdef SEEDVAE_HAVE_CUDA
     const auto info = gpu::runtime_info();

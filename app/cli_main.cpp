@@ -11,6 +11,7 @@
 #include <string>
 
 #include "app/backends.h"
+#include "app/cuda_cli_options.h"
 #include "core/base/atomic_file.h"
 #include "core/base/cancel.h"
 #include "core/base/progress.h"
@@ -127,6 +128,7 @@ struct ModelOptions {
         ->excludes(w);
     c->add_option("--backend", backend.name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
     c->add_option("--threads", backend.threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
+    add_backend_options(c, backend);
     c->add_option("--chunk", chunk,
                   "latent frames per temporal chunk (1 latent = 4 frames); 0 = whole clip at once")
         ->check(CLI::Range(0, 1 << 20));
@@ -730,6 +732,7 @@ int main(int argc, char** argv) {
   verify->add_flag("--no-intermediates", no_inter, "skip per-block intermediates");
   verify->add_option("--backend", vbackend.name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   verify->add_option("--threads", vbackend.threads, "CPU threads (0: all)");
+  add_backend_options(verify, vbackend);
   verify->add_flag("--json", vjson, "machine-readable output");
   verify->add_flag("--quiet,-q", vquiet, "no progress on stderr");
 
@@ -814,6 +817,7 @@ int main(int argc, char** argv) {
     if (!vweights.empty()) vopt.weights = vweights;
     vopt.run_model = !inputs_only;
     vopt.intermediates = !no_inter;
+    vopt.precision = vbackend.precision;
     return cmd_verify(vopt, vbackend, vjson, vquiet);
   }
   if (mw->parsed()) return cmd_make_weights(mw_which, mw_seed, mw_dtype, mw_out);

@@ -77,10 +77,8 @@ Status validate_options(const CudaOptions& o) {
   if (o.offload_window_mib < 0 || o.offload_min_bytes < 0) {
     return invalid_argument("the offload window and threshold must be >= 0");
   }
-  if (o.buffer_reuse && !o.channels_last) {
-    // Not an error for the defaults: in NCDHW the frames of one channel are not adjacent to the
-    // next tensor's, so there is nothing to reuse in place; the switch simply has no effect.
-  }
+  // buffer_reuse with NCDHW is accepted (it is the default) but has no effect: in NCDHW a
+  // tensor's frames are not contiguous, so there are no spare frames to pad into.
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     cudaGetLastError();

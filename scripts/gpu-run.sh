@@ -148,6 +148,15 @@ if phase cli; then
   # The CLI path (make_backend + verify) as users run it: fp32, TF32 off, golden tolerance 1e-4.
   step cli_verify 240 "$BIN/seedvae" verify --reference "$GOLDEN" --backend cuda --no-intermediates
   tail -3 "$LOGS/cli_verify.log"
+  # Low precision: bounded by PyTorch's own error for each tensor (manifest lowp_error_vs_fp32).
+  for p in bf16 fp16; do
+    step "cli_verify_$p" 240 "$BIN/seedvae" verify --reference "$GOLDEN" --backend cuda \
+      --precision "$p" --config real
+    grep -E "FAIL|^verify" "$LOGS/cli_verify_$p.log" | head -8
+  done
+  step cli_bench_512 240 "$BIN/seedvae" bench --backend cuda --precision bf16 --synthetic real \
+    --size 512x512 --frames 17 --repeats 5 --json
+  grep -E "ms_per_frame|peak_mib|tflops_per_s\"" "$LOGS/cli_bench_512.log" | head -8
   if "$BIN/seedvae" bench --help 2>/dev/null | grep -q -- "--precision"; then
     step cli_bench 240 "$BIN/seedvae" bench --backend cuda --precision bf16 --synthetic real \
       --size 1920x1080 --frames 17 --json

@@ -97,12 +97,13 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights,
     BenchOpResult op;
     op.op = enc ? "encode" : "decode";
     std::map<std::string, std::vector<double>> stage_runs;
-    for (int i = 0; i < o.warmup + o.repeats; ++i) {
+    // Warm-up runs, then `repeats` timed runs without telemetry (the op totals), then one run
+    // with stage telemetry, which synchronises after every block (the per-stage split).
+    for (int i = 0; i < o.warmup + o.repeats + 1; ++i) {
       StageTimes times;
-      const bool measured = i >= o.warmup;
-      // Stage telemetry synchronises after every block: only on measured runs, and the op total
-      // is taken from a separate run without it when repeats allow.
-      model.set_telemetry(measured ? &times : nullptr);
+      const bool measured = i >= o.warmup && i < o.warmup + o.repeats;
+      const bool staged = i == o.warmup + o.repeats;
+      model.set_telemetry(staged ? &times : nullptr);
       backend.reset_peak();
       const auto t0 = Clock::now();
       auto out = enc ? encode_video(model, x, {o.chunk_latents}) : decode_latent(model, x, {o.chunk_latents});
@@ -110,10 +111,10 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights,
       SEEDVAE_TRY(backend.synchronize());
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       model.set_telemetry(nullptr);
+      for (const auto& [k, v] : times.ms) stage_runs[k].push_back(v);
       if (!measured) continue;
       op.runs_ms.push_back(ms);
       op.peak_bytes = std::max(op.peak_bytes, backend.memory_stats().peak_bytes);
-      for (const auto& [k, v] : times.ms) stage_runs[k].push_back(v);
     }
     op.total_ms = median(op.runs_ms);
     for (const auto& [k, v] : flops) op.tflop += v / 1e12;

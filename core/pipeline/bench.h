@@ -26,7 +26,8 @@ struct BenchOptions {
 struct BenchStage {
   std::string op;          // "encode" or "decode"
   std::string stage;       // "decoder.up_blocks.1" ...
-  double ms = 0;           // median total over the run (all chunks)
+  double ms = 0;           // total over the staged run (all chunks; one extra run whose
+                           // telemetry synchronises after every block)
   double gflop = 0;        // analytic
 };
 

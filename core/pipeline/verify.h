@@ -21,6 +21,10 @@ struct VerifyOptions {
   std::vector<std::string> only;          // tensor-name substrings to run; empty: all
   std::optional<std::filesystem::path> weights;  // overrides the folder's / synthetic weights
   double tolerance = 1e-4;                // max abs error for outputs (fp32)
+  // The backend's precision. fp32 uses `tolerance`; tf32 uses the golden README's recommendation
+  // (max abs 1e-2, rms 1.5e-3); fp16/bf16 must be no worse (max abs and rms) than PyTorch's own
+  // error for the same tensor in the same mode (manifest lowp_error_vs_fp32, *_pure rows).
+  std::string precision = "fp32";
   bool run_model = true;                  // false: check inputs and weights only
   bool intermediates = true;              // compare per-block intermediates where shipped
 };
