@@ -110,7 +110,9 @@ class tst_StudioRuns : public QObject {
     // The engine polls the token after every top-level block, between chunks and between
     // tiles: the latency is a fraction of one chunk's time.
     double first_chunk_ms = 0;
-    for (const TelemetryPoint& p : c.lastRun("")->telemetry) {
+    const auto last = c.lastRun("");  // keep the record alive for the loop
+    QVERIFY(last);
+    for (const TelemetryPoint& p : last->telemetry) {
       if (p.op == "decode" && p.chunk == 0) first_chunk_ms += p.wall_ms;
     }
     qInfo("cancel latency: %.2f ms; one decoder chunk took %.1f ms (decoded %lld of 41 frames)",
