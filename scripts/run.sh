@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# The main job on built-in defaults: install dependencies (Debian 12, root), build, then encode and
-# decode the built-in sample clip with the built-in model on the CPU backend, printing PSNR/SSIM,
-# time per frame and peak memory, and writing the reconstruction to out/sample_roundtrip.mp4.
+# The main job on built-in defaults: install dependencies (Debian 12, root), build, then open the
+# studio on the built-in model and the built-in sample clip and start a run. Without a display the
+# studio runs the same job headless and writes its report (Markdown, JSON, stills, video) to
+# out/studio-demo. A build without the studio runs the CLI round trip instead
+# (out/sample_roundtrip.mp4). Extra arguments go to the program.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
 mkdir -p out
-./build/release/app/seedvae roundtrip --sample-clip -o out/sample_roundtrip.mp4 "$@"
+if [ -x build/release/app/seedvae-studio ]; then
+  exec ./build/release/app/seedvae-studio --demo -o out/studio-demo "$@"
+fi
+exec ./build/release/app/seedvae roundtrip --sample-clip -o out/sample_roundtrip.mp4 "$@"
