@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libcli11-dev libdnnl-dev
   libopencv-dev
-  qt6-base-dev qt6-base-dev-tools libqt6charts6-dev libqt6opengl6-dev libqt6svg6-dev
+  qt6-base-dev qt6-base-dev-tools qt6-charts-dev libqt6opengl6-dev qt6-svg-dev
   libgl1-mesa-dev libxkbcommon-dev qt6-qpa-plugins
   clang libclang-rt-14-dev
 )
