@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Build the training data pack and the held-out evaluation clips for the demo model.
+
+Material: freely licensed stills from Debian 12 packages (no video material is packaged in Debian
+that is both natural and freely licensed; camera motion is synthesised from stills):
+
+  package                        licence (debian/copyright)        what
+  mate-backgrounds               GPL-2+                            nature photos (nature/*), abstract art
+  plasma-workspace-wallpapers    GPL-2+ (KDE Visual Design Group)  photos and illustrations
+  ukui-wallpapers                CC-BY-SA-3.0                      illustrations and photos
+  lomiri-wallpapers-20.04        CC-BY-SA-3.0                      photos and art
+  gnome-backgrounds              CC-BY-SA-3.0                      illustrations / textures (webp)
+  python3-skimage                CC0 / public domain (per image, skimage/data/_fetchers.py)
+                                                                   photos: astronaut (NASA, PD),
+                                                                   coffee, chelsea, camera, textures (CC0),
+                                                                   rocket (SpaceX, PD), hubble (NASA, PD)
+
+(opencv-data was checked: Debian's package ships only cascade XML files, no sample images/videos.)
+
+Install them (as root):   apt-get install -y mate-backgrounds plasma-workspace-wallpapers \
+    ukui-wallpapers lomiri-wallpapers-20.04 gnome-backgrounds python3-skimage python3-pil python3-opencv
+or, without installing, extract them:  apt-get download <pkgs>; dpkg -x <pkg>.deb /tmp/pkgs/x_<pkg>
+and pass  --roots /tmp/pkgs/x_*  (each root is searched like "/").
+
+Output:
+  .demo-data/images/*.jpg     training/validation stills, <= 1024 px long side, JPEG quality 90
+  .demo-data/index.json       [{file, package, licence, source, split: train|val}] + totals
+  resources/demo/clips/<name>/NNN.jpg  held-out evaluation clips: 256x256, 17 frames as JPEG
+                              files (quality 90; an image-sequence directory our reader accepts),
+                              made from HELD-OUT stills that never enter the pack;
+                              clips/README.md records sources, licences and motion.
+
+Usage:  /usr/bin/python3 tools/demo_model/prepare_data.py [--roots /tmp/pkgs/x_*] [--max-mib 24]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import io
+import json
+import math
+import os
+import sys
+
+import numpy as np
+from PIL import Image
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+
+# (package, licence, glob relative to a root, with the root standing for "/")
+SOURCES = [
+    ("mate-backgrounds", "GPL-2+", "usr/share/backgrounds/mate/nature/*.jpg"),
+    ("mate-backgrounds", "GPL-2+", "usr/share/backgrounds/mate/abstract/*.png"),
+    ("mate-backgrounds", "GPL-2+", "usr/share/backgrounds/mate/abstract/Elephants.jpg"),
+    ("mate-backgrounds", "GPL-2+", "usr/share/backgrounds/mate/desktop/GreenTraditional.jpg"),
+    ("mate-backgrounds", "GPL-2+", "usr/share/backgrounds/mate/desktop/Ubuntu-Mate-*-no-logo.png"),
+    ("plasma-workspace-wallpapers", "GPL-2+", "usr/share/wallpapers/*/contents/images/*"),
+    ("ukui-wallpapers", "CC-BY-SA-3.0", "usr/share/backgrounds/*.jpg"),
+    ("ukui-wallpapers", "CC-BY-SA-3.0", "usr/share/backgrounds/*.png"),
+    ("lomiri-wallpapers-20.04", "CC-BY-SA-3.0", "usr/share/backgrounds/*_by_*.jpg"),
+    ("gnome-backgrounds", "CC-BY-SA-3.0", "usr/share/backgrounds/gnome/*.webp"),
+    ("python3-skimage", "CC0-1.0 / public domain (skimage/data/_fetchers.py)",
+     "usr/lib/python3/dist-packages/skimage/data/*.png"),
+    ("python3-skimage", "CC0-1.0 / public domain (skimage/data/_fetchers.py)",
+     "usr/lib/python3/dist-packages/skimage/data/*.jpg"),
+]
+
+# skimage images that are photographs/textures with a stated free licence (the rest are
+# synthetic test patterns, scans or have no stated licence in _fetchers.py).
+SKIMAGE_OK = {"astronaut", "coffee", "chelsea", "camera", "rocket", "hubble_deep_field",
+              "grass", "gravel", "brick", "retina", "cell", "moon", "coins", "page", "horse",
+              "ihc", "text", "motorcycle_left"}
+# GNOME files that are not useful (tiny or flat)
+SKIP = {"vnc-d", "vnc-l", "symbolic-d", "symbolic-l", "motorcycle_right", "Arc-Colors-Transparent-Wallpaper"}
+
+# Held-out sources: never written to the pack; the evaluation clips are made from them.
+# name -> (package, licence, path suffix, motion)
+HELD_OUT = {
+    "ladybird": ("mate-backgrounds", "GPL-2+", "mate/nature/LadyBird.jpg",
+                 dict(scale=1.9, pan=(60, 20), zoom=1.08, rot=0.0)),
+    "boats": ("plasma-workspace-wallpapers", "GPL-2+", "wallpapers/EveningGlow/",
+              dict(scale=2.4, pan=(-90, 8), zoom=1.0, rot=0.0)),
+    "cat": ("python3-skimage", "CC0-1.0 (Stefan van der Walt)", "skimage/data/chelsea.png",
+            dict(scale=1.05, pan=(30, -20), zoom=1.12, rot=0.0)),
+    "forest": ("plasma-workspace-wallpapers", "GPL-2+", "wallpapers/Path/",
+               dict(scale=3.0, pan=(12, -48), zoom=1.15, rot=0.02)),
+}
+
+
+def find_sources(roots):
+    """Yield (package, licence, path) for every candidate still, one file per plasma wallpaper
+    (its largest image), skipping duplicates in several sizes."""
+    seen = set()
+    out = []
+    for pkg, lic, pattern in SOURCES:
+        for root in roots:
+            files = sorted(glob.glob(os.path.join(root, pattern)))
+            if "wallpapers/*/contents" in pattern:  # one image per plasma wallpaper: the largest
+                best = {}
+                for f in files:
+                    key = f.split("/contents/")[0]
+                    try:
+                        w, h = Image.open(f).size
+                    except Exception:
+                        continue
+                    if key not in best or w * h > best[key][0]:
+                        best[key] = (w * h, f)
+                files = [v[1] for v in best.values()]
+            for f in files:
+                stem = os.path.splitext(os.path.basename(f))[0]
+                wall = f.split("/contents/")[0].rsplit("/", 1)[-1] if "/contents/" in f else stem
+                if pkg == "python3-skimage" and stem not in SKIMAGE_OK:
+                    continue
+                if stem in SKIP or wall in SKIP:
+                    continue
+                key = (pkg, wall)
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append((pkg, lic, f, wall))
+    return out
+
+
+def is_held_out(path):
+    return any(v[2] in path for v in HELD_OUT.values())
+
+
+def load_rgb(path, long_side):
+    im = Image.open(path)
+    im.load()
+    if im.mode in ("RGBA", "LA", "P"):
+        im = im.convert("RGBA")
+        bg = Image.new("RGBA", im.size, (0, 0, 0, 255))
+        im = Image.alpha_composite(bg, im)
+    im = im.convert("RGB")
+    s = long_side / max(im.size)
+    if s < 1:
+        im = im.resize((max(1, round(im.width * s)), max(1, round(im.height * s))), Image.LANCZOS)
+    return im
+
+
+def make_clip(img, motion, n=17, size=256):
+    """Camera-like motion over a still: the image is first reduced (Lanczos) so that one output
+    pixel covers `scale` source pixels, then every frame is an affine resample (bicubic) of a
+    size x size window around the centre that pans by `pan` output pixels in total, zooms in by
+    `zoom` (log-linear) and rotates by `rot` radians, with ease-in/ease-out timing."""
+    scale = motion["scale"]
+    base = img.resize((max(size + 8, round(img.width / scale * 1.0)),
+                       max(size + 8, round(img.height / scale * 1.0))), Image.LANCZOS)
+    W, H = base.size
+    frames = []
+    for i in range(n):
+        u = i / (n - 1)
+        e = 0.5 - 0.5 * math.cos(math.pi * u)  # ease in/out
+        z = motion["zoom"] ** e                  # >1: zoom in over the clip
+        ang = motion["rot"] * e
+        # pan: total camera displacement over the clip in output pixels (dx, dy), centred
+        cx = W / 2 + motion["pan"][0] * (e - 0.5)
+        cy = H / 2 + motion["pan"][1] * (e - 0.5)
+        # Affine map output (x, y) -> base: centre + R * (x - size/2) / z
+        c, s_ = math.cos(ang), math.sin(ang)
+        a, b = c / z, -s_ / z
+        d, e2 = s_ / z, c / z
+        x0 = cx - a * size / 2 - b * size / 2
+        y0 = cy - d * size / 2 - e2 * size / 2
+        fr = base.transform((size, size), Image.AFFINE, (a, b, x0, d, e2, y0), resample=Image.BICUBIC)
+        frames.append(fr)
+    return frames
+
+
+def write_jpeg_dir(frames, dest, quality=90):
+    """Frames as dest/000.jpg ... (the engine reads an image-sequence directory in name order)."""
+    os.makedirs(dest, exist_ok=True)
+    for f in glob.glob(os.path.join(dest, "*")):
+        os.remove(f)
+    for i, f in enumerate(frames):
+        f.save(os.path.join(dest, f"{i:03d}.jpg"), "JPEG", quality=quality, optimize=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--roots", nargs="*", default=[], help="extra roots searched like / (dpkg -x dirs)")
+    ap.add_argument("--out", default=os.path.join(REPO, ".demo-data"))
+    ap.add_argument("--clips", default=os.path.join(REPO, "resources", "demo", "clips"))
+    ap.add_argument("--long-side", type=int, default=1024)
+    ap.add_argument("--quality", type=int, default=90)
+    ap.add_argument("--max-mib", type=float, default=24.0)
+    ap.add_argument("--val", default="Kite,Garden,coffee,Shell",
+                    help="pack images kept for validation (not trained on)")
+    ap.add_argument("--no-clips", action="store_true")
+    ap.add_argument("--clip-quality", type=int, default=90)
+    args = ap.parse_args()
+
+    roots = ["/"] + args.roots
+    cands = find_sources(roots)
+    train = [c for c in cands if not is_held_out(c[2])]
+    held = [c for c in cands if is_held_out(c[2])]
+    print(f"{len(cands)} candidate stills, {len(held)} held out, {len(train)} for the pack")
+    if not train:
+        print("no sources found: install the packages named in the docstring or pass --roots")
+        return 1
+
+    img_dir = os.path.join(args.out, "images")
+    os.makedirs(img_dir, exist_ok=True)
+    for f in glob.glob(os.path.join(img_dir, "*.jpg")):
+        os.remove(f)
+    val_names = set(args.val.split(",")) if args.val else set()
+    index, total = [], 0
+    for pkg, lic, path, name in train:
+        im = load_rgb(path, args.long_side)
+        if min(im.size) < 200 or np.asarray(im).std() < 4:  # tiny or flat: nothing to learn
+            continue
+        buf = io.BytesIO()
+        im.save(buf, "JPEG", quality=args.quality, optimize=True)
+        data = buf.getvalue()
+        if total + len(data) > args.max_mib * 2**20:
+            print(f"size limit reached, skipping {path}")
+            continue
+        fname = f"{pkg}__{name}.jpg".replace(" ", "_")
+        with open(os.path.join(img_dir, fname), "wb") as fo:
+            fo.write(data)
+        total += len(data)
+        index.append({"file": f"images/{fname}", "package": pkg, "licence": lic,
+                      "source": "/" + os.path.relpath(path, next(r for r in roots if path.startswith(r)))
+                      .lstrip("./"), "size": list(im.size),
+                      "split": "val" if name in val_names else "train"})
+    pkgs = {}
+    for e in index:
+        pkgs.setdefault(e["package"], e["licence"])
+    meta = {"images": index, "packages": pkgs, "total_bytes": total,
+            "held_out_sources": {k: {"package": v[0], "licence": v[1], "path": v[2]}
+                                 for k, v in HELD_OUT.items()},
+            "note": "held-out sources are never in this pack; evaluation clips are made from them"}
+    with open(os.path.join(args.out, "index.json"), "w") as fo:
+        json.dump(meta, fo, indent=1)
+    nval = sum(e["split"] == "val" for e in index)
+    print(f"pack: {len(index)} images ({nval} val), {total / 2**20:.2f} MiB in {args.out}")
+
+    if args.no_clips:
+        return 0
+    os.makedirs(args.clips, exist_ok=True)
+    lines = ["# Held-out evaluation clips", "",
+             "256x256, 17 frames, one directory of JPEG frames (000.jpg ... 016.jpg, quality 90) per "
+             "clip; `seedvae roundtrip resources/demo/clips/<name>` reads it. Synthesised camera motion "
+             "(pan / zoom / slight rotation with ease-in-out) over stills that are NOT in the demo "
+             "model's training data (tools/demo_model/prepare_data.py).", "",
+             "| clip | package | licence | source | motion |", "| --- | --- | --- | --- | --- |"]
+    for name, (pkg, lic, suffix, motion) in HELD_OUT.items():
+        src = [c for c in held if suffix in c[2]]
+        if not src:
+            print(f"held-out source for {name} not found ({suffix})")
+            continue
+        path = src[0][2]
+        im = load_rgb(path, 4096)
+        frames = make_clip(im, motion)
+        out = os.path.join(args.clips, name)
+        write_jpeg_dir(frames, out, args.clip_quality)
+        size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
+        print(f"clip {out}/: {size / 1024:.0f} KiB from {path}")
+        lines.append(f"| {name}/ | {pkg} | {lic} | {path.split('/usr/', 1)[-1]} | {motion} |")
+    with open(os.path.join(args.clips, "README.md"), "w") as fo:
+        fo.write("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
