@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "core/base/build_info.h"
 #include "core/cpu/cpu_backend.h"
 #ifdef SEEDVAE_HAVE_CUDA
 #include "gpu/cuda_backend.h"
@@ -50,7 +51,8 @@ Result<std::unique_ptr<Backend>> make_backend(const BackendRequest& r) {
 std::vector<std::string> describe_devices() {
   std::vector<std::string> out;
   out.push_back("cpu: " + std::to_string(std::thread::hardware_concurrency()) +
-                " hardware threads (oneDNN)");
+                " hardware threads (" +
+                (build_info().onednn ? "oneDNN" : "portable kernels, no oneDNN") + ")");
 #ifdef SEEDVAE_HAVE_CUDA
   const auto info = gpu::runtime_info();
   std::string rt = "cuda: runtime " + gpu::format_cuda_version(info.runtime_version) +
@@ -70,6 +72,23 @@ std::vector<std::string> describe_devices() {
   out.push_back("cuda: not built");
 #endif
   return out;
+}
+
+std::string version_report(std::string_view program,
+                           const std::vector<std::pair<std::string, std::string>>& extra) {
+  const BuildInfo& b = build_info();
+  VersionLines lines;
+  lines.emplace_back("build", b.build_type + ", " + b.compiler + ", " + b.target);
+  lines.emplace_back("cpu backend", cpu_backend_libraries());
+#ifdef SEEDVAE_HAVE_CUDA
+  lines.emplace_back("cuda backend", gpu::version_report());
+#else
+  lines.emplace_back("cuda backend", "not built");
+#endif
+  lines.emplace_back("video i/o", b.media ? "OpenCV " + b.opencv : "not built (no OpenCV)");
+  for (const auto& line : extra) lines.push_back(line);
+  lines.emplace_back("license", "MIT; third-party notices in THIRD_PARTY_NOTICES.md");
+  return format_version_report(program, lines);
 }
 
 }  // namespace seedvae::app

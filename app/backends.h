@@ -3,6 +3,8 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/backend/backend.h"
@@ -31,5 +33,11 @@ struct BackendRequest {
 Result<std::unique_ptr<Backend>> make_backend(const BackendRequest& request);
 // Human-readable lines about every device (CPU and, when built, CUDA).
 std::vector<std::string> describe_devices();
+
+// The --version text of `program`: version and git commit, compiler and build type, the CPU
+// kernels' libraries, the CUDA runtime/cuDNN/cuBLAS versions (when built), OpenCV (when built),
+// then `extra` lines (the studio adds Qt).
+std::string version_report(std::string_view program,
+                           const std::vector<std::pair<std::string, std::string>>& extra = {});
 
 }  // namespace seedvae::app

@@ -112,6 +112,7 @@ struct ModelOptions {
   std::string synthetic;  // "tiny" or "real"
   BackendRequest backend;
   int chunk = 1;
+  int hires_chunk = 0;  // VaeModel::set_hires_chunk_frames
   bool quiet = false;
   bool json = false;
   std::string tiling = "off";  // off | blend | exact
@@ -131,6 +132,11 @@ struct ModelOptions {
     add_backend_options(c, backend);
     c->add_option("--chunk", chunk,
                   "latent frames per temporal chunk (1 latent = 4 frames); 0 = whole clip at once")
+        ->check(CLI::Range(0, 1 << 20));
+    c->add_option("--hires-chunk", hires_chunk,
+                  "chunked upsampling: run the full-frame-rate high-resolution stages (decoder "
+                  "after its last temporal upsampling, encoder before its first temporal "
+                  "downsampling) N frames at a time; exact, less memory; 0 = off")
         ->check(CLI::Range(0, 1 << 20));
     c->add_flag("--quiet,-q", quiet, "no progress on stderr");
     c->add_flag("--json", json, "machine-readable output on stdout");
@@ -396,6 +402,7 @@ Result<Engine> make_engine(const ModelOptions& mo) {
   SEEDVAE_ASSIGN_OR_RETURN(e.weights, mo.load());
   SEEDVAE_ASSIGN_OR_RETURN(e.backend, make_backend(mo.backend));
   SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(*e.backend, e.weights));
+  m.set_hires_chunk_frames(mo.hires_chunk);
   e.model.emplace(std::move(m));
   if (!mo.quiet) {
     std::cerr << "weights: " << e.weights.source << " (" << e.weights.config.to_string() << ", "
@@ -628,6 +635,7 @@ int cmd_bench(const ModelOptions& mo, BenchOptions bo, const std::string& size,
     return fail(invalid_argument("--size must be WxH, got " + size));
   }
   bo.chunk_latents = mo.chunk;
+  bo.hires_chunk_frames = mo.hires_chunk;
   auto weights = mo.load();
   if (!weights) return fail(weights.status());
   auto backend = make_backend(mo.backend);
@@ -641,7 +649,8 @@ int cmd_bench(const ModelOptions& mo, BenchOptions bo, const std::string& size,
   if (!r) return fail(r.status());
   Json j{{"backend", r->backend}, {"config", r->config}, {"weights", weights->source},
          {"width", bo.width}, {"height", bo.height}, {"frames", bo.frames},
-         {"chunk_latents", bo.chunk_latents}, {"warmup", bo.warmup}, {"repeats", bo.repeats},
+         {"chunk_latents", bo.chunk_latents}, {"hires_chunk_frames", bo.hires_chunk_frames},
+         {"warmup", bo.warmup}, {"repeats", bo.repeats},
          {"version", SEEDVAE_VERSION}};
   for (const auto& op : r->ops) {
     j["ops"].push_back({{"op", op.op}, {"total_ms", op.total_ms}, {"ms_per_frame", op.ms_per_frame},
@@ -705,7 +714,11 @@ int main(int argc, char** argv) {
                "seedvae"};
   app.footer(kExitCodes);
   app.require_subcommand(1);
-  app.set_version_flag("--version", "seedvae " SEEDVAE_VERSION);
+  app.set_version_flag("--version", [] {  // CLI11 adds the final newline
+    std::string v = version_report("seedvae");
+    if (!v.empty() && v.back() == '\n') v.pop_back();
+    return v;
+  });
 
   // info
   std::vector<std::string> info_paths;

@@ -5,7 +5,11 @@
 // create() and probe_devices() run on the studio's engine thread, so the CUDA device, streams and
 // handles are born on the thread that uses them.
 #include <QString>
+#include <QtGlobal>
+#include <cstdio>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "app/backends.h"
@@ -13,6 +17,15 @@
 #include "ui/studio_app.h"
 #ifdef SEEDVAE_HAVE_CUDA
 #include "gpu/cuda_backend.h"
+#endif
+#ifdef _WIN32
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+#include <windows.h>  // AttachConsole (--version)
 #endif
 
 namespace seedvae::app {
@@ -187,5 +200,17 @@ class AppCatalog final : public ui::BackendCatalog {
 }  // namespace seedvae::app
 
 int main(int argc, char** argv) {
+  // --version: the build report with the Qt versions (compiled against, loaded), before any
+  // QApplication exists, so it works without a display.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--version") {
+#ifdef _WIN32  // a GUI-subsystem program: print into the console it was started from, if any
+      if (AttachConsole(ATTACH_PARENT_PROCESS)) std::freopen("CONOUT$", "w", stdout);
+#endif
+      const std::string qt = std::string(qVersion()) + " (built with " QT_VERSION_STR ")";
+      std::fputs(seedvae::app::version_report("seedvae-studio", {{"qt", qt}}).c_str(), stdout);
+      return 0;
+    }
+  }
   return seedvae::ui::run_studio(argc, argv, std::make_shared<seedvae::app::AppCatalog>());
 }

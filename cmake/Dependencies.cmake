@@ -3,14 +3,29 @@
 find_package(Threads REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
-# oneDNN (CPU backend). Debian's dnnl-config.cmake insists on OpenCL development files although we
-# use only the CPU engine, so locate the header and library directly.
-find_path(SEEDVAE_DNNL_INCLUDE dnnl.hpp REQUIRED)
-find_library(SEEDVAE_DNNL_LIBRARY NAMES dnnl REQUIRED)
-if(NOT TARGET DNNL::dnnl)
-  add_library(DNNL::dnnl UNKNOWN IMPORTED)
-  set_target_properties(DNNL::dnnl PROPERTIES IMPORTED_LOCATION "${SEEDVAE_DNNL_LIBRARY}"
-                        INTERFACE_INCLUDE_DIRECTORIES "${SEEDVAE_DNNL_INCLUDE}")
+# CPU backend kernels: oneDNN (AUTO: when found; ON: required) or, with OFF or AUTO without oneDNN,
+# the portable implicit-GEMM kernels on Eigen (core/cpu/gemm_engine.h), e.g. the mingw-w64 build.
+# Sets SEEDVAE_HAVE_ONEDNN. Debian's dnnl-config.cmake insists on OpenCL development files although
+# we use only the CPU engine, so locate the header and library directly.
+set(SEEDVAE_WITH_ONEDNN AUTO CACHE STRING "CPU convolutions/GEMMs through oneDNN: AUTO, ON or OFF (portable Eigen kernels)")
+set_property(CACHE SEEDVAE_WITH_ONEDNN PROPERTY STRINGS AUTO ON OFF)
+set(SEEDVAE_HAVE_ONEDNN OFF)
+if(NOT SEEDVAE_WITH_ONEDNN STREQUAL "OFF")
+  find_path(SEEDVAE_DNNL_INCLUDE dnnl.hpp)
+  find_library(SEEDVAE_DNNL_LIBRARY NAMES dnnl)
+  if(SEEDVAE_DNNL_INCLUDE AND SEEDVAE_DNNL_LIBRARY)
+    set(SEEDVAE_HAVE_ONEDNN ON)
+    if(NOT TARGET DNNL::dnnl)
+      add_library(DNNL::dnnl UNKNOWN IMPORTED)
+      set_target_properties(DNNL::dnnl PROPERTIES IMPORTED_LOCATION "${SEEDVAE_DNNL_LIBRARY}"
+                            INTERFACE_INCLUDE_DIRECTORIES "${SEEDVAE_DNNL_INCLUDE}")
+    endif()
+  elseif(SEEDVAE_WITH_ONEDNN STREQUAL "ON")
+    message(FATAL_ERROR "SEEDVAE_WITH_ONEDNN=ON but oneDNN (dnnl.hpp, libdnnl) was not found")
+  endif()
+endif()
+if(NOT SEEDVAE_HAVE_ONEDNN)
+  find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 endif()
 
 set(SEEDVAE_HAVE_MEDIA OFF)

@@ -360,10 +360,33 @@ class CudaBackend final : public Backend {
   }
 
   Result<HostTensor> download(const Tensor& t) override {
-    SEEDVAE_TRY(check_thread("download"));
-    SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * s, storage_of(t, "download", "tensor"));
+    const auto t0 = std::chrono::steady_clock::now();
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor host, HostTensor::create(DType::kF32, t.shape));
+    download_alloc_ms_ +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const int64_t n = t.shape.numel();
-    const std::string what = "download " + str(t.shape);
+    SEEDVAE_TRY(download_planes(t, static_cast<float*>(host.raw()), n, 1, n, "download"));
+    return host;
+  }
+
+  Status download_frames(const Tensor& t, HostTensor& dst, int64_t frame_offset) override {
+    SEEDVAE_TRY(check_download_frames(t.shape, dst, frame_offset));
+    const Shape& s = t.shape;
+    const int64_t frame = s[3] * s[4];
+    // N*C planes of T frames each, written at frame_offset of planes of T_dst frames.
+    auto* base = static_cast<float*>(dst.raw()) + frame_offset * frame;
+    return download_planes(t, base, s[2] * frame, s[0] * s[1], dst.shape()[2] * frame,
+                           "download_frames");
+  }
+
+  // Converts t to contiguous fp32 NCDHW on the device, then copies `planes` runs of `plane`
+  // floats to the host, run i at dst + i * dst_stride (a dense download is one plane).
+  Status download_planes(const Tensor& t, float* dst, int64_t plane, int64_t planes,
+                         int64_t dst_stride, std::string_view op) {
+    SEEDVAE_TRY(check_thread(op));
+    SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * s, storage_of(t, op, "tensor"));
+    const int64_t n = t.shape.numel();
+    const std::string what = std::string(op) + " " + str(t.shape);
     if (chunk_open_) SEEDVAE_CUDA_TRY(cudaEventRecord(chunk_end_, stream_), what);
     // Finish the queued compute first so the transfer time is measured alone.
     SEEDVAE_CUDA_TRY(cudaStreamSynchronize(stream_), what);
@@ -373,13 +396,11 @@ class CudaBackend final : public Backend {
       cudaGetLastError();
       chunk_open_ = false;
     }
+    if (n == 0) return Status::ok();
     const auto t0 = std::chrono::steady_clock::now();
-    if (n == 0) return HostTensor(DType::kF32, t.shape);
     const ElemType et = elem_of(t.dtype);
     const void* src = s->ptr();
     BlockPtr scratch;
-    // Device side first (conversion to contiguous fp32 NCDHW), so the host allocation below
-    // overlaps it.
     const bool transposed = (s->kind == Kind::kActivation || s->kind == Kind::kConvWeight) &&
                             s->layout == Layout::kNDHWC && t.shape.rank() == 5;
     if (transposed || et != ElemType::kF32) {
@@ -393,14 +414,18 @@ class CudaBackend final : public Backend {
       SEEDVAE_TRY(check_launch(what));
       src = scratch->ptr;
     }
-    SEEDVAE_ASSIGN_OR_RETURN(HostTensor host, HostTensor::create(DType::kF32, t.shape));
-    const auto t1 = std::chrono::steady_clock::now();
-    SEEDVAE_TRY(copy_to_host(host.raw(), src, n * 4, what));
-    const auto t2 = std::chrono::steady_clock::now();
-    download_alloc_ms_ += std::chrono::duration<double, std::milli>(t1 - t0).count();
-    download_ms_ += std::chrono::duration<double, std::milli>(t2 - t0).count();
+    const auto* from = static_cast<const float*>(src);
+    if (dst_stride == plane) {
+      SEEDVAE_TRY(copy_to_host(dst, from, n * 4, what));
+    } else {
+      for (int64_t i = 0; i < planes; ++i) {
+        SEEDVAE_TRY(copy_to_host(dst + i * dst_stride, from + i * plane, plane * 4, what));
+      }
+    }
+    download_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count();
     download_bytes_ += n * 4;
-    return host;
+    return Status::ok();
   }
 
   // ---- ops ---------------------------------------------------------------------------------

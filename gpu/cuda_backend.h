@@ -37,6 +37,9 @@ RuntimeInfo runtime_info();
 std::vector<DeviceInfo> list_devices();
 // "13.0" from 13000.
 std::string format_cuda_version(int v);
+// For --version: the CUDA runtime, cuDNN and cuBLAS versions loaded at run time and those this
+// build was compiled against, and the driver's ("none" without one). Initialises no device.
+std::string version_report();
 
 // ---- the backend ---------------------------------------------------------------------------
 

@@ -12,6 +12,26 @@ std::string format_cuda_version(int v) {
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
 
+std::string version_report() {
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);  // 0 without a driver
+  auto dotted = [](int v) {  // cuDNN 9 / cuBLAS: major * 10000 + minor * 100 + patch
+    return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
+           std::to_string(v % 100);
+  };
+  int cb_major = 0, cb_minor = 0, cb_patch = 0;
+  cublasGetProperty(MAJOR_VERSION, &cb_major);
+  cublasGetProperty(MINOR_VERSION, &cb_minor);
+  cublasGetProperty(PATCH_LEVEL, &cb_patch);
+  return "CUDA runtime " + format_cuda_version(runtime) + " (built with " +
+         format_cuda_version(CUDART_VERSION) + "), driver " +
+         (driver ? format_cuda_version(driver) : std::string("none")) + "; cuDNN " +
+         dotted(static_cast<int>(cudnnGetVersion())) + " (built with " + dotted(CUDNN_VERSION) +
+         "); cuBLAS " + dotted(cb_major * 10000 + cb_minor * 100 + cb_patch) + " (built with " +
+         dotted(CUBLAS_VERSION) + ")";
+}
+
 RuntimeInfo runtime_info() {
   RuntimeInfo info;
   cudaDriverGetVersion(&info.driver_version);

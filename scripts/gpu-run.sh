@@ -7,7 +7,7 @@
 #   scripts/gpu-run.sh dist             (on the build machine) gather stripped binaries, oneDNN
 #                                       (xz) and the golden data into build-gpu/dist (< 64 MiB)
 #   scripts/gpu-run.sh [phase ...]      (on the GPU machine) phases: info tests verify bench
-#                                       ablate cli (default: all)
+#                                       hires ablate cli (default: all)
 #
 # Environment: OUT (results folder, default /tmp/seedvae-out), DIST (default build-gpu/dist),
 # BUILD (default build-gpu), GOLDEN_SRC (default ../shared/golden), BUDGET_S (stop starting new
@@ -47,7 +47,7 @@ LOGS=$WORK/logs
 rm -rf "$WORK"
 mkdir -p "$LOGS" "$OUT"
 START=$(date +%s)
-PHASES=${*:-info tests verify bench ablate cli}
+PHASES=${*:-info tests verify bench hires ablate cli}
 
 # ---- libraries: cuDNN / cuBLAS from python's NVIDIA wheels, oneDNN carried (xz) ----------------
 SITE=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || true)
@@ -130,6 +130,29 @@ if phase bench; then
       --precision bf16 --offload-state --repeats 3 --warmup 1 --gemm-tflops "$GEMM" \
       --json "$WORK/bench_bf16_offload_$s.json"
     grep -E "^(encode|decode|memory)|error" "$LOGS/bench_bf16_offload_$s.log"
+  done
+fi
+
+if phase hires; then
+  # Chunked upsampling (--hires-chunk N) and the causal-state offload: memory and time at 1080p,
+  # larger temporal chunks at 512², and a golden check of the pieces in fp32.
+  GEMM=$(python3 -c "import json;print(json.load(open('$WORK/rates.json'))['bf16_gemm_tflops'])" 2>/dev/null || echo 0)
+  step verify_fp32_hires1 180 "$BIN/seedvae_gpu_bench" verify --reference "$GOLDEN" --precision fp32 \
+    --hires-chunk 1 --no-intermediates --json "$WORK/verify_fp32_hires1.json"
+  grep -E "^verify|FAIL" "$LOGS/verify_fp32_hires1.log" | head -8
+  for v in "1" "2" "1 --offload-state" "2 --offload-state"; do
+    tag=$(echo "$v" | tr -d ' -')
+    # shellcheck disable=SC2086
+    step "bench_hires_$tag" 240 "$BIN/seedvae_gpu_bench" bench --size 1920x1080 --frames 17 \
+      --precision bf16 --hires-chunk $v --repeats 3 --warmup 1 --gemm-tflops "$GEMM" \
+      --json "$WORK/bench_hires_$tag.json"
+    grep -E "^(encode|decode|memory)|error" "$LOGS/bench_hires_$tag.log"
+  done
+  for c in 0 2; do
+    step "bench_512_chunk$c" 200 "$BIN/seedvae_gpu_bench" bench --size 512x512 --frames 17 \
+      --precision bf16 --chunk "$c" --repeats 5 --warmup 1 --gemm-tflops "$GEMM" \
+      --json "$WORK/bench_512_chunk$c.json"
+    grep -E "^(encode|decode|memory)|error" "$LOGS/bench_512_chunk$c.log"
   done
 fi
 

@@ -399,6 +399,7 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   topt.weights = weights.get();
   topt.exact_keep_weights = settings.exact_keep_weights;
   const StreamOptions stream{settings.chunk_latents};
+  model_->set_hires_chunk_frames(settings.hires_chunk_frames);
   const bool exact = settings.tiling == TilingMode::kExact;
 
   // Exact mode runs layer by layer outside VaeModel's stage telemetry: sample at each tile.

@@ -80,6 +80,7 @@ Prediction dry_run(const PredictionRequest& r) {
     p.error = QString::fromStdString(model.status().to_string());
     return p;
   }
+  model->set_hires_chunk_frames(r.settings.hires_chunk_frames);
   p.weight_bytes = cb.weight_bytes();
 
   const int64_t latents = (T - 1) / tf + 1;

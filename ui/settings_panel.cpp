@@ -173,6 +173,17 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
   chunk_->setObjectName(QStringLiteral("chunkSpin"));
   chunk_->setSpecialValueText(tr("whole clip"));
   sf->addRow(tr("Temporal chunk"), chunk_);
+  hires_ = make_spin(streaming, 0, 4096, 1, QString(),
+                     tr("Chunked upsampling: run the high-resolution stages at full frame rate "
+                        "(decoder after its last temporal upsampling, encoder before its first "
+                        "temporal downsampling) this many frames at a time, carrying the causal "
+                        "state between pieces (not used by exact tiling, which has its own "
+                        "layer-by-layer schedule). Same output; less memory (1080p bf16 on an H100: "
+                        "encode peak 15.0 -> 11.7 GiB with 1 frame) for a few percent more time. "
+                        "0 = off."));
+  hires_->setObjectName(QStringLiteral("hiresChunkSpin"));
+  hires_->setSpecialValueText(tr("off"));
+  sf->addRow(tr("High-res pieces (frames)"), hires_);
   temporal_pad_ = new QComboBox(streaming);
   temporal_pad_->addItem(tr("mirror"), QStringLiteral("mirror"));
   temporal_pad_->addItem(tr("repeat last"), QStringLiteral("repeat-last"));
@@ -273,7 +284,7 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
       emitChanged();
     });
   }
-  for (QSpinBox* s : {tile_w_, tile_h_, overlap_w_, overlap_h_, chunk_}) {
+  for (QSpinBox* s : {tile_w_, tile_h_, overlap_w_, overlap_h_, chunk_, hires_}) {
     connect(s, &QSpinBox::valueChanged, this, &SettingsPanel::emitChanged);
   }
   connect(keep_weights_, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
@@ -393,6 +404,7 @@ EngineSettings SettingsPanel::settings() const {
   s.overlap_height = overlap_h_->value();
   s.exact_keep_weights = keep_weights_->isChecked();
   s.chunk_latents = chunk_->value();
+  s.hires_chunk_frames = hires_->value();
   s.temporal_pad = temporal_pad_->currentData().toString();
   s.spatial_multiple = multiple_->currentData().toInt();
   s.budget_mib = static_cast<int>(budget_->value() * 1024.0 + 0.5);
@@ -419,6 +431,7 @@ void SettingsPanel::setSettings(const EngineSettings& in) {
   overlap_h_->setValue(s.overlap_height);
   keep_weights_->setChecked(s.exact_keep_weights);
   chunk_->setValue(s.chunk_latents);
+  hires_->setValue(s.hires_chunk_frames);
   temporal_pad_->setCurrentIndex(std::max(0, temporal_pad_->findData(s.temporal_pad)));
   multiple_->setCurrentIndex(std::max(0, multiple_->findData(s.spatial_multiple)));
   budget_->setValue(s.budget_mib / 1024.0);

@@ -91,6 +91,7 @@ class SettingsPanel : public QWidget {
   QLabel* tiling_note_;
 
   QSpinBox* chunk_;
+  QSpinBox* hires_;
   QComboBox* temporal_pad_;
   QComboBox* multiple_;
 

@@ -46,6 +46,7 @@ QJsonObject EngineSettings::to_json() const {
       {"tile_layout", tile_layout},
       {"exact_keep_weights", exact_keep_weights},
       {"chunk_latents", chunk_latents},
+      {"hires_chunk_frames", hires_chunk_frames},
       {"budget_mib", budget_mib},
       {"temporal_pad", temporal_pad},
       {"spatial_multiple", spatial_multiple},
@@ -77,7 +78,8 @@ EngineSettings EngineSettings::from_json(const QJsonObject& j, QStringList* warn
   static const QStringList kKnown{"backend", "device", "precision", "toggles", "tiling",
                                   "tile_width", "tile_height", "overlap_width", "overlap_height",
                                   "tile_layout", "exact_keep_weights",
-                                  "chunk_latents", "budget_mib", "temporal_pad",
+                                  "chunk_latents", "hires_chunk_frames", "budget_mib",
+                                  "temporal_pad",
                                   "spatial_multiple"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (!kKnown.contains(it.key()) && warnings) *warnings << QStringLiteral("unknown key %1 ignored").arg(it.key());
@@ -104,6 +106,8 @@ EngineSettings EngineSettings::from_json(const QJsonObject& j, QStringList* warn
   }
   s.exact_keep_weights = j.value("exact_keep_weights").toBool(s.exact_keep_weights);
   s.chunk_latents = clamped_int(j, "chunk_latents", s.chunk_latents, 0, 4096, warnings);
+  s.hires_chunk_frames =
+      clamped_int(j, "hires_chunk_frames", s.hires_chunk_frames, 0, 4096, warnings);
   s.budget_mib = clamped_int(j, "budget_mib", s.budget_mib, 0, 1 << 24, warnings);
   const QString pad = j.value("temporal_pad").toString(s.temporal_pad);
   if (pad == QLatin1String("mirror") || pad == QLatin1String("repeat-last")) {
@@ -120,6 +124,7 @@ QString EngineSettings::summary() const {
   QString s = QStringLiteral("%1 %2, chunk %3").arg(backend, precision,
                                                     chunk_latents == 0 ? QStringLiteral("whole clip")
                                                                        : QString::number(chunk_latents));
+  if (hires_chunk_frames > 0) s += QStringLiteral(", hi-res pieces %1").arg(hires_chunk_frames);
   if (tiling == TilingMode::kOff) {
     s += QStringLiteral(", untiled");
   } else {
@@ -141,6 +146,7 @@ QString EngineSettings::short_label() const {
                   ? QStringLiteral("untiled")
                   : QStringLiteral("%1 %2×%3").arg(tiling_mode_name(tiling)).arg(tile_width).arg(tile_height);
   s += chunk_latents == 0 ? QStringLiteral(", whole clip") : QStringLiteral(", chunk %1").arg(chunk_latents);
+  if (hires_chunk_frames > 0) s += QStringLiteral(", hi-res %1 f").arg(hires_chunk_frames);
   if (backend != QLatin1String("cpu")) s = backend + QStringLiteral(" ") + precision + QStringLiteral(", ") + s;
   return s;
 }
@@ -159,7 +165,7 @@ bool EngineSettings::operator==(const EngineSettings& o) const {
          tile_height == o.tile_height && overlap_width == o.overlap_width &&
          overlap_height == o.overlap_height && tile_layout == o.tile_layout &&
          exact_keep_weights == o.exact_keep_weights && chunk_latents == o.chunk_latents &&
-         budget_mib == o.budget_mib && temporal_pad == o.temporal_pad &&
+         hires_chunk_frames == o.hires_chunk_frames && budget_mib == o.budget_mib && temporal_pad == o.temporal_pad &&
          spatial_multiple == o.spatial_multiple;
 }
 

@@ -47,6 +47,7 @@ struct EngineSettings {
   QString tile_layout = QStringLiteral("reference");  // blend: "reference" (upstream) or "uniform"
   bool exact_keep_weights = false;              // exact: keep every layer's weights resident
   int chunk_latents = 1;                        // latent frames per temporal chunk, 0 = whole clip
+  int hires_chunk_frames = 0;                   // chunked upsampling: high-res stages N frames at a time
   int budget_mib = 0;                           // memory budget for the planner, 0 = free memory
   QString temporal_pad = QStringLiteral("mirror");  // "mirror" or "repeat-last"
   int spatial_multiple = 8;                     // 8 or 16

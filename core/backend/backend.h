@@ -69,6 +69,9 @@ struct MemoryStats {
   int64_t device_total_bytes = -1;
 };
 
+// Validates the arguments of Backend::download_frames (shared by every backend).
+Status check_download_frames(const Shape& src, const HostTensor& dst, int64_t frame_offset);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -86,6 +89,10 @@ class Backend {
   virtual Result<Tensor> upload_weight(const HostTensor& host, std::string_view name) = 0;
   // Copies back to the host as contiguous fp32 NCDHW (synchronises).
   virtual Result<HostTensor> download(const Tensor& t) = 0;
+  // Copies a 5-D tensor [N, C, T, H, W] into frames [frame_offset, frame_offset + T) of `dst`, an
+  // fp32 host tensor [N, C, T_dst, H, W] (streams write each chunk straight into the clip's output).
+  // The default downloads and copies; backends may transfer directly.
+  virtual Status download_frames(const Tensor& t, HostTensor& dst, int64_t frame_offset);
 
   // ---- ops (shapes: x [N, C, T, H, W]) ------------------------------------------------------
   // y = conv3d(x, w) + b, w [Cout, Cin, kT, kH, kW], no temporal padding.

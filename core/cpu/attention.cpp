@@ -20,7 +20,7 @@
 namespace seedvae::cpu {
 
 Status attention_cl(const float* x, float* y, const Dims5& d, const AttentionPtrs& w, int threads,
-                    MatmulOneDnn& mm, const std::shared_ptr<MemoryCounters>& counters) {
+                    MatmulEngine& mm, const std::shared_ptr<MemoryCounters>& counters) {
   const int64_t C = d.c;
   const int64_t P = d.h * d.w;
   const int64_t max_block = std::min<int64_t>(P, std::max<int64_t>(64, (int64_t{1} << 22) / P));

@@ -6,7 +6,7 @@
 #include "core/base/status.h"
 #include "core/cpu/cpu_storage.h"
 #include "core/cpu/kernels.h"
-#include "core/cpu/matmul_onednn.h"
+#include "core/cpu/gemm_engine.h"
 
 namespace seedvae::cpu {
 
@@ -23,6 +23,6 @@ struct AttentionPtrs {
 // y = x + to_out(softmax(q k^T / sqrt(C)) v) per frame, x and y channels-last (vae_spec.md §2.1).
 // Temporaries are counted in `counters`; extra memory is O(block x tokens + tokens x C).
 Status attention_cl(const float* x, float* y, const Dims5& d, const AttentionPtrs& w, int threads,
-                    MatmulOneDnn& mm, const std::shared_ptr<MemoryCounters>& counters);
+                    MatmulEngine& mm, const std::shared_ptr<MemoryCounters>& counters);
 
 }  // namespace seedvae::cpu

@@ -20,16 +20,9 @@
 #include "core/cpu/cpu_storage.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/onednn_context.h"
+#include "core/cpu/op_problems.h"
 
 namespace seedvae::cpu {
-
-// One convolution problem: x [n, cin, t, h, w] * w [cout, cin, kt, kh, kw] (+ bias) -> y.
-struct ConvProblem {
-  Dims5 x, y;
-  int64_t cout = 0, kt = 0, kh = 0, kw = 0;
-  Conv3dParams p;
-  bool has_bias = false;
-};
 
 class Conv3dOneDnn {
  public:

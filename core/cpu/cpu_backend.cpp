@@ -14,15 +14,17 @@
 #include <string>
 #include <vector>
 
-#include <dnnl.hpp>
-
 #include "core/cpu/attention.h"
-#include "core/cpu/conv3d_onednn.h"
 #include "core/cpu/cpu_storage.h"
+#include "core/cpu/gemm_engine.h"
 #include "core/cpu/kernels.h"
-#include "core/cpu/matmul_onednn.h"
-#include "core/cpu/onednn_context.h"
 #include "core/cpu/parallel.h"
+
+#if SEEDVAE_CPU_ONEDNN
+#include <dnnl.hpp>
+#else
+#include <Eigen/Core>
+#endif
 
 namespace seedvae {
 namespace {
@@ -104,9 +106,7 @@ class CpuBackend final : public Backend {
         counters_(std::move(counters)),
         conv_(ctx_, counters_),
         matmul_(ctx_, counters_) {
-    const dnnl_version_t* v = dnnl_version();
-    name_ = "cpu (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-            std::to_string(v->patch) + ", " + std::to_string(threads_) +
+    name_ = "cpu (" + cpu::gemm_engine_name() + ", " + std::to_string(threads_) +
             (threads_ == 1 ? " thread)" : " threads)");
   }
 
@@ -451,13 +451,46 @@ class CpuBackend final : public Backend {
 
   int threads_;
   std::shared_ptr<cpu::MemoryCounters> counters_;
-  cpu::OneDnnContext ctx_;
-  cpu::Conv3dOneDnn conv_;
-  cpu::MatmulOneDnn matmul_;
+  cpu::GemmContext ctx_;
+  cpu::Conv3dEngine conv_;
+  cpu::MatmulEngine matmul_;
   std::string name_;
 };
 
 }  // namespace
+
+namespace cpu {
+
+std::string gemm_engine_name() {
+#if SEEDVAE_CPU_ONEDNN
+  const dnnl_version_t* v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch);
+#else
+  return "portable kernels, Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
+         std::to_string(EIGEN_MAJOR_VERSION) + "." + std::to_string(EIGEN_MINOR_VERSION) + " GEMM";
+#endif
+}
+
+}  // namespace cpu
+
+std::string cpu_backend_libraries() {
+  std::string s;
+#if SEEDVAE_CPU_ONEDNN
+  const dnnl_version_t* v = dnnl_version();
+  s = "oneDNN " + std::to_string(DNNL_VERSION_MAJOR) + "." + std::to_string(DNNL_VERSION_MINOR) +
+      "." + std::to_string(DNNL_VERSION_PATCH) + " (runtime " + std::to_string(v->major) + "." +
+      std::to_string(v->minor) + "." + std::to_string(v->patch) + ")";
+#else
+  s = cpu::gemm_engine_name() + " (no oneDNN)";
+#endif
+#if defined(_OPENMP)
+  s += ", OpenMP " + std::to_string(_OPENMP);
+#else
+  s += ", no OpenMP";
+#endif
+  return s;
+}
 
 Result<std::unique_ptr<Backend>> create_cpu_backend(const CpuBackendOptions& options) {
   if (options.threads < 0) {
@@ -468,9 +501,11 @@ Result<std::unique_ptr<Backend>> create_cpu_backend(const CpuBackendOptions& opt
   try {
     auto counters = std::make_shared<cpu::MemoryCounters>();
     return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(threads, std::move(counters)));
+#if SEEDVAE_CPU_ONEDNN
   } catch (const dnnl::error& e) {
     return internal_error(std::string("cpu backend: cannot create the oneDNN CPU engine: ") +
                           e.what());
+#endif
   } catch (const std::bad_alloc&) {
     return out_of_memory("cpu backend: out of memory creating the backend");
   }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "core/backend/backend.h"
 
@@ -19,5 +20,9 @@ struct CpuBackendOptions {
 };
 
 Result<std::unique_ptr<Backend>> create_cpu_backend(const CpuBackendOptions& options = {});
+
+// The libraries behind the CPU kernels of this build, for --version: "oneDNN 2.6.3 (runtime
+// 2.6.3), OpenMP 201511" or "portable kernels, Eigen 3.4.0 GEMM (no oneDNN), OpenMP 201511".
+std::string cpu_backend_libraries();
 
 }  // namespace seedvae

@@ -6,6 +6,9 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#if defined(_WIN32)
+#include <malloc.h>
+#endif
 
 namespace seedvae::cpu {
 
@@ -23,7 +26,11 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
 
 void Buffer::release() {
   if (ptr_ != nullptr) {
+#if defined(_WIN32)
+    _aligned_free(ptr_);
+#else
     std::free(ptr_);
+#endif
     if (counters_) counters_->sub(bytes_);
   }
   ptr_ = nullptr;
@@ -43,7 +50,11 @@ Result<Buffer> Buffer::allocate(int64_t bytes, std::shared_ptr<MemoryCounters> c
   // aligned_alloc wants a multiple of the alignment; keep at least one line for empty tensors.
   const int64_t align = bytes >= kHugeFrom ? kHugePage : 64;
   const int64_t rounded = bytes == 0 ? align : (bytes + align - 1) / align * align;
+#if defined(_WIN32)  // the Windows C runtimes have no aligned_alloc
+  void* p = _aligned_malloc(static_cast<size_t>(rounded), static_cast<size_t>(align));
+#else
   void* p = std::aligned_alloc(static_cast<size_t>(align), static_cast<size_t>(rounded));
+#endif
   if (p == nullptr) {
     return out_of_memory("host allocation of " + std::to_string(bytes) + " bytes failed for " +
                          std::string(what));

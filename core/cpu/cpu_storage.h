@@ -12,7 +12,12 @@
 #include <string_view>
 #include <vector>
 
+#if !defined(SEEDVAE_CPU_ONEDNN)
+#error "SEEDVAE_CPU_ONEDNN (0 or 1) is set by core/cpu/CMakeLists.txt; core/cpu headers are internal"
+#endif
+#if SEEDVAE_CPU_ONEDNN
 #include <dnnl.hpp>
+#endif
 
 #include "core/backend/backend.h"
 #include "core/base/status.h"
@@ -60,9 +65,20 @@ class Buffer {
   std::shared_ptr<MemoryCounters> counters_;
 };
 
-// A conv weight reordered into a layout a oneDNN convolution asked for.
+// Identifies the layout of a packed weight: the oneDNN memory descriptor a convolution asked for,
+// or, for the portable kernels (conv3d_portable.h), a layout tag.
+#if SEEDVAE_CPU_ONEDNN
+using PackDesc = dnnl::memory::desc;
+#else
+struct PackDesc {
+  int64_t tag = 0;
+  bool operator==(const PackDesc&) const = default;
+};
+#endif
+
+// A conv weight reordered into a layout a convolution asked for.
 struct PackedWeight {
-  dnnl::memory::desc desc;
+  PackDesc desc;
   Buffer buffer;
 };
 

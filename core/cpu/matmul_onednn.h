@@ -13,19 +13,9 @@
 #include "core/base/status.h"
 #include "core/cpu/cpu_storage.h"
 #include "core/cpu/onednn_context.h"
+#include "core/cpu/op_problems.h"
 
 namespace seedvae::cpu {
-
-// C[m, n] (row stride ldc) = A[m, k] (row stride lda) * op(B) (+ bias[n]) (+ C if accumulate),
-// op(B) = B [k, n] (row stride ldb) or, with b_transposed, the transpose of B [n, k] (row stride
-// ldb) -- the layout of a Linear weight [out, in].
-struct MatmulProblem {
-  int64_t m = 0, n = 0, k = 0;
-  int64_t lda = 0, ldb = 0, ldc = 0;
-  bool b_transposed = false;
-  bool bias = false;
-  bool accumulate = false;
-};
 
 class MatmulOneDnn {
  public:

@@ -87,6 +87,7 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights,
   r.options = o;
   r.config = c.to_string();
   SEEDVAE_ASSIGN_OR_RETURN(VaeModel model, VaeModel::create(backend, weights));
+  model.set_hires_chunk_frames(o.hires_chunk_frames);
   const int latents = (o.frames - 1) / f + 1;
   for (const bool enc : {true, false}) {
     if ((enc && !o.encode) || (!enc && !o.decode)) continue;

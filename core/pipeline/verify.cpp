@@ -174,6 +174,7 @@ class ConfigRun {
     if (!opt_.run_model) return Status::ok();
 
     SEEDVAE_ASSIGN_OR_RETURN(VaeModel model, VaeModel::create(backend_, weights_));
+    model.set_hires_chunk_frames(opt_.hires_chunk_frames);
     model_ = &model;
     tiled_decode_ = cfg.value("tiled_decode", Json::object());
     tiled_encode_ = cfg.value("tiled_encode", Json::object());

@@ -27,6 +27,7 @@ struct VerifyOptions {
   std::string precision = "fp32";
   bool run_model = true;                  // false: check inputs and weights only
   bool intermediates = true;              // compare per-block intermediates where shipped
+  int hires_chunk_frames = 0;             // VaeModel::set_hires_chunk_frames (0 = off)
 };
 
 struct VerifyRow {

@@ -71,14 +71,17 @@ Result<HostTensor> concat_time(std::span<const HostTensor> parts) {
 
 namespace {
 
-// Runs `chunks` through `step`, gathering outputs on the host along T.
+// Runs `chunks` through `step`; each chunk's output is downloaded straight into its frames of
+// the clip's output ([1, C, out_frames, H, W] fp32, allocated when the first chunk tells C, H, W),
+// so no per-chunk host tensors or final concatenation are needed.
 template <typename Step>
 Result<HostTensor> run_stream(const VaeModel& model, const HostTensor& input,
                               const std::vector<std::pair<int64_t, int64_t>>& in_ranges,
-                              std::string_view stage, const StreamHooks& hooks, Step step) {
+                              int64_t out_frames, std::string_view stage, const StreamHooks& hooks,
+                              Step step) {
   Backend& backend = model.backend();
   CausalState state;
-  std::vector<HostTensor> pieces;
+  HostTensor out;
   int64_t produced = 0;
   const auto total = static_cast<int64_t>(in_ranges.size());
   for (int64_t i = 0; i < total; ++i) {
@@ -89,14 +92,24 @@ Result<HostTensor> run_stream(const VaeModel& model, const HostTensor& input,
     SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(whole ? input : slice_time(input, b, e)));
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, step(x, state));
     x = {};
-    SEEDVAE_ASSIGN_OR_RETURN(HostTensor chunk, backend.download(y));
+    if (out.empty()) {
+      Shape o = y.shape;
+      if (o.rank() != 5) return internal_error("stream step returned " + o.to_string());
+      o[2] = out_frames;
+      SEEDVAE_ASSIGN_OR_RETURN(out, HostTensor::create(DType::kF32, o));
+    }
+    const int64_t t = y.shape[2];
+    SEEDVAE_TRY(backend.download_frames(y, out, produced));
     y = {};
-    if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(produced, chunk));
-    produced += chunk.shape()[2];
-    pieces.push_back(std::move(chunk));
+    if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(produced, slice_time(out, produced, produced + t)));
+    produced += t;
     if (hooks.progress) hooks.progress->report(stage, i + 1, total);
   }
-  return concat_time(pieces);
+  if (produced != out_frames) {
+    return internal_error("stream produced " + std::to_string(produced) + " frames, expected " +
+                          std::to_string(out_frames));
+  }
+  return out;
 }
 
 }  // namespace
@@ -114,7 +127,7 @@ Result<HostTensor> encode_video(const VaeModel& model, const HostTensor& video,
     b = b == 0 ? 0 : (b - 1) * f + 1;
     e = (e - 1) * f + 1;
   }
-  return run_stream(model, video, chunks, "encode", hooks,
+  return run_stream(model, video, chunks, latents, "encode", hooks,
                     [&](const Tensor& x, CausalState& st) { return model.encode_chunk(x, st); });
 }
 
@@ -124,7 +137,9 @@ Result<HostTensor> decode_latent(const VaeModel& model, const HostTensor& latent
   if (s.rank() != 5 || s[0] != 1 || s[2] < 1) {
     return invalid_argument("decode needs a [1, C, t, h, w] latent, got " + s.to_string());
   }
-  return run_stream(model, latent, plan_chunks(s[2], options.chunk_latents), "decode", hooks,
+  const int f = model.config().temporal_factor();
+  return run_stream(model, latent, plan_chunks(s[2], options.chunk_latents), (s[2] - 1) * f + 1,
+                    "decode", hooks,
                     [&](const Tensor& z, CausalState& st) { return model.decode_chunk(z, st); });
 }
 

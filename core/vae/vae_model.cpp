@@ -1,5 +1,8 @@
 #include "core/vae/vae_model.h"
 
+#include <algorithm>
+#include <vector>
+
 namespace seedvae {
 
 int64_t CausalState::bytes() const {
@@ -76,13 +79,13 @@ Result<Tensor> VaeModel::causal_conv(const Tensor& x, const std::string& prefix,
   }
   if (kt == 1) return backend_->conv3d(x, weight, bias, p);
 
+  // Memory is used whenever this conv has it: in a continued stream, and also within the first
+  // chunk when the high-resolution stages run in pieces (the second piece continues the first).
   const Tensor* memory = nullptr;
-  if (state.started) {
-    auto it = state.memory.find(prefix);
-    if (it == state.memory.end()) {
-      return internal_error("causal memory of " + prefix + " is missing in a continued stream");
-    }
+  if (auto it = state.memory.find(prefix); it != state.memory.end()) {
     memory = &it->second;
+  } else if (state.started) {
+    return internal_error("causal memory of " + prefix + " is missing in a continued stream");
   }
   SEEDVAE_ASSIGN_OR_RETURN(Tensor ext, backend_->causal_pad(x, memory, kt - 1));
   const int keep = kt - stride_t;
@@ -165,9 +168,12 @@ Result<Tensor> VaeModel::encode_chunk(const Tensor& x, CausalState& state) const
                             std::to_string(c.spatial_factor()));
   }
   start_stage_clock();
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, causal_conv(x, "encoder.conv_in", 1, 1, false, state));
-  SEEDVAE_TRY(observe("encoder.conv_in", h));
-  for (int l = 0; l < c.levels(); ++l) {
+  int first_level = 0;  // levels before the first temporal downsampling run in encoder_head
+  while (first_level < c.levels() - 1 && !c.encoder_temporal_down(first_level)) ++first_level;
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, in_pieces(x, [&](Tensor piece) {
+                             return encoder_head(std::move(piece), state);
+                           }));
+  for (int l = first_level; l < c.levels(); ++l) {
     const std::string p = "encoder.down_blocks." + std::to_string(l);
     for (int j = 0; j < c.layers_per_block; ++j) {
       SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, p + ".resnets." + std::to_string(j), state));
@@ -200,21 +206,83 @@ Result<Tensor> VaeModel::decode_chunk(const Tensor& z, CausalState& state) const
   SEEDVAE_TRY(observe("decoder.conv_in", h));
   SEEDVAE_ASSIGN_OR_RETURN(h, mid_block(h, "decoder.mid_block", state));
   SEEDVAE_TRY(observe("decoder.mid_block", h));
-  for (int l = 0; l < c.levels(); ++l) {
+  for (int l = 0; l < c.levels() && c.decoder_temporal_up(l); ++l) {
     const std::string p = "decoder.up_blocks." + std::to_string(l);
     for (int j = 0; j < c.layers_per_block + 1; ++j) {
       SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, p + ".resnets." + std::to_string(j), state));
     }
     if (l < c.levels() - 1) {
-      SEEDVAE_ASSIGN_OR_RETURN(h, upsample(h, p + ".upsamplers.0", c.decoder_temporal_up(l), state));
+      SEEDVAE_ASSIGN_OR_RETURN(h, upsample(h, p + ".upsamplers.0", true, state));
+    }
+    SEEDVAE_TRY(observe(p, h));
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(h, in_pieces(std::move(h), [&](Tensor piece) {
+                             return decoder_tail(std::move(piece), state);
+                           }));
+  state.started = true;
+  return h;
+}
+
+// Decoder levels at full frame rate (after the last temporal upsampling), conv_norm_out, conv_out.
+Result<Tensor> VaeModel::decoder_tail(Tensor h, CausalState& state) const {
+  const auto& c = config_;
+  int l = 0;
+  while (l < c.levels() && c.decoder_temporal_up(l)) ++l;
+  for (; l < c.levels(); ++l) {
+    const std::string p = "decoder.up_blocks." + std::to_string(l);
+    for (int j = 0; j < c.layers_per_block + 1; ++j) {
+      SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, p + ".resnets." + std::to_string(j), state));
+    }
+    if (l < c.levels() - 1) {
+      SEEDVAE_ASSIGN_OR_RETURN(h, upsample(h, p + ".upsamplers.0", false, state));
     }
     SEEDVAE_TRY(observe(p, h));
   }
   SEEDVAE_ASSIGN_OR_RETURN(h, norm_silu(h, "decoder.conv_norm_out"));
   SEEDVAE_ASSIGN_OR_RETURN(h, causal_conv(h, "decoder.conv_out", 1, 1, false, state));
   SEEDVAE_TRY(observe("decoder.conv_out", h));
-  state.started = true;
   return h;
+}
+
+// conv_in and the encoder levels before the first temporal downsampling (all at full frame rate).
+Result<Tensor> VaeModel::encoder_head(Tensor x, CausalState& state) const {
+  const auto& c = config_;
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, causal_conv(x, "encoder.conv_in", 1, 1, false, state));
+  x = {};
+  SEEDVAE_TRY(observe("encoder.conv_in", h));
+  for (int l = 0; l < c.levels() - 1 && !c.encoder_temporal_down(l); ++l) {
+    const std::string p = "encoder.down_blocks." + std::to_string(l);
+    for (int j = 0; j < c.layers_per_block; ++j) {
+      SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, p + ".resnets." + std::to_string(j), state));
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(h, causal_conv(h, p + ".downsamplers.0.conv", 1, 2, true, state));
+    SEEDVAE_TRY(observe(p, h));
+  }
+  return h;
+}
+
+template <typename Stage>
+Result<Tensor> VaeModel::in_pieces(Tensor x, Stage stage) const {
+  const int64_t t = x.shape[2];
+  const int64_t n = hires_chunk_frames_;
+  if (n <= 0 || t <= n) return stage(std::move(x));  // x is not held while the stage runs
+  // Slice every piece first and drop x, so the whole chunk is not held while the pieces run.
+  std::vector<Tensor> pieces;
+  for (int64_t b = 0; b < t; b += n) {
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor piece, backend_->slice_frames(x, b, std::min(t, b + n)));
+    pieces.push_back(std::move(piece));
+  }
+  x = {};
+  Tensor out;
+  for (Tensor& piece : pieces) {
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, stage(std::move(piece)));
+    if (!out.defined()) {
+      out = std::move(y);
+    } else {
+      SEEDVAE_ASSIGN_OR_RETURN(out, backend_->concat_frames(out, y));
+    }
+  }
+  return out;
 }
 
 }  // namespace seedvae

@@ -53,6 +53,14 @@ class VaeModel {
     chunk_label_ = chunk;
     tile_label_ = tile;
   }
+  // Chunked high-resolution stages ("chunked upsampling"): when > 0, the stages at full frame rate
+  // and the two highest resolutions -- the decoder after its last temporal upsampling
+  // (up_blocks.2 on), the encoder before its first temporal downsampling (conv_in and
+  // down_blocks.0) -- run on pieces of at most this many frames, one after another, with the causal
+  // state carried between pieces. Exact (GroupNorm is per frame, the convolutions are causal in
+  // time); it bounds the largest activations by the piece instead of the chunk. 0 = off.
+  void set_hires_chunk_frames(int frames) { hires_chunk_frames_ = frames < 0 ? 0 : frames; }
+  int hires_chunk_frames() const { return hires_chunk_frames_; }
 
   // x: [1, C_in, T, H, W], H and W multiples of 8. First chunk (state.started == false): T = 4k+1;
   // later chunks: T = 4k. Returns the moments [1, 2*latent, t, H/8, W/8] (mean = first half).
@@ -70,6 +78,11 @@ class VaeModel {
   Result<Tensor> upsample(const Tensor& x, const std::string& prefix, bool temporal,
                           CausalState& state) const;
   Result<Tensor> norm_silu(const Tensor& x, const std::string& prefix) const;
+  Result<Tensor> encoder_head(Tensor x, CausalState& state) const;
+  Result<Tensor> decoder_tail(Tensor h, CausalState& state) const;
+  // Runs `stage` on consecutive frame pieces of x (hires_chunk_frames_ each) and concatenates.
+  template <typename Stage>
+  Result<Tensor> in_pieces(Tensor x, Stage stage) const;
   Status observe(std::string_view block, const Tensor& t) const;
   void start_stage_clock() const;
 
@@ -79,6 +92,7 @@ class VaeModel {
   BlockObserver observer_;
   TelemetrySink* telemetry_ = nullptr;
   mutable int64_t chunk_label_ = -1, tile_label_ = -1;
+  int hires_chunk_frames_ = 0;
   mutable std::chrono::steady_clock::time_point stage_start_;
 };
 

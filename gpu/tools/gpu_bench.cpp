@@ -156,6 +156,7 @@ int cmd_verify(const Args& a) {
   if (!cfg.empty()) vo.configs = {cfg};
   vo.tolerance = std::stod(a.get("--tolerance", o->precision == Precision::kFp32 ? "1e-4" : "1"));
   vo.intermediates = !a.flag("--no-intermediates");
+  vo.hires_chunk_frames = a.geti("--hires-chunk", 0);
   Json rows = Json::array();
   auto rep = run_verify(**b, vo, [&](const VerifyRow& r) {
     std::printf("  %-5s %-28s %-5s max abs %.3e rms %.3e %s\n", r.config.c_str(), r.tensor.c_str(),
@@ -189,6 +190,7 @@ int cmd_bench(const Args& a) {
   bo.repeats = a.geti("--repeats", 3);
   bo.warmup = a.geti("--warmup", 1);
   bo.chunk_latents = a.geti("--chunk", 1);
+  bo.hires_chunk_frames = a.geti("--hires-chunk", 0);
   bo.encode = !a.flag("--no-encode");
   bo.decode = !a.flag("--no-decode");
   const VaeWeights w = load_weights_for(a);
@@ -200,7 +202,8 @@ int cmd_bench(const Args& a) {
   if (!r) return fail(r.status());
   const double gemm = std::stod(a.get("--gemm-tflops", "0"));
   Json j{{"backend", r->backend}, {"width", bo.width}, {"height", bo.height},
-         {"frames", bo.frames}, {"chunk_latents", bo.chunk_latents}, {"repeats", bo.repeats},
+         {"frames", bo.frames}, {"chunk_latents", bo.chunk_latents},
+         {"hires_chunk_frames", bo.hires_chunk_frames}, {"repeats", bo.repeats},
          {"report", report_json(**b)}};
   for (const auto& op : r->ops) {
     std::printf("%s %dx%d: %.1f ms (%.2f ms/frame), %.1f TFLOP, %.0f TFLOP/s%s, peak %.2f GiB\n",
@@ -248,6 +251,7 @@ HostTensor random_latent(const Shape& s, uint64_t seed) {
 struct Row {
   std::string name;
   CudaOptions opt;
+  int hires_chunk = 0;  // VaeModel::set_hires_chunk_frames
 };
 
 int cmd_ablate(const Args& a) {
@@ -304,6 +308,13 @@ int cmd_ablate(const Args& a) {
   add("no buffer reuse", [](CudaOptions& o) { o.buffer_reuse = false; });
   add("no fused bias", [](CudaOptions& o) { o.fuse_bias = false; });
   add("offload state (on)", [](CudaOptions& o) { o.offload_state = true; });
+  rows.push_back({"chunked upsampling 1 (on)", def, 1});
+  rows.push_back({"chunked upsampling 2 (on)", def, 2});
+  {
+    CudaOptions o = def;
+    o.offload_state = true;
+    rows.push_back({"chunked 2 + offload (on)", o, 2});
+  }
 
   Json out = Json::array();
   HostTensor default_out;
@@ -327,6 +338,8 @@ int cmd_ablate(const Args& a) {
       out.push_back(j);
       continue;
     }
+    m->set_hires_chunk_frames(row.hires_chunk);
+    j["hires_chunk_frames"] = row.hires_chunk;
     std::vector<double> ms, dev_ms;
     HostTensor last;
     int64_t peak = 0;

@@ -94,6 +94,47 @@ class tst_Streaming : public QObject {
     }
   }
 
+  // Chunked upsampling (VaeModel::set_hires_chunk_frames): the high-resolution stages in pieces of
+  // 1..5 frames, with and without temporal chunks, give the whole-clip result and need less
+  // activation memory than running them on the whole chunk.
+  void hiresPiecesEqualWhole() {
+    const HostTensor x = random_tensor({1, 3, 13, 32, 40}, 6, 0.5f);
+    const HostTensor z = random_tensor({1, 16, 4, 4, 3}, 7);
+    auto enc_whole = encode_video(*model_, x, {0});
+    auto dec_whole = decode_latent(*model_, z, {0});
+    QVERIFY(enc_whole.is_ok() && dec_whole.is_ok());
+    for (int pieces : {1, 2, 3, 5}) {
+      model_->set_hires_chunk_frames(pieces);
+      for (int chunk : {0, 1, 2}) {
+        const std::string tag = std::to_string(pieces) + "/" + std::to_string(chunk);
+        auto e = encode_video(*model_, x, {chunk});
+        auto d = decode_latent(*model_, z, {chunk});
+        QVERIFY2(e.is_ok(), (tag + " " + e.status().to_string()).c_str());
+        QVERIFY2(d.is_ok(), (tag + " " + d.status().to_string()).c_str());
+        auto de = compare(*e, *enc_whole);
+        auto dd = compare(*d, *dec_whole);
+        QVERIFY2(de->max_abs <= 1e-4, (tag + " encode " + std::to_string(de->max_abs)).c_str());
+        QVERIFY2(dd->max_abs <= 1e-4, (tag + " decode " + std::to_string(dd->max_abs)).c_str());
+      }
+    }
+    auto peak_for = [&](int pieces, bool encode) {
+      model_->set_hires_chunk_frames(pieces);
+      const int64_t base = backend_->memory_stats().current_bytes;
+      backend_->reset_peak();
+      const bool ok = encode ? encode_video(*model_, x, {1}).is_ok()
+                             : decode_latent(*model_, z, {1}).is_ok();
+      if (!ok) qFatal("run failed");
+      return backend_->memory_stats().peak_bytes - base;
+    };
+    for (const bool encode : {true, false}) {
+      const int64_t off = peak_for(0, encode), one = peak_for(1, encode);
+      qInfo("%s activation peak: whole chunk %lld bytes, 1-frame pieces %lld bytes",
+            encode ? "encode" : "decode", static_cast<long long>(off), static_cast<long long>(one));
+      QVERIFY2(one * 10 < off * 8, (std::to_string(one) + " vs " + std::to_string(off)).c_str());
+    }
+    model_->set_hires_chunk_frames(0);
+  }
+
   void singleFrameAndChunkSink() {
     const HostTensor x = random_tensor({1, 3, 1, 16, 16}, 3, 0.5f);
     auto m = encode_video(*model_, x, {1});

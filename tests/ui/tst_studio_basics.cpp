@@ -85,6 +85,7 @@ class tst_StudioBasics : public QObject {
     s.tile_width = 320;
     s.tile_height = 192;
     s.chunk_latents = 2;
+    s.hires_chunk_frames = 3;
     s.budget_mib = 4096;
     s.temporal_pad = "repeat-last";
     s.spatial_multiple = 16;
@@ -92,6 +93,8 @@ class tst_StudioBasics : public QObject {
     const EngineSettings back = EngineSettings::from_json(s.to_json(), &warnings);
     QVERIFY2(warnings.isEmpty(), qPrintable(warnings.join("; ")));
     QCOMPARE(back, s);
+    QCOMPARE(back.hires_chunk_frames, 3);
+    QVERIFY(s.summary().contains("hi-res pieces 3"));
 
     QJsonObject bad = s.to_json();
     bad["tile_width"] = 1;       // below the minimum

@@ -1,0 +1,34 @@
+#include "core/backend/backend.h"
+
+#include <cstring>
+
+namespace seedvae {
+
+Status check_download_frames(const Shape& src, const HostTensor& dst, int64_t frame_offset) {
+  const Shape& d = dst.shape();
+  if (src.rank() != 5 || d.rank() != 5 || dst.dtype() != DType::kF32 || src[0] != d[0] ||
+      src[1] != d[1] || src[3] != d[3] || src[4] != d[4] || frame_offset < 0 ||
+      frame_offset + src[2] > d[2]) {
+    return invalid_argument("download_frames: cannot place " + src.to_string() + " at frame " +
+                            std::to_string(frame_offset) + " of an fp32 " + d.to_string() +
+                            " host tensor");
+  }
+  return Status::ok();
+}
+
+Status Backend::download_frames(const Tensor& t, HostTensor& dst, int64_t frame_offset) {
+  SEEDVAE_TRY(check_download_frames(t.shape, dst, frame_offset));
+  SEEDVAE_ASSIGN_OR_RETURN(HostTensor part, download(t));
+  const Shape& s = t.shape;
+  const int64_t plane = s[3] * s[4] * static_cast<int64_t>(sizeof(float));
+  const int64_t td = dst.shape()[2];
+  const auto* src = static_cast<const std::byte*>(part.raw());
+  auto* out = static_cast<std::byte*>(dst.raw());
+  for (int64_t nc = 0; nc < s[0] * s[1]; ++nc) {
+    std::memcpy(out + (nc * td + frame_offset) * plane, src + nc * s[2] * plane,
+                static_cast<size_t>(s[2] * plane));
+  }
+  return Status::ok();
+}
+
+}  // namespace seedvae

@@ -1,0 +1,34 @@
+// video_io.h for builds without OpenCV (SEEDVAE_WITH_MEDIA=OFF: the gpu-headless preset, the
+// mingw-w64 Windows CLI): no video or image file can be read or written, everything else of
+// seedvae_media (the sample clip, 4n+1 padding, PSNR/SSIM) works, so `seedvae roundtrip
+// --sample-clip` and `encode --sample-clip` run. Every call returns kUnsupported.
+#include "core/media/video_io.h"
+
+#include <string>
+
+namespace seedvae::media {
+namespace {
+
+Status no_video(const std::filesystem::path& path, const char* what) {
+  return unsupported(std::string("cannot ") + what + " " + path.string() +
+                     ": this build has no video I/O (built without OpenCV); use --sample-clip");
+}
+
+}  // namespace
+
+Result<VideoInfo> probe(const std::filesystem::path& source, const CancelToken*) {
+  return no_video(source, "read");
+}
+
+Result<Clip> read_clip(const std::filesystem::path& source, const ReadOptions&, const CancelToken*) {
+  return no_video(source, "read");
+}
+
+Status write_clip(const std::filesystem::path& destination, const HostTensor&, const WriteOptions&,
+                  const CancelToken*) {
+  return no_video(destination, "write");
+}
+
+bool is_writable_video_extension(const std::filesystem::path&) { return false; }
+
+}  // namespace seedvae::media
