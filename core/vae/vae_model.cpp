@@ -207,14 +207,7 @@ Result<Tensor> VaeModel::decode_chunk(const Tensor& z, CausalState& state) const
   SEEDVAE_ASSIGN_OR_RETURN(h, mid_block(h, "decoder.mid_block", state));
   SEEDVAE_TRY(observe("decoder.mid_block", h));
   for (int l = 0; l < c.levels() && c.decoder_temporal_up(l); ++l) {
-    const std::string p = "decoder.up_blocks." + std::to_string(l);
-    for (int j = 0; j < c.layers_per_block + 1; ++j) {
-      SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, p + ".resnets." + std::to_string(j), state));
-    }
-    if (l < c.levels() - 1) {
-      SEEDVAE_ASSIGN_OR_RETURN(h, upsample(h, p + ".upsamplers.0", true, state));
-    }
-    SEEDVAE_TRY(observe(p, h));
+    SEEDVAE_ASSIGN_OR_RETURN(h, up_block(std::move(h), l, state));
   }
   SEEDVAE_ASSIGN_OR_RETURN(h, in_pieces(std::move(h), [&](Tensor piece) {
                              return decoder_tail(std::move(piece), state);
@@ -229,18 +222,25 @@ Result<Tensor> VaeModel::decoder_tail(Tensor h, CausalState& state) const {
   int l = 0;
   while (l < c.levels() && c.decoder_temporal_up(l)) ++l;
   for (; l < c.levels(); ++l) {
-    const std::string p = "decoder.up_blocks." + std::to_string(l);
-    for (int j = 0; j < c.layers_per_block + 1; ++j) {
-      SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, p + ".resnets." + std::to_string(j), state));
-    }
-    if (l < c.levels() - 1) {
-      SEEDVAE_ASSIGN_OR_RETURN(h, upsample(h, p + ".upsamplers.0", false, state));
-    }
-    SEEDVAE_TRY(observe(p, h));
+    SEEDVAE_ASSIGN_OR_RETURN(h, up_block(std::move(h), l, state));
   }
   SEEDVAE_ASSIGN_OR_RETURN(h, norm_silu(h, "decoder.conv_norm_out"));
   SEEDVAE_ASSIGN_OR_RETURN(h, causal_conv(h, "decoder.conv_out", 1, 1, false, state));
   SEEDVAE_TRY(observe("decoder.conv_out", h));
+  return h;
+}
+
+// decoder.up_blocks.<l>: its resnets, then its upsampler (all levels but the last).
+Result<Tensor> VaeModel::up_block(Tensor h, int l, CausalState& state) const {
+  const auto& c = config_;
+  const std::string p = "decoder.up_blocks." + std::to_string(l);
+  for (int j = 0; j < c.layers_per_block + 1; ++j) {
+    SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, p + ".resnets." + std::to_string(j), state));
+  }
+  if (l < c.levels() - 1) {
+    SEEDVAE_ASSIGN_OR_RETURN(h, upsample(h, p + ".upsamplers.0", c.decoder_temporal_up(l), state));
+  }
+  SEEDVAE_TRY(observe(p, h));
   return h;
 }
 

@@ -80,6 +80,7 @@ class VaeModel {
   Result<Tensor> norm_silu(const Tensor& x, const std::string& prefix) const;
   Result<Tensor> encoder_head(Tensor x, CausalState& state) const;
   Result<Tensor> decoder_tail(Tensor h, CausalState& state) const;
+  Result<Tensor> up_block(Tensor h, int level, CausalState& state) const;
   // Runs `stage` on consecutive frame pieces of x (hires_chunk_frames_ each) and concatenates.
   template <typename Stage>
   Result<Tensor> in_pieces(Tensor x, Stage stage) const;
