@@ -176,6 +176,10 @@ Result<TileOptions> tile_options(const ModelOptions& mo, const VaeWeights& weigh
                                  int64_t h, int64_t w, int64_t frames, std::string* plan_note) {
   TileOptions to;
   SEEDVAE_ASSIGN_OR_RETURN(to.mode, parse_tiling_mode(mo.tiling));
+  if (to.mode == TilingMode::kExact && mo.hires_chunk > 0) {
+    return invalid_argument("--hires-chunk does not apply to --tiling exact, which runs layer by "
+                            "layer on tiles (its memory is already bounded by the tile); drop one");
+  }
   to.weights = &weights;
   if (!mo.tile.empty()) SEEDVAE_TRY(parse_wxh(mo.tile, "--tile", &to.spec.tile_w, &to.spec.tile_h));
   if (!mo.overlap.empty()) {

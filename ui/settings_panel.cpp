@@ -450,6 +450,7 @@ void SettingsPanel::updateTilingEnabled() {
   overlap_w_->setEnabled(blend);
   overlap_h_->setEnabled(blend);
   keep_weights_->setEnabled(exact);
+  hires_->setEnabled(!exact);  // exact tiling has its own layer-by-layer schedule
   if (mode == QLatin1String("off")) {
     tiling_note_->setText(tr("Untiled: the whole frame goes through the model at once."));
   } else if (blend) {

@@ -53,6 +53,10 @@ class tst_Cli : public QObject {
     QCOMPARE(run({"frobnicate"}).code, 2);
     QCOMPARE(run({"roundtrip", "--chunk", "-3", "--sample-clip"}).code, 2);
     QCOMPARE(run({"encode", "/nonexistent/video.mp4", "-o", path("x.safetensors")}).code, 2);
+    // An incompatible combination is refused with a reason, before any work.
+    const Run hx = run({"roundtrip", "--sample-clip", "--tiling", "exact", "--hires-chunk", "1"});
+    QCOMPARE(hx.code, 3);  // kBadInput, like every invalid option value found after parsing
+    QVERIFY2(hx.err.contains("--hires-chunk"), qPrintable(hx.err));
     const Run help = run({"--help"});
     QCOMPARE(help.code, 0);
     QVERIFY(help.out.contains("Exit codes"));
