@@ -196,6 +196,7 @@ Result<TileOptions> tile_options(const ModelOptions& mo, const VaeWeights& weigh
     req.spec = to.spec;
     req.auto_tile = to.mode != TilingMode::kOff;
     req.chunk_latents = std::max(1, mo.chunk);
+    req.hires_chunk_frames = mo.hires_chunk;
     req.auto_chunk = false;
     req.budget_bytes = static_cast<int64_t>(mo.budget_gb * (1 << 30));
     SEEDVAE_ASSIGN_OR_RETURN(TilePlanReport rep, plan(req));
@@ -616,6 +617,7 @@ int cmd_plan(const PlanCli& pc, const ModelOptions& mo) {
     if (Status s = parse_wxh(mo.tile, "--tile", &req.spec.tile_w, &req.spec.tile_h); !s) return fail(s);
   }
   req.chunk_latents = std::max(1, mo.chunk);
+  req.hires_chunk_frames = mo.hires_chunk;
   req.budget_bytes = static_cast<int64_t>(mo.budget_gb * (1 << 30));
   auto rep = plan(req);
   if (!rep) return fail(rep.status());
@@ -820,6 +822,9 @@ int main(int argc, char** argv) {
   planc->add_option("--overlap", plan_mo.overlap, "blend overlap WxH");
   planc->add_option("--budget-gb", plan_mo.budget_gb, "memory budget in GiB")->check(CLI::NonNegativeNumber);
   planc->add_option("--chunk", plan_mo.chunk, "latent frames per temporal chunk");
+  planc->add_option("--hires-chunk", plan_mo.hires_chunk,
+                    "chunked upsampling: high-resolution stages N frames at a time (0 = off)")
+      ->check(CLI::Range(0, 1 << 20));
   planc->add_flag("--json", plan_mo.json, "machine-readable output");
 
   try {

@@ -189,6 +189,7 @@ PlanRequest plan_request(const PredictionRequest& r, const Padded& pd) {
   pr.chunk_latents = r.settings.chunk_latents > 0 ? r.settings.chunk_latents
                                                   : static_cast<int>(std::max<int64_t>(1, pd.latents));
   pr.exact_keep_weights = r.settings.exact_keep_weights;
+  pr.hires_chunk_frames = r.settings.hires_chunk_frames;
   pr.backend = r.settings.backend == QLatin1String("cuda") ? BackendMemoryModel::cuda() : BackendMemoryModel::cpu();
   return pr;
 }

@@ -69,7 +69,8 @@ int64_t ceil_div(int64_t a, int64_t b) {
 // Replays allocations in program order on shapes only.
 class Sim {
  public:
-  Sim(const PlanRequest& r) : es_(r.activation_bytes), bm_(r.backend) {}
+  Sim(const PlanRequest& r)
+      : es_(r.activation_bytes), bm_(r.backend), hires_(r.hires_chunk_frames) {}
 
   int64_t live = 0, peak = 0;
   std::string peak_at;
@@ -123,7 +124,9 @@ class Sim {
   A causal_conv(const A& x, const std::string& key, int64_t cout, int kt, int k, int st, int s,
                 bool down) {
     if (kt == 1) return conv(x, cout, 1, k, 1, s, down, key);
-    const int64_t ctx = started ? memory[key].t : kt - 1;
+    // as VaeModel: a conv uses its memory whenever it has one (also between high-res pieces)
+    const auto mem = memory.find(key);
+    const int64_t ctx = mem != memory.end() ? mem->second.t : kt - 1;
     const A ext{x.c, ctx + x.t, x.h, x.w};
     alloc(bytes(ext), key);
     const int64_t keep = kt - st;
@@ -200,34 +203,93 @@ class Sim {
     n = resnet(h, rev[0], "decoder.mid_block.resnets.1");
     release(bytes(h));
     h = n;
-    for (int l = 0; l < c.levels(); ++l) {
+    int split = 0;  // VaeModel::decode_chunk: levels before it run on the chunk, the rest in pieces
+    while (split < c.levels() && c.decoder_temporal_up(split)) ++split;
+    auto up_block = [&](A x, int l) {  // consumes x
       const std::string p = "decoder.up_blocks." + std::to_string(l);
       for (int j = 0; j < c.layers_per_block + 1; ++j) {
-        n = resnet(h, rev[static_cast<size_t>(l)], p + ".resnets." + std::to_string(j));
-        release(bytes(h));
-        h = n;
+        const A y = resnet(x, rev[static_cast<size_t>(l)], p + ".resnets." + std::to_string(j));
+        release(bytes(x));
+        x = y;
       }
       if (l < c.levels() - 1) {
-        n = upsample(h, c.decoder_temporal_up(l), p + ".upsamplers.0");
-        release(bytes(h));
-        h = n;
+        const A y = upsample(x, c.decoder_temporal_up(l), p + ".upsamplers.0");
+        release(bytes(x));
+        x = y;
       }
-    }
-    n = norm(h, "decoder.conv_norm_out");
-    release(bytes(h));
-    h = causal_conv(n, "decoder.conv_out", c.out_channels, 3, 3, 1, 1, false);
-    release(bytes(n));
+      return x;
+    };
+    for (int l = 0; l < split; ++l) h = up_block(h, l);
+    h = in_pieces(h, true, [&](A x, bool) {  // the decoder's input is always its own
+      for (int l = split; l < c.levels(); ++l) x = up_block(x, l);
+      const A nx = norm(x, "decoder.conv_norm_out");
+      release(bytes(x));
+      const A y = causal_conv(nx, "decoder.conv_out", c.out_channels, 3, 3, 1, 1, false);
+      release(bytes(nx));
+      return y;
+    });
     release(bytes(z));
     release(bytes(h));
     started = true;
   }
 
+  // VaeModel::in_pieces: stage(input, consume) returns its output and releases its input when
+  // `consume`. `owned`: x is released once consumed; otherwise someone else holds it (the
+  // upload), so only the piece copies are released.
+  template <typename Stage>
+  A in_pieces(const A& x, bool owned, Stage stage) {
+    if (hires_ <= 0 || x.t <= hires_) return stage(x, owned);
+    std::vector<A> pieces;
+    for (int64_t b = 0; b < x.t; b += hires_) {
+      pieces.push_back({x.c, std::min<int64_t>(hires_, x.t - b), x.h, x.w});
+      alloc(bytes(pieces.back()), "slice_frames");
+    }
+    if (owned) release(bytes(x));
+    A out;
+    for (const A& piece : pieces) {
+      const A y = stage(piece, true);
+      if (out.t == 0) {
+        out = y;
+      } else {
+        const A cat{out.c, out.t + y.t, out.h, out.w};
+        alloc(bytes(cat), "concat_frames");
+        release(bytes(out));
+        release(bytes(y));
+        out = cat;
+      }
+    }
+    return out;
+  }
+
   void encode_chunk(const VaeConfig& c, const A& x) {
     const auto& ch = c.block_out_channels;
     alloc(bytes(x), "upload");
-    A h = causal_conv(x, "encoder.conv_in", ch[0], 3, 3, 1, 1, false);
+    int split = 0;  // VaeModel::encode_chunk: levels before it run in pieces (encoder_head)
+    while (split < c.levels() - 1 && !c.encoder_temporal_down(split)) ++split;
+    auto down_block = [&](A in, int l) {  // consumes in
+      const std::string p = "encoder.down_blocks." + std::to_string(l);
+      for (int j = 0; j < c.layers_per_block; ++j) {
+        const A y = resnet(in, ch[static_cast<size_t>(l)], p + ".resnets." + std::to_string(j));
+        release(bytes(in));
+        in = y;
+      }
+      if (l < c.levels() - 1) {
+        const bool temporal = c.encoder_temporal_down(l);
+        const A y = causal_conv(in, p + ".downsamplers.0.conv", ch[static_cast<size_t>(l)],
+                                temporal ? 3 : 1, 3, temporal ? 2 : 1, 2, true);
+        release(bytes(in));
+        in = y;
+      }
+      return in;
+    };
+    A h = in_pieces(x, false, [&](A in, bool consume) {
+      A y = causal_conv(in, "encoder.conv_in", ch[0], 3, 3, 1, 1, false);
+      if (consume) release(bytes(in));
+      for (int l = 0; l < split; ++l) y = down_block(y, l);
+      return y;
+    });
     A n;
-    for (int l = 0; l < c.levels(); ++l) {
+    for (int l = split; l < c.levels(); ++l) {
       const std::string p = "encoder.down_blocks." + std::to_string(l);
       for (int j = 0; j < c.layers_per_block; ++j) {
         n = resnet(h, ch[static_cast<size_t>(l)], p + ".resnets." + std::to_string(j));
@@ -264,6 +326,7 @@ class Sim {
  private:
   int64_t es_;
   const BackendMemoryModel& bm_;
+  int64_t hires_ = 0;
 };
 
 // Weight bytes on the backend: every parameter (VaeModel uploads encoder and decoder), plus the

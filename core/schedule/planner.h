@@ -67,6 +67,7 @@ struct PlanRequest {
   int chunk_latents = 1;   // temporal chunk when not automatic
   bool auto_chunk = true;  // pick the largest chunk (<= max_chunk_latents) that fits
   int max_chunk_latents = 4;
+  int hires_chunk_frames = 0;  // VaeModel::set_hires_chunk_frames (untiled and blend modes)
   int64_t budget_bytes = 0;  // 0: unlimited
   bool exact_keep_weights = false;
   BackendMemoryModel backend = BackendMemoryModel::cpu();

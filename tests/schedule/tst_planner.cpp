@@ -35,6 +35,7 @@ struct Case {
   TileSpec tile;
   int chunk;
   TileLayout layout = TileLayout::kReference;
+  int hires = 0;  // VaeModel::set_hires_chunk_frames
 };
 
 }  // namespace
@@ -60,6 +61,7 @@ class tst_Planner : public QObject {
   // peak (total bytes, weights included) and the resident bytes before the run.
   std::pair<int64_t, int64_t> measure(const Case& c) {
     fresh_model();
+    model_->set_hires_chunk_frames(c.hires);
     const VaeConfig& cfg = weights_.config;
     const HostTensor in =
         c.op == PlanOp::kDecode
@@ -126,6 +128,15 @@ class tst_Planner : public QObject {
          1,
          TileLayout::kUniform},
         {"encode off 64x64x17 chunk1", PlanOp::kEncode, TilingMode::kOff, 64, 64, 17, {}, 1},
+        // chunked upsampling: the high-resolution stages in pieces of 1 or 2 frames
+        {"decode off 64x64x17 chunk1 hires1", PlanOp::kDecode, TilingMode::kOff, 64, 64, 17, {}, 1,
+         TileLayout::kReference, 1},
+        {"decode off 96x128x9 chunk2 hires2", PlanOp::kDecode, TilingMode::kOff, 96, 128, 9, {}, 2,
+         TileLayout::kReference, 2},
+        {"encode off 64x64x17 chunk1 hires1", PlanOp::kEncode, TilingMode::kOff, 64, 64, 17, {}, 1,
+         TileLayout::kReference, 1},
+        {"encode off 128x96x9 whole hires2", PlanOp::kEncode, TilingMode::kOff, 128, 96, 9, {}, 0,
+         TileLayout::kReference, 2},
         {"encode off 128x96x9 chunk1", PlanOp::kEncode, TilingMode::kOff, 128, 96, 9, {}, 1},
         {"encode blend 128x128x9 t64/16",
          PlanOp::kEncode,
@@ -171,6 +182,7 @@ class tst_Planner : public QObject {
       r.mode = c.mode;
       r.spec = c.tile;
       r.layout = c.layout;
+      r.hires_chunk_frames = c.hires;
       auto e = estimate(r, c.tile, c.chunk);
       QVERIFY2(e.is_ok(), e.status().to_string().c_str());
       const auto [peak, base] = measure(c);
