@@ -1,6 +1,17 @@
 #include "app/backends.h"
 
 #include <thread>
+#include <vector>
+
+#ifdef _WIN32
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+#include <windows.h>
+#endif
 
 #include "core/base/build_info.h"
 #include "core/cpu/cpu_backend.h"
@@ -9,6 +20,19 @@
 #endif
 
 namespace seedvae::app {
+
+std::filesystem::path executable_dir() {
+  std::error_code ec;
+#ifdef _WIN32
+  std::vector<wchar_t> buf(32768);
+  const DWORD n = GetModuleFileNameW(nullptr, buf.data(), static_cast<DWORD>(buf.size()));
+  if (n == 0 || n >= buf.size()) return {};
+  return std::filesystem::path(std::wstring(buf.data(), n)).parent_path();
+#else
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::path() : exe.parent_path();
+#endif
+}
 
 Result<std::unique_ptr<Backend>> make_backend(const BackendRequest& r) {
   if (r.name == "cpu") {

@@ -1,6 +1,7 @@
 // Composition root of the CLI: which backends exist in this build and how to make one.
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -33,6 +34,9 @@ struct BackendRequest {
 Result<std::unique_ptr<Backend>> make_backend(const BackendRequest& request);
 // Human-readable lines about every device (CPU and, when built, CUDA).
 std::vector<std::string> describe_devices();
+
+// Folder of the running executable (for the install-relative demo weights); empty if unknown.
+std::filesystem::path executable_dir();
 
 // The --version text of `program`: version and git commit, compiler and build type, the CPU
 // kernels' libraries, the CUDA runtime/cuDNN/cuBLAS versions (when built), OpenCV (when built),

@@ -124,7 +124,8 @@ struct ModelOptions {
                   ->check(CLI::ExistingFile);
     c->add_option("--synthetic", synthetic,
                   "use the portable synthetic weights of a configuration instead of a file "
-                  "(default: tiny)")
+                  "(default: the demo model when installed or $SEEDVAE_DEMO_WEIGHTS is set, "
+                  "else tiny)")
         ->check(CLI::IsMember({"tiny", "real"}))
         ->excludes(w);
     c->add_option("--backend", backend.name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -153,6 +154,11 @@ struct ModelOptions {
 
   Result<VaeWeights> load() const {
     if (!weights.empty()) return load_weights(weights);
+    if (synthetic.empty()) {  // the built-in default: the trained demo model when present
+      if (const auto demo = find_demo_weights(executable_dir()); !demo.empty()) {
+        return load_weights(demo);
+      }
+    }
     if (synthetic == "real") return synthesize_weights(VaeConfig::real(), kRealSeed);
     return synthesize_weights(VaeConfig::tiny(), kTinySeed);
   }

@@ -26,6 +26,17 @@ if(UNIX AND NOT APPLE)
           DESTINATION ${SEEDVAE_INSTALL_DOCDIR} COMPONENT docs)
 endif()
 
+# ---- The trained demo model (docs/demo-model.md), when the source tree has it ------------------
+# find_demo_weights() looks in <exe_dir>/../share/seedvae: copied there in the build tree too, so
+# build/release/app/seedvae finds it exactly as an installed bin/seedvae does.
+set(SEEDVAE_DEMO_WEIGHTS_FILE ${PROJECT_SOURCE_DIR}/resources/demo/demo_vae.safetensors)
+if(EXISTS ${SEEDVAE_DEMO_WEIGHTS_FILE})
+  configure_file(${SEEDVAE_DEMO_WEIGHTS_FILE} ${PROJECT_BINARY_DIR}/share/seedvae/demo_vae.safetensors
+                 COPYONLY)
+  install(FILES ${SEEDVAE_DEMO_WEIGHTS_FILE} DESTINATION ${CMAKE_INSTALL_DATADIR}/seedvae
+          COMPONENT cli)
+endif()
+
 # ---- Windows runtime components -------------------------------------------------------------
 if(WIN32)
   # The studio's Qt runtime (Qt DLLs, platform/style/image-format plugins) through Qt's own

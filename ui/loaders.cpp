@@ -29,20 +29,13 @@ Result<VideoInfoData> probe_video(const QString& path, const CancelToken* cancel
 
 WeightsSpec default_weights_spec() {
   WeightsSpec spec;
-  QStringList candidates;
-  const QString env = qEnvironmentVariable("SEEDVAE_DEMO_WEIGHTS");
-  if (!env.isEmpty()) candidates << env;
-  if (QCoreApplication::instance()) {
-    const QString dir = QCoreApplication::applicationDirPath();
-    candidates << dir + QStringLiteral("/../share/seedvae/demo_vae.safetensors")
-               << dir + QStringLiteral("/demo_vae.safetensors");
-  }
-  for (const QString& c : candidates) {
-    if (QFileInfo(c).isFile()) {
-      spec.path = QFileInfo(c).absoluteFilePath();
-      spec.builtin = QStringLiteral("demo");
-      return spec;
-    }
+  const std::filesystem::path dir =
+      QCoreApplication::instance()
+          ? std::filesystem::path(QCoreApplication::applicationDirPath().toStdString())
+          : std::filesystem::path();
+  if (const auto demo = find_demo_weights(dir); !demo.empty()) {
+    spec.path = QString::fromStdString(demo.string());
+    spec.builtin = QStringLiteral("demo");
   }
   return spec;
 }

@@ -1,6 +1,7 @@
 #include "core/vae/state_dict.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <vector>
 
@@ -173,6 +174,21 @@ Result<std::string> sha256_file(const std::filesystem::path& path) {
   }
   if (in.bad()) return io_error("read error in " + path.string());
   return sha.finish_hex();
+}
+
+std::filesystem::path find_demo_weights(const std::filesystem::path& exe_dir) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> candidates;
+  if (const char* env = std::getenv("SEEDVAE_DEMO_WEIGHTS"); env && *env) candidates.emplace_back(env);
+  if (!exe_dir.empty()) {
+    candidates.push_back(exe_dir / ".." / "share" / "seedvae" / "demo_vae.safetensors");
+    candidates.push_back(exe_dir / "demo_vae.safetensors");
+  }
+  for (const fs::path& c : candidates) {
+    std::error_code ec;
+    if (fs::is_regular_file(c, ec)) return fs::weakly_canonical(c, ec);
+  }
+  return {};
 }
 
 }  // namespace seedvae

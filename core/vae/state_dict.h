@@ -32,6 +32,13 @@ struct VaeWeights {
 // dtype must be F16, BF16 or F32 and uniform.
 Result<VaeWeights> load_weights(const std::filesystem::path& path);
 
+// The built-in default weights of the CLI and the studio: the trained demo model
+// (docs/demo-model.md) when one is present, looked up as $SEEDVAE_DEMO_WEIGHTS, then
+// <exe_dir>/../share/seedvae/demo_vae.safetensors (the install tree; the build tree has the same
+// layout), then <exe_dir>/demo_vae.safetensors. Empty when none exists: callers fall back to the
+// synthetic tiny weights.
+std::filesystem::path find_demo_weights(const std::filesystem::path& exe_dir);
+
 // The golden README's recipe: every value a function of (name, index, seed), rounded
 // f64 -> f32 -> f16. Deterministic across platforms.
 VaeWeights synthesize_weights(const VaeConfig& config, uint64_t seed);

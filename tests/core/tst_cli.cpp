@@ -96,6 +96,29 @@ class tst_Cli : public QObject {
     QVERIFY2(f.out.contains("FAIL"), qPrintable(f.out));
   }
 
+  // Without --weights/--synthetic the CLI takes the demo model when one is present
+  // ($SEEDVAE_DEMO_WEIGHTS here), else the synthetic tiny weights.
+  void defaultWeightsPreferTheDemoModel() {
+    QCOMPARE(run({"make-weights", "--synthetic", "tiny", "-o", path("demo.safetensors")}).code, 0);
+    auto with_env = [](const QString& value, const QStringList& args) {
+      QProcess p;
+      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+      env.insert("SEEDVAE_DEMO_WEIGHTS", value);
+      p.setProcessEnvironment(env);
+      p.start(QStringLiteral(SEEDVAE_CLI_PATH), args);
+      p.waitForFinished(300000);
+      return QString::fromUtf8(p.readAllStandardOutput());
+    };
+    const QStringList args{"roundtrip", "--sample-clip", "--size", "32x32", "--frames", "5",
+                           "--json", "-q"};
+    const QString demo = with_env(path("demo.safetensors"), args);
+    QVERIFY2(demo.contains("demo.safetensors"), qPrintable(demo));
+    const QString none = with_env(path("missing.safetensors"), args);
+    QVERIFY2(none.contains("\"weights\": \"synthetic"), qPrintable(none));
+    const QString forced = with_env(path("demo.safetensors"), args + QStringList{"--synthetic", "tiny"});
+    QVERIFY2(forced.contains("\"weights\": \"synthetic"), qPrintable(forced));
+  }
+
   void roundTripWritesVideoAndReports() {
     const Run r = run({"roundtrip", "--sample-clip", "--size", "64x48", "--frames", "9", "-o",
                        path("rt.mp4"), "--json", "-q"});
