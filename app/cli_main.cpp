@@ -415,6 +415,11 @@ Result<Engine> make_engine(const ModelOptions& mo) {
   SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(*e.backend, e.weights));
   m.set_hires_chunk_frames(mo.hires_chunk);
   e.model.emplace(std::move(m));
+  if (mo.backend.offload_state && mo.hires_chunk > 0 && !mo.quiet) {
+    // Valid, but each piece needs its memory back at once: measured 2.5-4x slower (H100, 1080p).
+    std::cerr << "note: --offload-state with --hires-chunk moves the causal state for every "
+                 "piece (docs/gpu-notes.md §6); use one of them\n";
+  }
   if (!mo.quiet) {
     std::cerr << "weights: " << e.weights.source << " (" << e.weights.config.to_string() << ", "
               << e.weights.parameter_count() << " parameters)\nbackend: " << e.backend->name()
