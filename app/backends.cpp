@@ -4,13 +4,7 @@
 #include <vector>
 
 #ifdef _WIN32
-#ifndef NOMINMAX
-#define NOMINMAX
-#endif
-#ifndef WIN32_LEAN_AND_MEAN
-#define WIN32_LEAN_AND_MEAN
-#endif
-#include <windows.h>
+#include "core/base/windows_lean.h"  // GetModuleFileNameW
 #endif
 
 #include "core/base/build_info.h"

@@ -19,13 +19,7 @@
 #include "gpu/cuda_backend.h"
 #endif
 #ifdef _WIN32
-#ifndef NOMINMAX
-#define NOMINMAX
-#endif
-#ifndef WIN32_LEAN_AND_MEAN
-#define WIN32_LEAN_AND_MEAN
-#endif
-#include <windows.h>  // AttachConsole (--version)
+#include "core/base/windows_lean.h"  // AttachConsole (--version)
 #endif
 
 namespace seedvae::app {

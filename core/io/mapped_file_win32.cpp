@@ -1,12 +1,6 @@
 // Windows implementation of core/io/mapped_file.h: CreateFileW + CreateFileMappingW(PAGE_READONLY)
 // + MapViewOfFile(FILE_MAP_READ); CreateFileW/WriteFile/FlushFileBuffers/CloseHandle.
-#ifndef NOMINMAX
-#define NOMINMAX
-#endif
-#ifndef WIN32_LEAN_AND_MEAN
-#define WIN32_LEAN_AND_MEAN
-#endif
-#include <windows.h>
+#include "core/base/windows_lean.h"
 
 #include <cstdint>
 #include <string>
