@@ -81,7 +81,7 @@ for exe in "$bin"/*; do
 done
 # A clean environment: the binaries must find everything through the system's library paths.
 home="$scratch/home"
-mkdir -p "$home" "$scratch/work"
+mkdir -p "$home" "$scratch/files"
 clean=(env -i PATH=/usr/bin:/bin HOME="$home" XDG_CONFIG_HOME="$home/.config"
        XDG_DATA_HOME="$home/.local/share" XDG_CACHE_HOME="$home/.cache" XDG_RUNTIME_DIR="$scratch/run")
 mkdir -m 700 "$scratch/run"
@@ -90,13 +90,13 @@ version=$("${clean[@]}" "$bin/seedvae" --version)
 echo "$version" | sed 's/^/  /'
 grep -q "^seedvae $(field Version | cut -d- -f1)" <<<"$version" || fail "--version: $version"
 grep -q "cpu backend: " <<<"$version" || fail "--version names no CPU kernels"
-"${clean[@]}" "$bin/seedvae" make-weights --synthetic tiny -o "$scratch/work/tiny.safetensors" >/dev/null
-"${clean[@]}" "$bin/seedvae" info "$scratch/work/tiny.safetensors" --json | grep -q '"kind": "vae_checkpoint"' \
+"${clean[@]}" "$bin/seedvae" make-weights --synthetic tiny -o "$scratch/files/tiny.safetensors" >/dev/null
+"${clean[@]}" "$bin/seedvae" info "$scratch/files/tiny.safetensors" --json | grep -q '"kind": "vae_checkpoint"' \
   || fail "info of the synthetic weights"
 rt=$("${clean[@]}" "$bin/seedvae" roundtrip --sample-clip --size 64x48 --frames 9 --synthetic tiny \
-       --threads 2 -q --json -o "$scratch/work/recon.avi")
+       --threads 2 -q --json -o "$scratch/files/recon.avi")
 grep -q '"frames": 9' <<<"$rt" || fail "roundtrip: $rt"
-[[ -s "$scratch/work/recon.avi" ]] || fail "roundtrip wrote no video"
+[[ -s "$scratch/files/recon.avi" ]] || fail "roundtrip wrote no video"
 echo "CLI from the scratch root: $(elapsed "$t") s"
 
 if [[ $have_studio == 1 ]]; then
@@ -106,17 +106,17 @@ if [[ $have_studio == 1 ]]; then
   grep -q "^seedvae-studio " <<<"$sv" && grep -q "qt: 6\." <<<"$sv" || fail "studio --version: $sv"
   # The headless job (no window): report and stills.
   "${clean[@]}" QT_QPA_PLATFORM=offscreen "$bin/seedvae-studio" --headless --sample-size 64x48 \
-    --frames 9 --no-video -o "$scratch/work/report" >"$scratch/headless.log" 2>&1 \
+    --frames 9 --no-video -o "$scratch/files/report" >"$scratch/headless.log" 2>&1 \
     || { cat "$scratch/headless.log" >&2; fail "studio --headless"; }
-  ls "$scratch/work/report"/*.md >/dev/null 2>&1 || fail "studio --headless wrote no report"
+  ls "$scratch/files/report"/*.md >/dev/null 2>&1 || fail "studio --headless wrote no report"
   echo "studio headless run: $(elapsed "$t") s"
   # The real main window on the offscreen platform: it opens the video the CLI wrote (64x48x9),
   # runs an A/B comparison, then saves screenshots of its views.
   t=$(now)
-  "${clean[@]}" QT_QPA_PLATFORM=offscreen "$bin/seedvae-studio" --screenshots "$scratch/work/shots" \
-    --input "$scratch/work/recon.avi" --sample-size 64x48 >"$scratch/gui.log" 2>&1 \
+  "${clean[@]}" QT_QPA_PLATFORM=offscreen "$bin/seedvae-studio" --screenshots "$scratch/files/shots" \
+    --input "$scratch/files/recon.avi" --sample-size 64x48 >"$scratch/gui.log" 2>&1 \
     || { cat "$scratch/gui.log" >&2; fail "studio window (offscreen)"; }
-  n=$(ls "$scratch/work/shots"/studio-*.png 2>/dev/null | wc -l)
+  n=$(ls "$scratch/files/shots"/studio-*.png 2>/dev/null | wc -l)
   [[ $n -ge 5 ]] || { cat "$scratch/gui.log" >&2; fail "studio window saved $n screenshots"; }
   echo "studio main window (offscreen, A/B run, $n screenshots): $(elapsed "$t") s"
 fi
