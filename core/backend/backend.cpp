@@ -16,6 +16,26 @@ Status check_download_frames(const Shape& src, const HostTensor& dst, int64_t fr
   return Status::ok();
 }
 
+Result<Shape> depth_to_space_shape(const Shape& s, int z, bool drop_frame_1) {
+  if (z != 1 && z != 2) {
+    return invalid_argument("depth_to_space: temporal factor must be 1 or 2, got " +
+                            std::to_string(z));
+  }
+  if (drop_frame_1 && z != 2) {
+    return invalid_argument("depth_to_space: drop_frame_1 needs temporal factor 2");
+  }
+  if (s.c() < 1 || s.c() % (4 * z) != 0) {
+    return invalid_argument("depth_to_space: " + std::to_string(s.c()) + " channels of " +
+                            s.to_string() + " are not a positive multiple of " +
+                            std::to_string(4 * z));
+  }
+  if (drop_frame_1 && s.t() < 1) {
+    return invalid_argument("depth_to_space: cannot drop frame 1 of an empty input " +
+                            s.to_string());
+  }
+  return Shape{s.n(), s.c() / (4 * z), s.t() * z - (drop_frame_1 ? 1 : 0), 2 * s.h(), 2 * s.w()};
+}
+
 Status Backend::download_frames(const Tensor& t, HostTensor& dst, int64_t frame_offset) {
   SEEDVAE_TRY(check_download_frames(t.shape, dst, frame_offset));
   SEEDVAE_ASSIGN_OR_RETURN(HostTensor part, download(t));

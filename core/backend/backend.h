@@ -71,6 +71,9 @@ struct MemoryStats {
 
 // Validates the arguments of Backend::download_frames (shared by every backend).
 Status check_download_frames(const Shape& src, const HostTensor& dst, int64_t frame_offset);
+// Validates Backend::depth_to_space's arguments for a rank-5 input and returns its output shape
+// (shared by every backend, so all refuse the same inputs with the same message).
+Result<Shape> depth_to_space_shape(const Shape& x, int temporal_factor, bool drop_frame_1);
 
 class Backend {
  public:

@@ -106,11 +106,7 @@ Status CountingBackend::add_inplace(Tensor& acc, const Tensor& x) {
 
 Result<Tensor> CountingBackend::depth_to_space(const Tensor& x, int z, bool drop_frame_1) {
   SEEDVAE_TRY(check5(x, "depth_to_space"));
-  Shape s = x.shape;
-  s[1] /= 4 * z;
-  s[2] = s[2] * z - (drop_frame_1 && z == 2 ? 1 : 0);
-  s[3] *= 2;
-  s[4] *= 2;
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape s, depth_to_space_shape(x.shape, z, drop_frame_1));
   return make(s);
 }
 

@@ -280,23 +280,8 @@ class CpuBackend final : public Backend {
     constexpr std::string_view op = "depth_to_space";
     SEEDVAE_TRY(expect_rank5(x, op, "input"));
     const int z = temporal_factor;
-    if (z != 1 && z != 2) {
-      return invalid_argument("depth_to_space: temporal factor must be 1 or 2, got " +
-                              std::to_string(z));
-    }
-    if (drop_frame_1 && z != 2) {
-      return invalid_argument("depth_to_space: drop_frame_1 needs temporal factor 2");
-    }
     const Shape& s = x.shape;
-    if (s.c() < 1 || s.c() % (4 * z) != 0) {
-      return invalid_argument("depth_to_space: " + std::to_string(s.c()) + " channels of " +
-                              str(s) + " are not a positive multiple of " + std::to_string(4 * z));
-    }
-    if (drop_frame_1 && s.t() < 1) {
-      return invalid_argument("depth_to_space: cannot drop frame 1 of an empty input " + str(s));
-    }
-    const Shape out_shape{s.n(), s.c() / (4 * z), s.t() * z - (drop_frame_1 ? 1 : 0), 2 * s.h(),
-                          2 * s.w()};
+    SEEDVAE_ASSIGN_OR_RETURN(const Shape out_shape, depth_to_space_shape(s, z, drop_frame_1));
     ThreadScope scope(threads_);
     SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(out_shape, op));

@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 
+#include "core/backend/counting_backend.h"
 #include "core/cpu/cpu_backend.h"
 #include "tests/reference/reference_ops.h"
 
@@ -512,6 +513,11 @@ class tst_CpuOps : public QObject {
                        .status(),
                    "depth_to_space");
     expect_invalid(be_->depth_to_space(x, 1, true).status(), "depth_to_space");
+    {  // the dry-run backend shares the same check (depth_to_space_shape)
+      CountingBackend cb;
+      ASSIGN_OK(Tensor cx, cb.upload(random_tensor(Shape{1, 12, 1, 2, 2}, rng)));
+      expect_invalid(cb.depth_to_space(cx, 2, false).status(), "depth_to_space");
+    }
     AttentionWeights aw;  // all undefined
     aw.groups = 4;
     expect_invalid(be_->attention(x, aw).status(), "attention");
