@@ -36,6 +36,15 @@ if(EXISTS ${SEEDVAE_DEMO_WEIGHTS_FILE})
   install(FILES ${SEEDVAE_DEMO_WEIGHTS_FILE} DESTINATION ${CMAKE_INSTALL_DATADIR}/seedvae
           COMPONENT cli)
 endif()
+# The studio's default input (find_demo_clip): the held-out "ladybird" clip, 17 JPEG frames.
+set(SEEDVAE_DEMO_CLIP_DIR ${PROJECT_SOURCE_DIR}/resources/demo/clips/ladybird)
+file(GLOB _seedvae_demo_frames ${SEEDVAE_DEMO_CLIP_DIR}/*.jpg)
+if(_seedvae_demo_frames)
+  file(REMOVE_RECURSE ${PROJECT_BINARY_DIR}/share/seedvae/demo-clip)
+  file(COPY ${_seedvae_demo_frames} DESTINATION ${PROJECT_BINARY_DIR}/share/seedvae/demo-clip)
+  install(FILES ${_seedvae_demo_frames} DESTINATION ${CMAKE_INSTALL_DATADIR}/seedvae/demo-clip
+          COMPONENT cli)
+endif()
 
 # ---- Windows runtime components -------------------------------------------------------------
 if(WIN32)

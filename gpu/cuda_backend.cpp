@@ -292,6 +292,10 @@ class CudaBackend final : public Backend {
     pending_d2h_.clear();
     if (chunk_start_) cudaEventDestroy(chunk_start_);
     if (chunk_end_) cudaEventDestroy(chunk_end_);
+    for (SpanSlot& sl : spans_) {
+      cudaEventDestroy(sl.start);
+      cudaEventDestroy(sl.end);
+    }
     for (int i = 0; i < 2; ++i) {
       if (pinned_[i]) cudaFreeHost(pinned_[i]);
       if (pinned_ev_[i]) cudaEventDestroy(pinned_ev_[i]);
@@ -1105,8 +1109,66 @@ class CudaBackend final : public Backend {
 
   void reset_peak() override { alloc_->reset_peak(); }
 
+  // Device spans for telemetry: a pair of timing events per open span, recorded on the compute
+  // stream, from a pool of at most kMaxOpenDeviceSpans pairs created on first use and reused (no
+  // event is created or destroyed per stage). A failure yields -1 and clears the (non-sticky)
+  // error, so the next op does not report it; timing never fails a run.
+  int64_t begin_device_span() override {
+    if (std::this_thread::get_id() != owner_) return -1;
+    SpanSlot* slot = nullptr;
+    for (SpanSlot& sl : spans_) {
+      if (sl.id < 0) {
+        slot = &sl;
+        break;
+      }
+    }
+    if (slot == nullptr && spans_.size() < static_cast<size_t>(kMaxOpenDeviceSpans)) {
+      SpanSlot sl;
+      if (cudaEventCreate(&sl.start) != cudaSuccess || cudaEventCreate(&sl.end) != cudaSuccess) {
+        if (sl.start) cudaEventDestroy(sl.start);
+        cudaGetLastError();
+        return -1;
+      }
+      spans_.push_back(sl);
+      slot = &spans_.back();
+    }
+    if (slot == nullptr) {  // all open: the oldest one expires
+      slot = &*std::min_element(spans_.begin(), spans_.end(),
+                                [](const SpanSlot& a, const SpanSlot& b) { return a.id < b.id; });
+    }
+    slot->id = -1;
+    if (cudaEventRecord(slot->start, stream_) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    slot->id = next_span_++;
+    return slot->id;
+  }
+
+  double end_device_span(int64_t span) override {
+    if (span < 0 || std::this_thread::get_id() != owner_) return -1;
+    for (SpanSlot& sl : spans_) {
+      if (sl.id != span) continue;
+      sl.id = -1;
+      float ms = 0;
+      if (cudaEventRecord(sl.end, stream_) == cudaSuccess &&
+          cudaEventSynchronize(sl.end) == cudaSuccess &&
+          cudaEventElapsedTime(&ms, sl.start, sl.end) == cudaSuccess) {
+        return ms;
+      }
+      cudaGetLastError();
+      return -1;
+    }
+    return -1;  // unknown or expired
+  }
+
  private:
   CudaBackend() = default;
+
+  struct SpanSlot {
+    cudaEvent_t start = nullptr, end = nullptr;
+    int64_t id = -1;  // the open span's handle, -1 when free
+  };
 
   // ---- host transfers: two pinned staging buffers, DMA of one overlapping the (multi-threaded)
   // host copy of the other. Small transfers go directly (pageable).
@@ -1592,6 +1654,8 @@ class CudaBackend final : public Backend {
   double upload_ms_ = 0, download_ms_ = 0, download_alloc_ms_ = 0, device_ms_ = 0;
   cudaEvent_t chunk_start_ = nullptr, chunk_end_ = nullptr;
   bool chunk_open_ = false;
+  std::vector<SpanSlot> spans_;  // telemetry spans (begin_device_span), <= kMaxOpenDeviceSpans
+  int64_t next_span_ = 0;
   void* pinned_[2] = {nullptr, nullptr};
   cudaEvent_t pinned_ev_[2] = {nullptr, nullptr};
   int64_t upload_bytes_ = 0, download_bytes_ = 0;

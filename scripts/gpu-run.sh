@@ -12,7 +12,8 @@
 # Environment: OUT (results folder, default /tmp/seedvae-out), DIST (default build-gpu/dist),
 # BUILD (default build-gpu), GOLDEN_SRC (default ../shared/golden), BUDGET_S (stop starting new
 # steps after this many seconds, default 540), ABLATE_SIZES (default "1920x1080 512x512"),
-# BENCH_SIZES (default "512x512 1920x1080").
+# BENCH_SIZES (default "512x512 1920x1080"), OFFLOAD_SIZES (default 1920x1080; " " for none),
+# ABLATE_ONLY (run only the ablation rows whose name contains it, plus the default row).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -26,7 +27,8 @@ if [ "${1:-}" = "dist" ]; then
   GOLDEN_SRC=${GOLDEN_SRC:-$ROOT/../shared/golden}
   rm -rf "$DIST"
   mkdir -p "$DIST/bin" "$DIST/lib" "$DIST/golden/real" "$DIST/golden/tiny"
-  for b in app/seedvae gpu/seedvae_gpu_bench gpu/tests/test_gpu_backend_ops gpu/tests/test_gpu_model; do
+  for b in app/seedvae gpu/seedvae_gpu_bench gpu/tests/test_gpu_backend_ops gpu/tests/test_gpu_model \
+           gpu/tests/test_gpu_telemetry; do
     [ -f "$BUILD/$b" ] && strip -o "$DIST/bin/$(basename "$b")" "$BUILD/$b"
   done
   xz -T2 -6 -c "$(readlink -f /usr/lib/x86_64-linux-gnu/libdnnl.so.2)" > "$DIST/lib/libdnnl.so.2.xz"
@@ -108,6 +110,8 @@ if phase tests; then
   sed -n '/worst error/,$p' "$LOGS/test_ops.log"
   step test_model 240 "$BIN/test_gpu_model"
   grep -E "^(FAIL|PASS|SKIP)|passed,|FAILED" "$LOGS/test_model.log" | head -30
+  step test_telemetry 120 "$BIN/test_gpu_telemetry"
+  grep -E "^(FAIL|PASS|SKIP)|passed,|FAILED" "$LOGS/test_telemetry.log" | head -30
 fi
 
 if phase verify; then
@@ -161,8 +165,9 @@ if phase ablate; then
     ref=5
     reps=5
     [ "$s" = "1920x1080" ] && ref=2 && reps=3
+    # shellcheck disable=SC2086
     step "ablate_$s" 360 "$BIN/seedvae_gpu_bench" ablate --size "$s" --frames 17 --repeats "$reps" \
-      --ref-latents "$ref" --json "$WORK/ablate_$s.json"
+      --ref-latents "$ref" ${ABLATE_ONLY:+--only "$ABLATE_ONLY"} --json "$WORK/ablate_$s.json"
     sed -n '/^configuration/,$p' "$LOGS/ablate_$s.log"
   done
 fi

@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include "core/media/sample_clip.h"
 #include "ui/ab_panel.h"
 #include "ui/channels.h"
 #include "ui/charts_panel.h"
@@ -52,7 +53,7 @@ std::optional<StudioOptions> parse_studio_options(const QStringList& arguments, 
   const QCommandLineOption help(QStringList{"h", "help"}, QStringLiteral("Show this help."));
   const QCommandLineOption version(QStringLiteral("version"), QStringLiteral("Show the version."));
   const QCommandLineOption demo(QStringLiteral("demo"),
-                                QStringLiteral("Start a run at once (built-in model and sample clip unless --input/--weights)."));
+                                QStringLiteral("Start a run at once (built-in model and demo clip unless --input/--weights)."));
   const QCommandLineOption headless(QStringLiteral("headless"),
                                     QStringLiteral("Run the job without windows; write the report and stills into --output."));
   const QCommandLineOption ab(QStringLiteral("ab"),
@@ -109,6 +110,7 @@ std::optional<StudioOptions> parse_studio_options(const QStringList& arguments, 
     }
   }
   if (p.isSet(size)) {
+    o.sample_size_set = true;
     const QStringList wh = p.value(size).toLower().split(QLatin1Char('x'));
     bool ok1 = false, ok2 = false;
     if (wh.size() == 2) {
@@ -462,6 +464,13 @@ int run_studio(int argc, char** argv, std::shared_ptr<const BackendCatalog> cata
   init_studio_resources();
   QApplication::setWindowIcon(QIcon(QStringLiteral(":/seedvae/icons/seedvae-studio.svg")));
   register_studio_types();
+  // A run started from the command line without --input takes the built-in natural demo clip
+  // (installed next to the demo model) unless --sample-size asks for the synthetic sample clip.
+  if (opt.input.isEmpty() && !opt.sample_size_set &&
+      (opt.demo || opt.headless || !opt.screenshots.isEmpty())) {
+    const auto clip = media::find_demo_clip(QCoreApplication::applicationDirPath().toStdString());
+    if (!clip.empty()) opt.input = QString::fromStdString(clip.string());
+  }
 
   std::signal(SIGINT, on_interrupt);
   if (opt.headless) {

@@ -31,7 +31,8 @@ struct StudioOptions {
   bool demo = false;
   bool headless = false;
   bool ab = false;
-  QString input;            // video path; empty: the sample clip
+  QString input;            // video path; empty: the demo clip (--demo, --headless, --screenshots)
+                            // when installed, else the synthetic sample clip
   QString weights;          // checkpoint; empty: the built-in model
   QString preset;           // settings (slot A) from a preset file
   QString preset_b;         // slot B from a preset file (default: A with blend tiling)
@@ -39,6 +40,7 @@ struct StudioOptions {
   QString screenshots;      // screenshot folder
   int frames = 0;           // frames to read (0: all / 17 for the sample clip)
   int sample_width = 256, sample_height = 256;
+  bool sample_size_set = false;  // --sample-size given: the synthetic sample clip, never the demo clip
   bool no_video = false;    // headless: skip writing the reconstructed video
 };
 

@@ -127,6 +127,21 @@ class Backend {
   virtual Status synchronize() { return Status::ok(); }
   virtual MemoryStats memory_stats() const = 0;
   virtual void reset_peak() = 0;
+
+  // Device time of a span of queued work, for telemetry (called only while a TelemetrySink is
+  // installed, so it costs nothing otherwise). begin_device_span() marks the current end of the
+  // backend's queue and returns a handle (>= 0); end_device_span(handle) marks it again, waits for
+  // that mark and returns the device time between the two marks in milliseconds. Spans may nest;
+  // one never ended costs nothing (handles are recycled: the oldest of more than
+  // kMaxOpenDeviceSpans open spans expires). Both never fail the run: -1 (no span / no time) on a
+  // backend without a device timer (the default, e.g. the CPU backend), for an unknown or expired
+  // handle, and on any device error while timing.
+  static constexpr int kMaxOpenDeviceSpans = 16;
+  virtual int64_t begin_device_span() { return -1; }
+  virtual double end_device_span(int64_t span) {
+    (void)span;
+    return -1;
+  }
 };
 
 }  // namespace seedvae

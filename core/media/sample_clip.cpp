@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <numbers>
+#include <vector>
 
 namespace seedvae::media {
 
@@ -157,6 +159,18 @@ HostTensor make_sample_clip(int width, int height, int frames, uint64_t seed) {
     }
   }
   return out;
+}
+
+std::filesystem::path find_demo_clip(const std::filesystem::path& exe_dir) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> candidates;
+  if (const char* env = std::getenv("SEEDVAE_DEMO_CLIP"); env && *env) candidates.emplace_back(env);
+  if (!exe_dir.empty()) candidates.push_back(exe_dir / ".." / "share" / "seedvae" / "demo-clip");
+  for (const fs::path& c : candidates) {
+    std::error_code ec;
+    if (fs::is_directory(c, ec) && !fs::is_empty(c, ec)) return fs::weakly_canonical(c, ec);
+  }
+  return {};
 }
 
 }  // namespace seedvae::media

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 
 #include "core/tensor/host_tensor.h"
 
@@ -13,5 +14,11 @@ namespace seedvae::media {
 // sweeping across the frame. Identical for identical arguments on every run; `seed` changes
 // colours, phases and paths. Sizes below 1 are treated as 1.
 HostTensor make_sample_clip(int width, int height, int frames, uint64_t seed = 0);
+
+// The built-in natural demo clip (a held-out clip of the demo model, docs/demo-model.md: a folder
+// of 17 JPEG frames, 256x256), for the studio's default run: $SEEDVAE_DEMO_CLIP when set and a
+// folder, else <exe_dir>/../share/seedvae/demo-clip (installed by CPack; a build tree gets a copy),
+// else an empty path (callers fall back to make_sample_clip).
+std::filesystem::path find_demo_clip(const std::filesystem::path& exe_dir);
 
 }  // namespace seedvae::media

@@ -89,6 +89,7 @@ Result<HostTensor> run_stream(const VaeModel& model, const HostTensor& input,
     const auto [b, e] = in_ranges[static_cast<size_t>(i)];
     const bool whole = b == 0 && e == input.shape()[2];
     model.set_telemetry_labels(i, hooks.tile);
+    const VaeModel::SummarySpan summary = model.begin_summary();
     SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(whole ? input : slice_time(input, b, e)));
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, step(x, state));
     x = {};
@@ -101,6 +102,7 @@ Result<HostTensor> run_stream(const VaeModel& model, const HostTensor& input,
     const int64_t t = y.shape[2];
     SEEDVAE_TRY(backend.download_frames(y, out, produced));
     y = {};
+    SEEDVAE_TRY(model.end_summary("chunk", summary));
     if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(produced, slice_time(out, produced, produced + t)));
     produced += t;
     if (hooks.progress) hooks.progress->report(stage, i + 1, total);

@@ -206,6 +206,7 @@ Result<HostTensor> run_blend(const BlendJob& job) {
     if (job.hooks.cancel) SEEDVAE_TRY(job.hooks.cancel->check());
     const auto ti = static_cast<size_t>(tile.index);
     model.set_telemetry_labels(static_cast<int64_t>(ci), tile.index);
+    const VaeModel::SummarySpan summary = model.begin_summary();
     HostTensor tin;
     if (job.encode) {
       const int64_t y1 = std::min(tile.latent.y_end() * sf, is[3]);
@@ -223,6 +224,7 @@ Result<HostTensor> run_blend(const BlendJob& job) {
     Tensor yt = std::move(yr).value();
     SEEDVAE_ASSIGN_OR_RETURN(HostTensor y, backend.download(yt));
     yt = {};
+    SEEDVAE_TRY(model.end_summary("tile", summary));
 
     const Shape& ys = y.shape();
     const Shape& as = acc.shape();

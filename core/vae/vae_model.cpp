@@ -35,27 +35,60 @@ const Tensor& VaeModel::w(const std::string& name) const {
   return it == weights_.end() ? kEmpty : it->second;
 }
 
+void VaeModel::emit_sample(std::string_view stage, double wall_ms, double device_ms) const {
+  const MemoryStats m = backend_->memory_stats();
+  StageSample s;
+  s.stage = std::string(stage);
+  s.chunk = chunk_label_;
+  s.tile = tile_label_;
+  s.wall_ms = wall_ms;
+  s.device_ms = device_ms;
+  s.current_bytes = m.current_bytes;
+  s.peak_bytes = m.peak_bytes;
+  s.device_used_bytes = m.device_used_bytes;
+  telemetry_->on_stage(s);
+}
+
+// A stage ends here and the next one starts: device span first (it waits for its own end mark),
+// then the wall clock after the queue has drained, so the device span lies inside the wall span.
 Status VaeModel::observe(std::string_view block, const Tensor& t) const {
   if (telemetry_) {
+    const double device_ms = backend_->end_device_span(stage_span_);
     SEEDVAE_TRY(backend_->synchronize());
     const auto now = std::chrono::steady_clock::now();
-    const MemoryStats m = backend_->memory_stats();
-    StageSample s;
-    s.stage = std::string(block);
-    s.chunk = chunk_label_;
-    s.tile = tile_label_;
-    s.wall_ms = std::chrono::duration<double, std::milli>(now - stage_start_).count();
-    s.current_bytes = m.current_bytes;
-    s.peak_bytes = m.peak_bytes;
-    s.device_used_bytes = m.device_used_bytes;
-    telemetry_->on_stage(s);
+    emit_sample(block, std::chrono::duration<double, std::milli>(now - stage_start_).count(),
+                device_ms);
     stage_start_ = now;
+    stage_span_ = backend_->begin_device_span();
   }
   return observer_ ? observer_(block, t) : Status::ok();
 }
 
 void VaeModel::start_stage_clock() const {
-  if (telemetry_) stage_start_ = std::chrono::steady_clock::now();
+  if (telemetry_) {
+    stage_start_ = std::chrono::steady_clock::now();
+    stage_span_ = backend_->begin_device_span();  // an earlier span left open simply expires
+  }
+}
+
+VaeModel::SummarySpan VaeModel::begin_summary() const {
+  SummarySpan s;
+  if (telemetry_ && telemetry_->wants_summaries()) {
+    s.active = true;
+    s.start = std::chrono::steady_clock::now();
+    s.device_span = backend_->begin_device_span();
+  }
+  return s;
+}
+
+Status VaeModel::end_summary(std::string_view stage, const SummarySpan& span) const {
+  if (!span.active || !telemetry_) return Status::ok();
+  const double device_ms = backend_->end_device_span(span.device_span);
+  SEEDVAE_TRY(backend_->synchronize());
+  const auto now = std::chrono::steady_clock::now();
+  emit_sample(stage, std::chrono::duration<double, std::milli>(now - span.start).count(),
+              device_ms);
+  return Status::ok();
 }
 
 // InflatedCausalConv3d (§2.1): temporal context of kT-1 frames (replicated frame 0 on the first

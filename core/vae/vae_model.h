@@ -46,13 +46,25 @@ class VaeModel {
   const VaeConfig& config() const { return config_; }
   Backend& backend() const { return *backend_; }
   void set_observer(BlockObserver observer) { observer_ = std::move(observer); }
-  // Per-block timing and memory (synchronises the backend after each block while installed).
+  // Per-block timing and memory (synchronises the backend after each block while installed; the
+  // device time comes from Backend::begin_device_span/end_device_span, core/base/telemetry.h).
   // `chunk`/`tile` label the samples; set by the scheduler before each call.
   void set_telemetry(TelemetrySink* sink) { telemetry_ = sink; }
   void set_telemetry_labels(int64_t chunk, int64_t tile) const {
     chunk_label_ = chunk;
     tile_label_ = tile;
   }
+  // The scheduler's "chunk" / "tile" summary samples: begin_summary() before a chunk's upload,
+  // end_summary() after its download emits one sample (current labels) with the wall and device
+  // time in between. Only for a sink that wants_summaries(); no-ops (no timing, no
+  // synchronisation) otherwise.
+  struct SummarySpan {
+    bool active = false;
+    std::chrono::steady_clock::time_point start;
+    int64_t device_span = -1;
+  };
+  SummarySpan begin_summary() const;
+  Status end_summary(std::string_view stage, const SummarySpan& span) const;
   // Chunked high-resolution stages ("chunked upsampling"): when > 0, the stages at full frame rate
   // and the two highest resolutions -- the decoder after its last temporal upsampling
   // (up_blocks.2 on), the encoder before its first temporal downsampling (conv_in and
@@ -86,6 +98,7 @@ class VaeModel {
   Result<Tensor> in_pieces(Tensor x, Stage stage) const;
   Status observe(std::string_view block, const Tensor& t) const;
   void start_stage_clock() const;
+  void emit_sample(std::string_view stage, double wall_ms, double device_ms) const;
 
   Backend* backend_ = nullptr;
   VaeConfig config_;
@@ -95,6 +108,7 @@ class VaeModel {
   mutable int64_t chunk_label_ = -1, tile_label_ = -1;
   int hires_chunk_frames_ = 0;
   mutable std::chrono::steady_clock::time_point stage_start_;
+  mutable int64_t stage_span_ = -1;  // Backend::begin_device_span handle of the running stage
 };
 
 }  // namespace seedvae

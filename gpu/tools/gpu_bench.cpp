@@ -10,12 +10,18 @@
 // Toggles (verify, bench): --precision fp32|tf32|fp16|bf16, --no-autotune, --no-channels-last,
 // --no-fused-gn, --no-fused-attention, --no-caching-allocator, --no-buffer-reuse,
 // --workspace-mib N, --autotune-cache PATH. Results are printed and written as JSON (--json).
+//
+// bench also measures each stage's device time (CUDA events, the stage telemetry's device_ms):
+// --stage-device-runs N (default: --repeats; 0: off) more runs of each op with stage telemetry,
+// the median over them of each stage's device time summed over the chunks ("device_ms" and
+// "device_runs_ms" of each "stages" entry; "wall_ms": the same runs' host time per stage).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -154,7 +160,10 @@ int cmd_verify(const Args& a) {
   vo.reference_dir = a.get("--reference", "");
   const std::string cfg = a.get("--config", "");
   if (!cfg.empty()) vo.configs = {cfg};
-  vo.tolerance = std::stod(a.get("--tolerance", o->precision == Precision::kFp32 ? "1e-4" : "1"));
+  // fp32 uses --tolerance; tf32, fp16 and bf16 use the bounds of VerifyOptions::precision (the
+  // golden README's tf32 bound, PyTorch's own low-precision error from the manifest).
+  vo.precision = std::string(gpu::precision_name(o->precision));
+  vo.tolerance = std::stod(a.get("--tolerance", "1e-4"));
   vo.intermediates = !a.flag("--no-intermediates");
   vo.hires_chunk_frames = a.geti("--hires-chunk", 0);
   Json rows = Json::array();
@@ -179,6 +188,82 @@ int cmd_verify(const Args& a) {
 
 // ---- bench ---------------------------------------------------------------------------------
 
+HostTensor random_latent(const Shape& s, uint64_t seed) {
+  HostTensor t(DType::kF32, s);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (float& v : t.f32()) v = u(rng);
+  return t;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? -1 : v[v.size() / 2];
+}
+
+// Per run: each stage's device and wall time summed over the run's chunks, in stage order.
+class StageClock final : public TelemetrySink {
+ public:
+  void on_stage(const StageSample& s) override {
+    auto [it, fresh] = index_.try_emplace(s.stage, stages.size());
+    if (fresh) stages.push_back({s.stage, 0, 0});
+    Stage& st = stages[it->second];
+    st.wall_ms += s.wall_ms;
+    st.device_ms = s.device_ms < 0 || st.device_ms < 0 ? -1 : st.device_ms + s.device_ms;
+  }
+  struct Stage {
+    std::string name;
+    double wall_ms, device_ms;
+  };
+  std::vector<Stage> stages;
+
+ private:
+  std::map<std::string, size_t> index_;
+};
+
+struct StageDevice {
+  std::string op, stage;
+  std::vector<double> device_runs_ms, wall_runs_ms;
+};
+
+// `runs` runs of each op of `bo` with stage telemetry on a fresh model (the backend has done
+// run_bench's warm-up, so the convolution algorithms are chosen already).
+Result<std::vector<StageDevice>> stage_device_times(Backend& b, const VaeWeights& w,
+                                                    const BenchOptions& bo, int runs) {
+  std::vector<StageDevice> out;
+  if (runs <= 0) return out;
+  SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(b, w));
+  m.set_hires_chunk_frames(bo.hires_chunk_frames);
+  const VaeConfig& c = w.config;
+  const int f = c.temporal_factor(), sf = c.spatial_factor();
+  for (const bool enc : {true, false}) {
+    if ((enc && !bo.encode) || (!enc && !bo.decode)) continue;
+    const Shape in = enc ? Shape{1, c.in_channels, bo.frames, bo.height, bo.width}
+                         : Shape{1, c.latent_channels, (bo.frames - 1) / f + 1, bo.height / sf,
+                                 bo.width / sf};
+    const HostTensor x = random_latent(in, enc ? 1 : 2);
+    const size_t first = out.size();
+    for (int i = 0; i < runs; ++i) {
+      StageClock clock;
+      m.set_telemetry(&clock);
+      auto r = enc ? encode_video(m, x, {bo.chunk_latents}) : decode_latent(m, x, {bo.chunk_latents});
+      m.set_telemetry(nullptr);
+      if (!r) return r.take_status();
+      for (const auto& st : clock.stages) {
+        auto it = std::find_if(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
+                               [&](const StageDevice& d) { return d.stage == st.name; });
+        if (it == out.end()) {
+          out.push_back({enc ? "encode" : "decode", st.name, {}, {}});
+          it = out.end() - 1;
+        }
+        it->device_runs_ms.push_back(st.device_ms);
+        it->wall_runs_ms.push_back(st.wall_ms);
+      }
+    }
+  }
+  return out;
+}
+
 int cmd_bench(const Args& a) {
   auto o = options_from(a);
   if (!o) return fail(o.status());
@@ -200,11 +285,15 @@ int cmd_bench(const Args& a) {
               bo.frames, bo.chunk_latents);
   auto r = run_bench(**b, w, bo);
   if (!r) return fail(r.status());
+  const Json rep = report_json(**b);  // of run_bench's runs only
+  const int stage_runs = a.geti("--stage-device-runs", bo.repeats);
+  auto sd = stage_device_times(**b, w, bo, stage_runs);
+  if (!sd) return fail(sd.status());
   const double gemm = std::stod(a.get("--gemm-tflops", "0"));
   Json j{{"backend", r->backend}, {"width", bo.width}, {"height", bo.height},
          {"frames", bo.frames}, {"chunk_latents", bo.chunk_latents},
          {"hires_chunk_frames", bo.hires_chunk_frames}, {"repeats", bo.repeats},
-         {"report", report_json(**b)}};
+         {"stage_device_runs", stage_runs}, {"report", rep}};
   for (const auto& op : r->ops) {
     std::printf("%s %dx%d: %.1f ms (%.2f ms/frame), %.1f TFLOP, %.0f TFLOP/s%s, peak %.2f GiB\n",
                 op.op.c_str(), bo.width, bo.height, op.total_ms, op.ms_per_frame, op.tflop,
@@ -217,12 +306,28 @@ int cmd_bench(const Args& a) {
                         {"tflop", op.tflop}, {"tflops_per_s", op.tflops_per_s},
                         {"peak_gib", op.peak_bytes / 1073741824.0}, {"runs_ms", op.runs_ms}});
   }
-  for (const auto& s : r->stages) {
-    std::printf("  %-7s %-28s %9.1f ms %9.1f GFLOP %7.0f TFLOP/s\n", s.op.c_str(), s.stage.c_str(),
-                s.ms, s.gflop, s.ms > 0 ? s.gflop / s.ms : 0.0);
-    j["stages"].push_back({{"op", s.op}, {"stage", s.stage}, {"ms", s.ms}, {"gflop", s.gflop}});
+  if (!sd->empty()) {
+    std::printf("  stages: ms = host time of one staged run; device = median of %d runs' CUDA-event "
+                "time\n", stage_runs);
   }
-  const Json rep = report_json(**b);
+  for (const auto& s : r->stages) {
+    Json js{{"op", s.op}, {"stage", s.stage}, {"ms", s.ms}, {"gflop", s.gflop}};
+    double dev = -1;
+    for (const StageDevice& d : *sd) {
+      if (d.op != s.op || d.stage != s.stage) continue;
+      dev = median_of(d.device_runs_ms);
+      js["device_ms"] = dev;
+      js["device_runs_ms"] = d.device_runs_ms;
+      js["wall_ms"] = median_of(d.wall_runs_ms);
+    }
+    std::printf("  %-7s %-28s %9.1f ms %9.1f GFLOP %7.0f TFLOP/s", s.op.c_str(), s.stage.c_str(),
+                s.ms, s.gflop, s.ms > 0 ? s.gflop / s.ms : 0.0);
+    if (dev >= 0) {
+      std::printf("   device %9.1f ms %7.0f TFLOP/s", dev, dev > 0 ? s.gflop / dev : 0.0);
+    }
+    std::printf("\n");
+    j["stages"].push_back(js);
+  }
   std::printf("device time (CUDA events, all runs incl. warm-up, upload to download per chunk): %.1f ms\n",
               rep.value("device_ms", 0.0));
   std::printf("memory: peak live %.2f GiB, peak reserved %.2f GiB; cuDNN searched %lld, loaded %lld; "
@@ -239,14 +344,6 @@ int cmd_bench(const Args& a) {
 }
 
 // ---- ablation ------------------------------------------------------------------------------
-
-HostTensor random_latent(const Shape& s, uint64_t seed) {
-  HostTensor t(DType::kF32, s);
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (float& v : t.f32()) v = u(rng);
-  return t;
-}
 
 struct Row {
   std::string name;

@@ -96,26 +96,37 @@ class tst_Cli : public QObject {
     QVERIFY2(f.out.contains("FAIL"), qPrintable(f.out));
   }
 
-  // Without --weights/--synthetic the CLI takes the demo model when one is present
-  // ($SEEDVAE_DEMO_WEIGHTS here), else the synthetic tiny weights.
+  // Without --weights/--synthetic the CLI takes the demo model: $SEEDVAE_DEMO_WEIGHTS when it
+  // names a file, else <exe>/../share/seedvae/demo_vae.safetensors, else the synthetic tiny
+  // weights. The last two are checked on a copy of the CLI in a folder of our own, so the build
+  // tree's shipped demo model does not decide the outcome.
   void defaultWeightsPreferTheDemoModel() {
     QCOMPARE(run({"make-weights", "--synthetic", "tiny", "-o", path("demo.safetensors")}).code, 0);
-    auto with_env = [](const QString& value, const QStringList& args) {
+    const fs::path prefix = tmp_ / "prefix";
+    fs::create_directories(prefix / "bin");
+    const fs::path exe = prefix / "bin" / "seedvae";
+    fs::copy_file(SEEDVAE_CLI_PATH, exe, fs::copy_options::overwrite_existing);
+    auto with_env = [](const fs::path& program, const QString& value, const QStringList& args) {
       QProcess p;
       QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
       env.insert("SEEDVAE_DEMO_WEIGHTS", value);
       p.setProcessEnvironment(env);
-      p.start(QStringLiteral(SEEDVAE_CLI_PATH), args);
+      p.start(QString::fromStdString(program.string()), args);
       p.waitForFinished(300000);
       return QString::fromUtf8(p.readAllStandardOutput());
     };
     const QStringList args{"roundtrip", "--sample-clip", "--size", "32x32", "--frames", "5",
                            "--json", "-q"};
-    const QString demo = with_env(path("demo.safetensors"), args);
+    const QString demo = with_env(exe, path("demo.safetensors"), args);
     QVERIFY2(demo.contains("demo.safetensors"), qPrintable(demo));
-    const QString none = with_env(path("missing.safetensors"), args);
+    const QString none = with_env(exe, path("missing.safetensors"), args);
     QVERIFY2(none.contains("\"weights\": \"synthetic"), qPrintable(none));
-    const QString forced = with_env(path("demo.safetensors"), args + QStringList{"--synthetic", "tiny"});
+    // Installed next to the program: <prefix>/share/seedvae/demo_vae.safetensors.
+    fs::create_directories(prefix / "share" / "seedvae");
+    fs::copy_file(tmp_ / "demo.safetensors", prefix / "share" / "seedvae" / "demo_vae.safetensors");
+    const QString installed = with_env(exe, path("missing.safetensors"), args);
+    QVERIFY2(installed.contains("share/seedvae/demo_vae.safetensors"), qPrintable(installed));
+    const QString forced = with_env(exe, path("demo.safetensors"), args + QStringList{"--synthetic", "tiny"});
     QVERIFY2(forced.contains("\"weights\": \"synthetic"), qPrintable(forced));
   }
 

@@ -1,10 +1,12 @@
 // make_sample_clip: shape, range, determinism, seed dependence, motion and content (not flat, all
-// three colours present, edges present).
+// three colours present, edges present); find_demo_clip's lookup order.
 #include <QtTest>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "core/media/metrics.h"
 #include "core/media/sample_clip.h"
@@ -81,6 +83,34 @@ class TestSampleClip : public QObject {
       // Consecutive frames differ, but are similar (smooth motion).
       QVERIFY2(q->psnr_db < 40 && q->psnr_db > 12, qPrintable(QString::number(q->psnr_db)));
     }
+  }
+
+  // $SEEDVAE_DEMO_CLIP (a non-empty folder) first, then <exe>/../share/seedvae/demo-clip, else
+  // nothing; empty folders and files are not clips.
+  void demoClipLookup() {
+    namespace fs = std::filesystem;
+    QTemporaryDir tmp;
+    QVERIFY(tmp.isValid());
+    const fs::path root = tmp.path().toStdString();
+    const fs::path exe = root / "bin";
+    const fs::path installed = root / "share" / "seedvae" / "demo-clip";
+    const fs::path env_clip = root / "mine";
+    fs::create_directories(exe);
+    fs::create_directories(installed);
+    fs::create_directories(env_clip);
+    qunsetenv("SEEDVAE_DEMO_CLIP");
+    QVERIFY(find_demo_clip(exe).empty());  // the installed folder is still empty
+    std::ofstream(installed / "000.jpg") << "x";
+    QCOMPARE(find_demo_clip(exe), fs::weakly_canonical(installed));
+    qputenv("SEEDVAE_DEMO_CLIP", QByteArray::fromStdString(env_clip.string()));
+    QCOMPARE(find_demo_clip(exe), fs::weakly_canonical(installed));  // empty: skipped
+    std::ofstream(env_clip / "000.png") << "x";
+    QCOMPARE(find_demo_clip(exe), fs::weakly_canonical(env_clip));
+    qputenv("SEEDVAE_DEMO_CLIP", QByteArray::fromStdString((env_clip / "000.png").string()));
+    QCOMPARE(find_demo_clip(exe), fs::weakly_canonical(installed));  // a file is not a clip
+    qunsetenv("SEEDVAE_DEMO_CLIP");
+    QVERIFY(find_demo_clip(fs::path()).empty());
+    QVERIFY(find_demo_clip(root / "nowhere").empty());
   }
 };
 

@@ -280,6 +280,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--total-minutes", type=float, default=16.0,
                     help="planned training time over all calls; the LR follows a cosine over it")
+    ap.add_argument("--restart-schedule", action="store_true",
+                    help="with --init: a new warm-up and cosine over --total-minutes from now, "
+                         "instead of continuing the schedule of the initial weights")
     ap.add_argument("--kl", type=float, default=1e-6)
     ap.add_argument("--mse", type=float, default=1.0, help="weight of the MSE term (L1 weight 1)")
     ap.add_argument("--sample-prob", type=float, default=0.0, help="fraction of steps decoding a sample")
@@ -340,6 +343,7 @@ def main():
           f"({2 * n_params / 2**20:.2f} MiB fp16), device {device}, amp {args.amp}", flush=True)
 
     step, train_s, history, warm_from = 0, 0.0, [], 0
+    sched_from = 0.0  # training seconds at which the LR schedule (cosine) started
     rng = np.random.default_rng(args.seed)
     state_path = os.path.join(args.ckpt, "state.pt")
     if os.path.exists(state_path):
@@ -354,9 +358,10 @@ def main():
         opt.load_state_dict(ck["opt"])
         step, train_s, history = ck["step"], ck["train_s"], ck["history"]
         warm_from = ck.get("warm_from", 0)
+        sched_from = ck.get("sched_from", 0.0)
         rng.bit_generator.state = ck["np_rng"]
         random.setstate(ck["py_rng"])
-        torch.set_rng_state(ck["torch_rng"])
+        torch.set_rng_state(ck["torch_rng"].cpu())
         if device.type == "cuda" and ck.get("cuda_rng") is not None:
             torch.cuda.set_rng_state(ck["cuda_rng"].cpu())
         print(f"resumed {state_path}: step {step}, {train_s / 60:.1f} min trained", flush=True)
@@ -368,6 +373,8 @@ def main():
         step = int(meta.get("demo.steps", 0))
         train_s = float(meta.get("demo.train_seconds", 0.0))
         warm_from = step  # restart the warm-up for the fresh optimizer
+        if args.restart_schedule:
+            sched_from = train_s
         rng = np.random.default_rng(args.seed + step)
         print(f"warm start from {args.init}: step {step}, {train_s / 60:.1f} min trained "
               f"(fresh optimizer)", flush=True)
@@ -391,21 +398,26 @@ def main():
 
     # torch.compile of the two halves, kept outside the module tree so that state_dict() keys
     # stay the checkpoint's names.
-    enc_fn = torch.compile(model.encoder) if args.compile else model.encoder
-    dec_fn = torch.compile(model.decoder) if args.compile else model.decoder
+    # dynamic=False: one specialised graph per crop size (compiled on its first step); if the
+    # compiler fails on this machine, training falls back to eager mode (see the loop).
+    compiled = bool(args.compile)
+    enc_fn = torch.compile(model.encoder, dynamic=False) if compiled else model.encoder
+    dec_fn = torch.compile(model.decoder, dynamic=False) if compiled else model.decoder
+    compiled_sizes = set()
 
     def mem_gib():
         return torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else 0.0
 
     def lr_at(step_, train_s_):
         w = min(1.0, (step_ - warm_from + 1) / max(1, args.warmup))
-        frac = min(1.0, train_s_ / (args.total_minutes * 60))
+        frac = min(1.0, max(0.0, train_s_ - sched_from) / (args.total_minutes * 60))
         cos = args.min_lr_frac + (1 - args.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * frac))
         return args.lr * w * cos
 
     def save_ckpt():
         ck = {"model": model.state_dict(), "ema": ema.state_dict(), "opt": opt.state_dict(),
               "step": step, "train_s": train_s, "history": history, "warm_from": warm_from,
+              "sched_from": sched_from,
               "np_rng": rng.bit_generator.state, "py_rng": random.getstate(),
               "torch_rng": torch.get_rng_state(),
               "cuda_rng": torch.cuda.get_rng_state() if device.type == "cuda" else None,
@@ -457,9 +469,18 @@ def main():
         lr = lr_at(step, train_s)
         for g in opt.param_groups:
             g["lr"] = lr
+        first_of_shape = compiled and (size, batch) not in compiled_sizes
         try:
             loss, l1, mse, kl = train_step(x)
-        except RuntimeError as e:  # CUDA out of memory: shrink the batch and go on
+        except Exception as e:  # noqa: BLE001 - compiler failure or CUDA out of memory
+            if compiled and "out of memory" not in str(e):
+                print(f"torch.compile failed ({type(e).__name__}: {str(e)[:300]}); "
+                      f"continuing in eager mode", flush=True)
+                log({"event": "compile_failed", "step": step, "error": str(e)[:1000]})
+                compiled = False
+                enc_fn, dec_fn = model.encoder, model.decoder
+                opt.zero_grad(set_to_none=True)
+                continue
             if "out of memory" not in str(e):
                 raise
             opt.zero_grad(set_to_none=True)
@@ -478,8 +499,16 @@ def main():
         if device.type == "cuda" and step % args.log_every == 0:
             torch.cuda.synchronize()
         dt = time.time() - ts
-        train_s += dt
-        step_time = dt if step_time is None else 0.9 * step_time + 0.1 * dt
+        if first_of_shape:
+            # The compile time of a new shape is neither training time (LR schedule) nor a
+            # step time estimate for the deadline.
+            compiled_sizes.add((size, batch))
+            print(f"compiled for {size}px x{batch} in {dt:.0f} s", flush=True)
+            log({"event": "compiled", "step": step, "size": size, "batch": batch, "seconds": dt})
+            t_log = time.time()
+        else:
+            train_s += dt
+            step_time = dt if step_time is None else 0.9 * step_time + 0.1 * dt
         with torch.no_grad():  # accumulate on the device; synchronise only when logging
             for k, v in (("loss", loss), ("l1", l1), ("mse", mse), ("kl", kl)):
                 acc[k] = acc[k] + v.detach()
