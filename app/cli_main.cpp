@@ -1,6 +1,7 @@
 // seedvae: the headless command-line tool. Every subcommand maps errors to an exit code (see
 // kExitCodes) and prints progress on stderr; --json makes stdout machine-readable.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "app/backends.h"
 #include "app/cuda_cli_options.h"
@@ -26,6 +28,7 @@
 #include "core/vae/vae_model.h"
 #ifdef SEEDVAE_HAVE_MEDIA
 #include "core/media/metrics.h"
+#include "core/media/prefetch.h"
 #include "core/media/sample_clip.h"
 #include "core/media/vae_padding.h"
 #include "core/media/video_io.h"
@@ -357,6 +360,8 @@ struct VideoOptions {
   std::string size;  // "WxH" resize
   int multiple = 8;
   std::string temporal_pad = "mirror";
+  std::string prefetch = "auto";  // auto | on | off (--no-prefetch = off)
+  bool no_prefetch = false;
 
   void add_to(CLI::App* c, bool input_required) {
     auto* in = c->add_option("video", input, "input video, image sequence directory or pattern");
@@ -376,6 +381,26 @@ struct VideoOptions {
                   "how to reach 4n+1 frames: mirror (ComfyUI port, default) or repeat-last "
                   "(official SeedVR2)")
         ->check(CLI::IsMember({"mirror", "repeat-last"}));
+    auto* p = c->add_option("--prefetch", prefetch,
+                            "read and convert frames on their own thread, a few chunks ahead of "
+                            "the encoder: auto (default: on for a video file or image sequence "
+                            "encoded in temporal chunks without tiling), on or off")
+                  ->check(CLI::IsMember({"auto", "on", "off"}));
+    c->add_flag("--no-prefetch", no_prefetch, "same as --prefetch off: read the whole clip first")
+        ->excludes(p);
+  }
+
+  bool from_file() const { return !sample_clip && !input.empty(); }
+
+  Result<media::ReadOptions> read_options() const {
+    media::ReadOptions ro;
+    ro.first_frame = first;
+    ro.max_frames = frames;
+    ro.stride = stride;
+    if (!size.empty() && std::sscanf(size.c_str(), "%dx%d", &ro.resize_width, &ro.resize_height) != 2) {
+      return invalid_argument("--size must be WxH, got " + size);
+    }
+    return ro;
   }
 
   Result<media::Clip> read() const {
@@ -387,13 +412,7 @@ struct VideoOptions {
       const int n = frames > 0 ? static_cast<int>(frames) : 17;
       return media::Clip{media::make_sample_clip(w, h, n), 24.0};
     }
-    media::ReadOptions ro;
-    ro.first_frame = first;
-    ro.max_frames = frames;
-    ro.stride = stride;
-    if (!size.empty() && std::sscanf(size.c_str(), "%dx%d", &ro.resize_width, &ro.resize_height) != 2) {
-      return invalid_argument("--size must be WxH, got " + size);
-    }
+    SEEDVAE_ASSIGN_OR_RETURN(media::ReadOptions ro, read_options());
     return media::read_clip(input, ro, &g_cancel);
   }
   media::TemporalPad pad_mode() const {
@@ -432,25 +451,96 @@ struct EncodeResult {
   HostTensor latent;  // [1, 16, t, h, w], raw VAE latent
   media::PadPlan plan;
   double fps = 24;
-  double seconds = 0;
-  HostTensor padded_input;
+  double seconds = 0;       // encode; with prefetch including the waits for frames
+  HostTensor padded_input;  // only when asked for (the round trip's reference)
+  bool prefetch = false;
+  double read_seconds = 0;       // reading + converting frames (on the prefetch thread, or before)
+  double read_wait_seconds = 0;  // of which the engine thread waited for
+  double total_seconds = 0;      // read + pad + encode, wall clock
 };
 
+// Whether to read ahead on a prefetch thread (--prefetch / --no-prefetch). Prefetch feeds the
+// untiled temporal stream chunk by chunk (encode_stream); the combinations that need the whole clip
+// before the first chunk do not use it under auto and are refused with the reason under "on".
+Result<bool> use_prefetch(const VideoOptions& vo, const ModelOptions& mo) {
+  const std::string mode = vo.no_prefetch ? "off" : vo.prefetch;
+  if (mode == "off") return false;
+  std::string why;
+  if (!vo.from_file()) {
+    why = "the sample clip is generated in memory, there are no frames to read ahead";
+  } else if (mo.tiling != "off") {
+    why = "--tiling " + mo.tiling + " encodes every tile over the whole clip, so it needs all "
+          "frames in memory before it starts";
+  } else if (mo.budget_gb > 0) {
+    why = "--budget-gb plans the run from the clip's size and length, known only once it is read";
+  }
+  if (!why.empty()) {
+    if (mode == "on") return invalid_argument("--prefetch on does not apply: " + why);
+    return false;
+  }
+  if (mo.chunk == 0 && mode == "auto") return false;  // one chunk: nothing to overlap with
+  return true;
+}
+
 Result<EncodeResult> run_encode(Engine& e, const VideoOptions& vo, const ModelOptions& mo,
-                                bool sample, uint64_t seed, ProgressSink& progress) {
-  SEEDVAE_ASSIGN_OR_RETURN(media::Clip clip, vo.read());
-  const Shape& s = clip.video.shape();
+                                bool sample, uint64_t seed, ProgressSink& progress,
+                                bool keep_input) {
+  SEEDVAE_ASSIGN_OR_RETURN(const bool prefetch, use_prefetch(vo, mo));
   EncodeResult r;
-  r.fps = clip.fps;
-  r.plan = media::plan_padding(s[2], s[3], s[4], vo.multiple);
-  SEEDVAE_ASSIGN_OR_RETURN(r.padded_input, media::apply_padding(clip.video, r.plan, vo.pad_mode()));
-  const auto t0 = Clock::now();
-  SEEDVAE_ASSIGN_OR_RETURN(HostTensor moments,
-                           run_encode_op(*e.model, e.weights, r.padded_input, mo,
-                                         {&g_cancel, &progress}, nullptr));
-  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.prefetch = prefetch;
+  const auto start = Clock::now();
+  HostTensor moments;
+  if (prefetch) {
+    // Frames are read, converted and padded chunk by chunk on the prefetch thread while the
+    // engine encodes the chunks already read; bit-identical to the path below.
+    media::VideoSourceOptions so;
+    SEEDVAE_ASSIGN_OR_RETURN(so.read, vo.read_options());
+    so.spatial_multiple = vo.multiple;
+    so.temporal_pad = vo.pad_mode();
+    so.prefetch = true;
+    std::tie(so.first_chunk_frames, so.chunk_frames) =
+        media::encoder_chunk_frames(mo.chunk, e.weights.config.temporal_factor());
+    so.keep_input = keep_input;
+    SEEDVAE_ASSIGN_OR_RETURN(auto source, media::VideoFrameSource::open(vo.input, so, &g_cancel));
+    const auto t0 = Clock::now();
+    const StreamHooks hooks{&g_cancel, &progress};
+    SEEDVAE_ASSIGN_OR_RETURN(moments, encode_stream(*e.model, *source, {mo.chunk}, hooks));
+    r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    r.plan = source->plan();
+    r.fps = source->fps();
+    if (keep_input) {
+      SEEDVAE_ASSIGN_OR_RETURN(r.padded_input, source->input());
+    }
+    const media::PrefetchStats st = source->stats();
+    r.read_seconds = st.read_seconds;
+    r.read_wait_seconds = st.wait_seconds;
+  } else {
+    SEEDVAE_ASSIGN_OR_RETURN(media::Clip clip, vo.read());
+    const Shape& s = clip.video.shape();
+    r.fps = clip.fps;
+    r.plan = media::plan_padding(s[2], s[3], s[4], vo.multiple);
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor padded, media::apply_padding(clip.video, r.plan, vo.pad_mode()));
+    clip = {};
+    r.read_seconds = r.read_wait_seconds =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    const auto t0 = Clock::now();
+    const StreamHooks hooks{&g_cancel, &progress};
+    SEEDVAE_ASSIGN_OR_RETURN(moments, run_encode_op(*e.model, e.weights, padded, mo, hooks, nullptr));
+    r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (keep_input) r.padded_input = std::move(padded);
+  }
+  r.total_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   r.latent = sample ? moments_sample(moments, seed) : moments_mean(moments);
   return r;
+}
+
+// The read / prefetch part of the --json reports.
+void add_read_json(Json& j, const EncodeResult& r) {
+  j["prefetch"] = r.prefetch;
+  j["read_seconds"] = r.read_seconds;
+  j["read_wait_seconds"] = r.read_wait_seconds;
+  j["read_overlapped_seconds"] = std::max(0.0, r.read_seconds - r.read_wait_seconds);
+  j["read_encode_seconds"] = r.total_seconds;
 }
 
 std::map<std::string, std::string> plan_metadata(const media::PadPlan& p, double fps) {
@@ -465,7 +555,7 @@ int cmd_encode(const VideoOptions& vo, const ModelOptions& mo, const std::string
   StderrProgress progress(mo.quiet);
   auto e = make_engine(mo);
   if (!e) return fail(e.status());
-  auto r = run_encode(*e, vo, mo, sample, seed, progress);
+  auto r = run_encode(*e, vo, mo, sample, seed, progress, false);
   if (!r) return fail(r.status());
   HostTensor latent = r->latent;
   if (dit) {  // SeedVR2's DiT space: (latent - 0) * 0.9152
@@ -476,10 +566,12 @@ int cmd_encode(const VideoOptions& vo, const ModelOptions& mo, const std::string
   meta["seedvae.weights"] = e->weights.source;
   NamedTensor nt{"latent", &latent};
   if (Status s = write_safetensors(output, {&nt, 1}, meta); !s) return fail(s);
-  const Json j{{"output", output}, {"latent_shape", latent.shape().dims()},
-               {"encode_seconds", r->seconds},
-               {"ms_per_frame", 1000 * r->seconds / static_cast<double>(r->plan.padded_frames)},
-               {"peak_backend_mib", mib(e->backend->memory_stats().peak_bytes)}};
+  Json j{{"output", output}, {"latent_shape", latent.shape().dims()},
+         {"encode_seconds", r->seconds},
+         {"ms_per_frame", 1000 * r->seconds / static_cast<double>(r->plan.padded_frames)},
+         {"peak_backend_mib", mib(e->backend->memory_stats().peak_bytes)},
+         {"peak_rss_mib", mib(peak_rss_bytes())}};
+  add_read_json(j, *r);
   if (mo.json) print_json(j);
   else std::cout << "wrote " << output << " latent " << latent.shape().to_string() << " in "
                  << r->seconds << " s\n";
@@ -534,7 +626,7 @@ int cmd_roundtrip(const VideoOptions& vo, const ModelOptions& mo, const std::str
   StderrProgress progress(mo.quiet);
   auto e = make_engine(mo);
   if (!e) return fail(e.status());
-  auto enc = run_encode(*e, vo, mo, false, 0, progress);
+  auto enc = run_encode(*e, vo, mo, false, 0, progress, true);
   if (!enc) return fail(enc.status());
   const auto t0 = Clock::now();
   TileRunReport tiles;
@@ -572,6 +664,7 @@ int cmd_roundtrip(const VideoOptions& vo, const ModelOptions& mo, const std::str
                {"peak_rss_mib", mib(peak_rss_bytes())},
                {"tiling", mo.tiling}};
   if (!seams.is_null()) j["decode_seams"] = seams;
+  add_read_json(j, *enc);
   if (mo.json) {
     print_json(j);
   } else {
@@ -586,6 +679,11 @@ int cmd_roundtrip(const VideoOptions& vo, const ModelOptions& mo, const std::str
                 "MiB, process %.0f MiB\n",
                 enc->seconds, dec_s, 1000 * (enc->seconds + dec_s) / frames,
                 mib(e->backend->memory_stats().peak_bytes), mib(peak_rss_bytes()));
+    std::printf("read: %.2f s%s\n", enc->read_seconds,
+                enc->prefetch ? (" on the prefetch thread, " +
+                                 std::to_string(enc->read_wait_seconds) + " s of it waited for")
+                                    .c_str()
+                              : " before encoding (no prefetch)");
     if (!output.empty()) std::printf("wrote %s\n", output.c_str());
   }
   return kOk;

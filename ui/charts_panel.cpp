@@ -121,6 +121,7 @@ void ChartsPanel::clear() {
   pending_device_.clear();
   groups_.clear();
   values_.clear();
+  device_values_.clear();
   categories_.clear();
   category_index_.clear();
   category_totals_.clear();
@@ -164,6 +165,7 @@ void ChartsPanel::addPoints(const QVector<TelemetryPoint>& points) {
       category_index_.insert(key, idx);
       category_totals_.push_back(0);
       for (auto& v : values_) v.push_back(0.0);
+      for (auto& v : device_values_) v.push_back(-1.0);
     } else {
       idx = *ci;
     }
@@ -173,8 +175,10 @@ void ChartsPanel::addPoints(const QVector<TelemetryPoint>& points) {
       g = static_cast<int>(groups_.size());
       groups_.push_back(group);
       values_.push_back(QVector<double>(categories_.size(), 0.0));
+      device_values_.push_back(QVector<double>(categories_.size(), -1.0));
     }
     values_[g][idx] += p.wall_ms;
+    if (p.device_ms >= 0) device_values_[g][idx] = std::max(0.0, device_values_[g][idx]) + p.device_ms;
     category_totals_[idx] += p.wall_ms;
     bars_dirty_ = true;
   }
@@ -221,14 +225,21 @@ void ChartsPanel::rebuildBars() {
   }
   series->append(sets);
   // Hovering a bar segment names its stage, chunk/tile and time (the legend may be cut short).
+  // The GPU time (CUDA events) joins the wall time where the backend measures it.
   const QStringList labels = categories_.mid(first);
-  connect(series, &QStackedBarSeries::hovered, this, [this, labels](bool status, int index, QBarSet* set) {
+  QVector<QVector<double>> gpu;
+  for (const auto& v : device_values_) gpu.push_back(v.mid(first));
+  connect(series, &QStackedBarSeries::hovered, this, [this, labels, gpu, sets](bool status, int index, QBarSet* set) {
     if (!status || !set || index < 0 || index >= labels.size()) {
       QToolTip::hideText();
       return;
     }
-    QToolTip::showText(QCursor::pos(), tr("%1 · %2: %3 ms").arg(labels[index], set->label()).arg(set->at(index), 0, 'f', 1),
-                       timing_view_);
+    QString text = tr("%1 · %2: %3 ms").arg(labels[index], set->label()).arg(set->at(index), 0, 'f', 1);
+    const auto g = sets.indexOf(set);
+    if (g >= 0 && g < gpu.size() && index < gpu[g].size() && gpu[g][index] >= 0) {
+      text += tr(" (GPU %1 ms)").arg(gpu[g][index], 0, 'f', 1);
+    }
+    QToolTip::showText(QCursor::pos(), text, timing_view_);
   });
   timing_chart_->removeSeries(timing_);
   delete timing_;

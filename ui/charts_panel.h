@@ -1,7 +1,8 @@
 // Live graphs (Qt Charts) fed by the engine telemetry:
 //  * memory over time: engine allocated, engine peak and device-wide used (for the CPU backend
 //    the process's resident size), in MiB against seconds since the session started;
-//  * time per chunk (and per tile when tiled), stacked by stage (top-level block).
+//  * time per chunk (and per tile when tiled), stacked by stage (top-level block): host wall time;
+//    hovering a segment also names its GPU time (CUDA events) where the backend measures it.
 // Runs of one session (a single run, or A then B) share the time axis. Every sample is kept in
 // log() for the report even when the charts show only the most recent bars.
 //
@@ -15,6 +16,7 @@
 #include <QPair>
 #include <QVector>
 #include <QWidget>
+#include <algorithm>
 
 #include "ui/studio_types.h"
 
@@ -48,6 +50,14 @@ class ChartsPanel : public QWidget {
   QLineSeries* deviceSeries() const { return device_; }
   QStackedBarSeries* timingSeries() const { return timing_; }
   int timingCategories() const { return static_cast<int>(categories_.size()); }
+  // GPU milliseconds of one timing bar (summed over its stages), -1 when no stage had a device time.
+  double timingGpuMs(int category) const {
+    double ms = -1;
+    for (const auto& v : device_values_) {
+      if (category >= 0 && category < v.size() && v[category] >= 0) ms = std::max(0.0, ms) + v[category];
+    }
+    return ms;
+  }
   QChartView* memoryView() const { return memory_view_; }
   QChartView* timingView() const { return timing_view_; }
 
@@ -77,7 +87,8 @@ class ChartsPanel : public QWidget {
   QValueAxis* time_y_;
   QVector<TelemetryPoint> log_;
   QStringList groups_;               // stage groups, in order of appearance
-  QVector<QVector<double>> values_;  // [group][category] milliseconds
+  QVector<QVector<double>> values_;  // [group][category] milliseconds (host wall time)
+  QVector<QVector<double>> device_values_;  // [group][category] GPU milliseconds, -1: no device timer
   QStringList categories_;
   QMap<QString, int> category_index_;  // (slot, op, chunk, tile) -> index
   QVector<double> category_totals_;

@@ -284,8 +284,10 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
     if (!job.ab->ok) s << "\nComparison incomplete: " << job.ab->error << "\n";
     s << "\n";
   }
-  // Time by stage, summed over chunks and tiles.
-  s << "## Time by stage\n\n| Stage |";
+  // Time by stage, summed over chunks and tiles: host wall time after the device finished the
+  // stage, and the GPU time from CUDA events where the backend measures it.
+  s << "## Time by stage\n\nWall time per stage (after the device finished it), with the GPU time from "
+       "CUDA events in parentheses where the backend measures it.\n\n| Stage |";
   for (const RunSummary& r : job.runs) s << " " << tag_of(r) << " (ms) |";
   s << "\n|---|";
   for (int i = 0; i < job.runs.size(); ++i) s << "---:|";
@@ -299,11 +301,19 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
   for (const QString& st : stages) {
     s << "| " << st << " |";
     for (const RunSummary& r : job.runs) {
-      double ms = 0;
+      double ms = 0, gpu = 0;
+      bool has_gpu = false;
       for (const TelemetryPoint& p : r.telemetry) {
-        if (p.stage == st) ms += p.wall_ms;
+        if (p.stage != st) continue;
+        ms += p.wall_ms;
+        if (p.device_ms >= 0) {
+          gpu += p.device_ms;
+          has_gpu = true;
+        }
       }
-      s << " " << QString::number(ms, 'f', 1) << " |";
+      s << " " << QString::number(ms, 'f', 1);
+      if (has_gpu) s << " (GPU " << QString::number(gpu, 'f', 1) << ")";
+      s << " |";
     }
     s << "\n";
   }

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <limits>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string_view>
@@ -365,10 +367,28 @@ int64_t physical_memory_bytes() {
 // Accumulates decoded frames, checks they all share one size and packs them into the clip tensor.
 class FrameCollector {
  public:
-  FrameCollector(const fs::path& source, const ReadOptions& o) : source_(source), opts_(o) {}
+  // The clip's first frame (size and index), carried from one chunk to the next.
+  struct First {
+    bool known = false;
+    cv::Size size;
+    int64_t index = 0;
+  };
+
+  FrameCollector(const fs::path& source, const ReadOptions& o, const First& first)
+      : source_(source), opts_(o) {
+    if (first.known) {
+      has_first_ = true;
+      first_size_ = first.size;
+      target_ = target_size(first_size_, opts_);
+      first_index_ = first.index;
+    }
+  }
+
+  First first() const { return {has_first_, first_size_, first_index_}; }
 
   Status add(const cv::Mat& decoded_rgb, int64_t source_index, const fs::path& file) {
-    if (frames_.empty()) {
+    if (!has_first_) {
+      has_first_ = true;
       first_size_ = decoded_rgb.size();
       target_ = target_size(first_size_, opts_);
       first_index_ = source_index;
@@ -443,6 +463,7 @@ class FrameCollector {
   fs::path source_;
   ReadOptions opts_;
   std::vector<cv::Mat> frames_;
+  bool has_first_ = false;
   cv::Size first_size_, target_;
   int64_t first_index_ = 0;
 };
@@ -474,46 +495,96 @@ Status no_frames(const fs::path& source) {
   return corrupt_data(quoted(source) + " contains no decodable frames");
 }
 
-Result<Clip> read_images(const Source& src, const ReadOptions& o, const CancelToken* cancel) {
-  const auto total = static_cast<int64_t>(src.files.size());
-  if (o.first_frame >= total) return beyond_end(src.path, o.first_frame, total);
-  FrameCollector frames(src.path, o);
-  for (int64_t i = o.first_frame; i < total; i += o.stride) {
-    if (o.max_frames > 0 && frames.count() >= o.max_frames) break;
-    SEEDVAE_TRY(check_cancel(cancel));
-    const fs::path& file = src.files[static_cast<size_t>(i)];
-    SEEDVAE_ASSIGN_OR_RETURN(cv::Mat rgb, decode_image(file));
-    SEEDVAE_TRY(frames.add(rgb, i, file));
-  }
-  Clip clip;
-  SEEDVAE_ASSIGN_OR_RETURN(clip.video, frames.pack());
-  clip.fps = 24.0 / o.stride;
-  return clip;
-}
+// Sequential reading of the selected frames (first_frame, first_frame + stride, ...; at most
+// max_frames), a chunk at a time: read_clip() reads everything in one call, FrameReader (and the
+// prefetch thread behind it) reads the chunks the encoder asks for. Both decode and convert every
+// frame the same way, so a clip read in chunks is bit-identical to the clip read at once.
+class SeqReader {
+ public:
+  explicit SeqReader(const ReadOptions& o) : opts_(o) {}
 
-Result<Clip> read_video(const Source& src, const ReadOptions& o, const CancelToken* cancel) {
-  SEEDVAE_ASSIGN_OR_RETURN(auto cap, open_video(src.path));
-  const double fps = usable_fps(cap->get(cv::CAP_PROP_FPS));
-  FrameCollector frames(src.path, o);
-  int64_t index = 0;
-  cv::Mat bgr;
-  while (o.max_frames < 0 || frames.count() < o.max_frames) {
-    SEEDVAE_TRY(check_cancel(cancel));
-    const bool wanted = index >= o.first_frame && (index - o.first_frame) % o.stride == 0;
-    if (wanted) {
-      if (!cap->read(bgr) || bgr.empty()) break;
-      SEEDVAE_ASSIGN_OR_RETURN(cv::Mat rgb, to_rgb(bgr, src.path));
-      SEEDVAE_TRY(frames.add(rgb, index, {}));
-    } else if (!cap->grab()) {
-      break;
+  Status open(const fs::path& path) {
+    SEEDVAE_ASSIGN_OR_RETURN(src_, resolve_source(path));
+    if (src_.kind == SourceKind::kImages) {
+      const auto total = static_cast<int64_t>(src_.files.size());
+      if (opts_.first_frame >= total) return beyond_end(src_.path, opts_.first_frame, total);
+      image_next_ = opts_.first_frame;
+      fps_ = 24.0 / opts_.stride;
+      return Status::ok();
     }
-    ++index;
+    SEEDVAE_ASSIGN_OR_RETURN(cap_, open_video(src_.path));
+    const double fps = usable_fps(cap_->get(cv::CAP_PROP_FPS));
+    fps_ = (fps > 0 ? fps : 24.0) / opts_.stride;
+    return Status::ok();
   }
-  if (index == 0) return no_frames(src.path);
-  if (frames.count() == 0) return beyond_end(src.path, o.first_frame, index);
+
+  double fps() const { return fps_; }
+
+  // Up to n (>= 1) next frames as fp32 [1, 3, k, H, W]; an empty tensor once the selection is
+  // exhausted. The first call fails like read_clip() when no frame is selected at all.
+  Result<HostTensor> read(int64_t n, const CancelToken* cancel, const CancelToken* stop) {
+    if (opts_.max_frames > 0) n = std::min(n, opts_.max_frames - delivered_);
+    // Frames of different chunks are checked against the first frame of the clip.
+    FrameCollector frames(src_.path, opts_, first_);
+    if (src_.kind == SourceKind::kImages) {
+      const auto total = static_cast<int64_t>(src_.files.size());
+      for (; image_next_ < total && frames.count() < n; image_next_ += opts_.stride) {
+        SEEDVAE_TRY(check_cancel(cancel));
+        SEEDVAE_TRY(check_cancel(stop));
+        const fs::path& file = src_.files[static_cast<size_t>(image_next_)];
+        SEEDVAE_ASSIGN_OR_RETURN(cv::Mat rgb, decode_image(file));
+        SEEDVAE_TRY(frames.add(rgb, image_next_, file));
+      }
+    } else if (!video_done_) {
+      cv::Mat bgr;
+      while (frames.count() < n) {
+        SEEDVAE_TRY(check_cancel(cancel));
+        SEEDVAE_TRY(check_cancel(stop));
+        const bool wanted =
+            index_ >= opts_.first_frame && (index_ - opts_.first_frame) % opts_.stride == 0;
+        if (wanted) {
+          if (!cap_->read(bgr) || bgr.empty()) {
+            video_done_ = true;
+            break;
+          }
+          SEEDVAE_ASSIGN_OR_RETURN(cv::Mat rgb, to_rgb(bgr, src_.path));
+          SEEDVAE_TRY(frames.add(rgb, index_, {}));
+        } else if (!cap_->grab()) {
+          video_done_ = true;
+          break;
+        }
+        ++index_;
+      }
+      if (delivered_ == 0 && frames.count() == 0) {
+        if (index_ == 0) return no_frames(src_.path);
+        return beyond_end(src_.path, opts_.first_frame, index_);
+      }
+    }
+    if (frames.count() == 0) return HostTensor{};
+    first_ = frames.first();
+    delivered_ += frames.count();
+    return frames.pack();
+  }
+
+ private:
+  ReadOptions opts_;
+  Source src_;
+  std::unique_ptr<cv::VideoCapture> cap_;
+  double fps_ = 24;
+  int64_t image_next_ = 0;  // next image index (kImages)
+  int64_t index_ = 0;       // next source frame index (kVideo)
+  bool video_done_ = false;
+  int64_t delivered_ = 0;
+  FrameCollector::First first_;
+};
+
+Result<Clip> read_all(const fs::path& source, const ReadOptions& o, const CancelToken* cancel) {
+  SeqReader reader(o);
+  SEEDVAE_TRY(reader.open(source));
   Clip clip;
-  SEEDVAE_ASSIGN_OR_RETURN(clip.video, frames.pack());
-  clip.fps = (fps > 0 ? fps : 24.0) / o.stride;
+  SEEDVAE_ASSIGN_OR_RETURN(clip.video,
+                           reader.read(std::numeric_limits<int64_t>::max(), cancel, nullptr));
+  clip.fps = reader.fps();
   return clip;
 }
 
@@ -828,9 +899,50 @@ Result<Clip> read_clip(const fs::path& source, const ReadOptions& options,
   return guarded(source, "reading", [&]() -> Result<Clip> {
     init_opencv_once();
     SEEDVAE_TRY(validate(options));
-    SEEDVAE_ASSIGN_OR_RETURN(Source src, resolve_source(source));
-    if (src.kind == SourceKind::kImages) return read_images(src, options, cancel);
-    return read_video(src, options, cancel);
+    return read_all(source, options, cancel);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// FrameReader
+
+struct FrameReader::Impl {
+  explicit Impl(const ReadOptions& o) : reader(o) {}
+  SeqReader reader;
+  fs::path source;
+  const CancelToken* cancel = nullptr;
+};
+
+FrameReader::FrameReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+FrameReader::~FrameReader() = default;
+FrameReader::FrameReader(FrameReader&&) noexcept = default;
+FrameReader& FrameReader::operator=(FrameReader&&) noexcept = default;
+
+Result<FrameReader> FrameReader::open(const fs::path& source, const ReadOptions& options,
+                                      const CancelToken* cancel) {
+  return guarded(source, "reading", [&]() -> Result<FrameReader> {
+    init_opencv_once();
+    SEEDVAE_TRY(validate(options));
+    auto impl = std::make_unique<Impl>(options);
+    impl->source = source;
+    impl->cancel = cancel;
+    SEEDVAE_TRY(impl->reader.open(source));
+    return FrameReader(std::move(impl));
+  });
+}
+
+double FrameReader::fps() const {
+  return impl_ ? impl_->reader.fps() : 24.0;
+}
+
+Result<HostTensor> FrameReader::read(int64_t max_frames, const CancelToken* stop) {
+  if (!impl_) return invalid_argument("FrameReader::read on a moved-from reader");
+  if (max_frames < 1) {
+    return invalid_argument("FrameReader::read needs max_frames >= 1, got " +
+                            std::to_string(max_frames));
+  }
+  return guarded(impl_->source, "reading", [&]() -> Result<HostTensor> {
+    return impl_->reader.read(max_frames, impl_->cancel, stop);
   });
 }
 

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "core/base/cancel.h"
@@ -75,6 +76,35 @@ Result<VideoInfo> probe(const std::filesystem::path& source, const CancelToken* 
 // frame count. Cancellation is polled between frames.
 Result<Clip> read_clip(const std::filesystem::path& source, const ReadOptions& options = {},
                        const CancelToken* cancel = nullptr);
+
+// Sequential, incremental reading of the same frames read_clip() returns: open once, then read()
+// the next frames a chunk at a time (the encoder's temporal chunks). Decoding and conversion are
+// those of read_clip(), so the chunks concatenated are bit-identical to read_clip()'s tensor, and
+// the errors are the same values (open() fails for a missing source and, for image sequences, a
+// first_frame past the end; the first read() for a video without a selected frame). A reader
+// belongs to one thread at a time (the prefetch thread of media::PrefetchReader, or the caller).
+class FrameReader {
+ public:
+  // `cancel` (may be null) is polled between frames by every read().
+  static Result<FrameReader> open(const std::filesystem::path& source,
+                                  const ReadOptions& options = {},
+                                  const CancelToken* cancel = nullptr);
+  ~FrameReader();
+  FrameReader(FrameReader&&) noexcept;
+  FrameReader& operator=(FrameReader&&) noexcept;
+
+  // The next frames, at most max_frames (>= 1), as fp32 [1, 3, k, H, W]: k < max_frames only when
+  // the selection ends there; an empty HostTensor once it is exhausted. `stop` (may be null) is
+  // polled between frames besides the open() token (kCancelled).
+  Result<HostTensor> read(int64_t max_frames, const CancelToken* stop = nullptr);
+  // The playback rate of the selected frames, as Clip::fps.
+  double fps() const;
+
+ private:
+  struct Impl;
+  explicit FrameReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
 
 struct WriteOptions {
   double fps = 24;  // > 0

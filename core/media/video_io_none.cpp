@@ -5,6 +5,7 @@
 #include "core/media/video_io.h"
 
 #include <string>
+#include <utility>
 
 namespace seedvae::media {
 namespace {
@@ -23,6 +24,23 @@ Result<VideoInfo> probe(const std::filesystem::path& source, const CancelToken*)
 Result<Clip> read_clip(const std::filesystem::path& source, const ReadOptions&, const CancelToken*) {
   return no_video(source, "read");
 }
+
+struct FrameReader::Impl {};
+FrameReader::FrameReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+FrameReader::~FrameReader() = default;
+FrameReader::FrameReader(FrameReader&&) noexcept = default;
+FrameReader& FrameReader::operator=(FrameReader&&) noexcept = default;
+
+Result<FrameReader> FrameReader::open(const std::filesystem::path& source, const ReadOptions&,
+                                      const CancelToken*) {
+  return no_video(source, "read");
+}
+
+Result<HostTensor> FrameReader::read(int64_t, const CancelToken*) {
+  return unsupported("this build has no video I/O (built without OpenCV)");
+}
+
+double FrameReader::fps() const { return 24.0; }
 
 Status write_clip(const std::filesystem::path& destination, const HostTensor&, const WriteOptions&,
                   const CancelToken*) {

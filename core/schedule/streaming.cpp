@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 namespace seedvae {
@@ -131,6 +132,70 @@ Result<HostTensor> encode_video(const VaeModel& model, const HostTensor& video,
   }
   return run_stream(model, video, chunks, latents, "encode", hooks,
                     [&](const Tensor& x, CausalState& st) { return model.encode_chunk(x, st); });
+}
+
+Result<HostTensor> encode_stream(const VaeModel& model, FrameSource& source,
+                                 const StreamOptions& options, const StreamHooks& hooks) {
+  Backend& backend = model.backend();
+  const int f = model.config().temporal_factor();
+  const int64_t c = options.chunk_latents;
+  CausalState state;
+  std::vector<HostTensor> parts;  // per-chunk moments, concatenated at the end (total unknown)
+  int64_t frames_in = 0, produced = 0;
+  Shape frame_shape;
+  for (int64_t i = 0;; ++i) {
+    if (hooks.cancel) SEEDVAE_TRY(hooks.cancel->check());
+    const int64_t want = c <= 0 ? std::numeric_limits<int64_t>::max()
+                                : (i == 0 ? c * f + 1 : c * f);
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor x_host, source.next(want));
+    const Shape& s = x_host.shape();
+    const int64_t k = x_host.empty() ? 0 : s[2];
+    if (k > 0) {
+      if (s.rank() != 5 || s[0] != 1 || s[2] > want ||
+          (!frame_shape.dims().empty() &&
+           (s[1] != frame_shape[1] || s[3] != frame_shape[3] || s[4] != frame_shape[4]))) {
+        return invalid_argument("frame source returned " + s.to_string() + " for a chunk of " +
+                                std::to_string(want) + " frames" +
+                                (frame_shape.dims().empty() ? "" : " of " + frame_shape.to_string()));
+      }
+      if (k < want && (frames_in + k - 1) % f != 0) {  // the last chunk: refuse before running it
+        return invalid_argument("encode needs a [1, 3, 4n+1, H, W] video, the frame source gave " +
+                                std::to_string(frames_in + k) + " frames");
+      }
+      frame_shape = s;
+      model.set_telemetry_labels(i, hooks.tile);
+      const VaeModel::SummarySpan summary = model.begin_summary();
+      SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(x_host));
+      x_host = {};
+      SEEDVAE_ASSIGN_OR_RETURN(Tensor y, model.encode_chunk(x, state));
+      x = {};
+      if (y.shape.rank() != 5) return internal_error("stream step returned " + y.shape.to_string());
+      Shape o = y.shape;
+      SEEDVAE_ASSIGN_OR_RETURN(HostTensor part, HostTensor::create(DType::kF32, o));
+      SEEDVAE_TRY(backend.download_frames(y, part, 0));
+      y = {};
+      SEEDVAE_TRY(model.end_summary("chunk", summary));
+      if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(produced, part));
+      produced += o[2];
+      frames_in += k;
+      parts.push_back(std::move(part));
+    }
+    const bool end = k < want;
+    if (hooks.progress && (k > 0 || end)) {
+      const auto done = static_cast<int64_t>(parts.size());
+      hooks.progress->report("encode", done, end ? done : done + 1);
+    }
+    if (end) break;
+  }
+  if (frames_in < 1 || (frames_in - 1) % f != 0) {
+    return invalid_argument("encode needs a [1, 3, 4n+1, H, W] video, the frame source gave " +
+                            std::to_string(frames_in) + " frames");
+  }
+  if (produced != (frames_in - 1) / f + 1) {
+    return internal_error("stream produced " + std::to_string(produced) + " latents, expected " +
+                          std::to_string((frames_in - 1) / f + 1));
+  }
+  return concat_time(parts);
 }
 
 Result<HostTensor> decode_latent(const VaeModel& model, const HostTensor& latent,

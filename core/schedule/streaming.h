@@ -40,6 +40,28 @@ std::vector<std::pair<int64_t, int64_t>> plan_chunks(int64_t latent_frames, int 
 Result<HostTensor> encode_video(const VaeModel& model, const HostTensor& video,
                                 const StreamOptions& options, const StreamHooks& hooks = {});
 
+// A pull source of video frames for encode_stream(): the frames arrive chunk by chunk instead of
+// as one preallocated tensor (media::VideoFrameSource reads a file this way, optionally on a
+// prefetch thread). next() is called on the engine thread only.
+class FrameSource {
+ public:
+  virtual ~FrameSource() = default;
+  // The next frames, at most `max_frames` (>= 1), as [1, 3, k, H, W] of any dtype with H, W
+  // multiples of the model's spatial factor, the same H, W every time. k < max_frames only for
+  // the last frames of the stream; an empty tensor (or k = 0) once the stream is exhausted. The
+  // frames of the whole stream must add up to 4n+1 (the source applies the temporal padding).
+  virtual Result<HostTensor> next(int64_t max_frames) = 0;
+};
+
+// encode_video() for a video that arrives chunk by chunk: pulls exactly the frames of each chunk
+// of plan_chunks() (the first chunk 4*chunk_latents + 1 frames, then 4*chunk_latents; the whole
+// stream at once for chunk_latents = 0) and runs it as encode_video() would, so the moments are
+// bit-identical to encode_video() of the concatenated frames. The chunk count is unknown in
+// advance: progress reports `total` as done + 1 until the source ends. Cancellation is checked
+// before each pull.
+Result<HostTensor> encode_stream(const VaeModel& model, FrameSource& source,
+                                 const StreamOptions& options, const StreamHooks& hooks = {});
+
 // latent: [1, latent, t, h, w]. Returns the decoded video [1, 3, 4t-3, 8h, 8w] in fp32 (unclamped).
 Result<HostTensor> decode_latent(const VaeModel& model, const HostTensor& latent,
                                  const StreamOptions& options, const StreamHooks& hooks = {});

@@ -167,6 +167,54 @@ class tst_Cli : public QObject {
     QVERIFY(!fs::exists(tmp_ / "bad2.mp4"));
   }
 
+  // Frame prefetch (the default for a file read in chunks) and --no-prefetch give the same bytes.
+  void prefetchAndNoPrefetchAgree() {
+    // 10 frames of 44x28 (padded to 13 frames of 48x32) as a PNG sequence.
+    Run w = run({"roundtrip", "--sample-clip", "--size", "44x28", "--frames", "10", "-o",
+                 path("seq/"), "-q"});
+    QCOMPARE(w.code, 0);
+    auto bytes = [](const fs::path& p) {
+      std::ifstream f(p, std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(f), {});
+    };
+    const QStringList variants[] = {{}, {"--chunk", "2", "--temporal-pad", "repeat-last"}};
+    for (const QStringList& extra : variants) {
+      Run on = run(QStringList{"encode", path("seq"), "-o", path("on.safetensors"), "--json", "-q"} + extra);
+      QCOMPARE(on.code, 0);
+      QVERIFY2(on.out.contains("\"prefetch\": true"), qPrintable(on.out + on.err));
+      QVERIFY(on.out.contains("\"read_seconds\""));
+      Run off = run(QStringList{"encode", path("seq"), "-o", path("off.safetensors"), "--json", "-q",
+                                "--no-prefetch"} + extra);
+      QCOMPARE(off.code, 0);
+      QVERIFY2(off.out.contains("\"prefetch\": false"), qPrintable(off.out + off.err));
+      const std::string a = bytes(tmp_ / "on.safetensors"), b = bytes(tmp_ / "off.safetensors");
+      QVERIFY(!a.empty());
+      QVERIFY(a == b);
+    }
+    auto psnr = [](const QString& out) {
+      const int i = out.indexOf("\"psnr_db\"");
+      return out.mid(i, out.indexOf('\n', i) - i);
+    };
+    Run rt_on = run({"roundtrip", path("seq"), "--prefetch", "on", "--json", "-q"});
+    Run rt_off = run({"roundtrip", path("seq"), "--prefetch", "off", "--json", "-q"});
+    QCOMPARE(rt_on.code, 0);
+    QCOMPARE(rt_off.code, 0);
+    QVERIFY(rt_on.out.contains("\"prefetch\": true") && rt_off.out.contains("\"prefetch\": false"));
+    QCOMPARE(psnr(rt_on.out), psnr(rt_off.out));
+    // Combinations that need the whole clip first: refused under "on", plain reading under auto.
+    Run tiled = run({"encode", path("seq"), "-o", path("t.safetensors"), "--tiling", "blend",
+                     "--prefetch", "on", "-q"});
+    QVERIFY(tiled.code > 0);
+    QVERIFY2(tiled.err.contains("--prefetch on does not apply"), qPrintable(tiled.err));
+    Run sample = run({"encode", "--sample-clip", "-o", path("t.safetensors"), "--prefetch", "on"});
+    QVERIFY(sample.code > 0);
+    QVERIFY2(sample.err.contains("sample clip"), qPrintable(sample.err));
+    Run tiled_auto = run({"encode", path("seq"), "-o", path("t.safetensors"), "--tiling", "blend",
+                          "--json", "-q"});
+    QCOMPARE(tiled_auto.code, 0);
+    QVERIFY(tiled_auto.out.contains("\"prefetch\": false"));
+  }
+
   void ctrlCCancelsAndLeavesNoFile() {
 #ifdef Q_OS_UNIX
     QProcess p;

@@ -6,6 +6,7 @@
 #include "core/cpu/cpu_backend.h"
 #include "core/schedule/streaming.h"
 #include "core/vae/state_dict.h"
+#include "tests/support/tiny_model.h"
 
 using namespace seedvae;
 
@@ -35,17 +36,12 @@ class CountingProgress final : public ProgressSink {
 class tst_Streaming : public QObject {
   Q_OBJECT
 
-  std::unique_ptr<Backend> backend_;
-  std::optional<VaeModel> model_;
+  test::TinyCpuModel tiny_;
 
  private slots:
   void initTestCase() {
-    auto b = create_cpu_backend();
-    QVERIFY2(b.is_ok(), b.status().to_string().c_str());
-    backend_ = std::move(*b);
-    auto m = VaeModel::create(*backend_, synthesize_weights(VaeConfig::tiny(), 7));
-    QVERIFY2(m.is_ok(), m.status().to_string().c_str());
-    model_.emplace(std::move(*m));
+    const Status s = test::make_tiny_cpu_model(tiny_);
+    QVERIFY2(s.is_ok(), s.to_string().c_str());
   }
 
   void chunkPlans() {
@@ -69,11 +65,11 @@ class tst_Streaming : public QObject {
 
   void encodeChunkedEqualsWhole() {
     const HostTensor x = random_tensor({1, 3, 21, 32, 40}, 1, 0.5f);
-    auto whole = encode_video(*model_, x, {0});
+    auto whole = encode_video(*tiny_.model, x, {0});
     QVERIFY2(whole.is_ok(), whole.status().to_string().c_str());
     QCOMPARE(whole->shape(), (Shape{1, 32, 6, 4, 5}));
     for (int chunk : {1, 2, 3, 7}) {
-      auto part = encode_video(*model_, x, {chunk});
+      auto part = encode_video(*tiny_.model, x, {chunk});
       QVERIFY2(part.is_ok(), part.status().to_string().c_str());
       auto d = compare(*part, *whole);
       QVERIFY(d.is_ok());
@@ -83,11 +79,11 @@ class tst_Streaming : public QObject {
 
   void decodeChunkedEqualsWhole() {
     const HostTensor z = random_tensor({1, 16, 6, 4, 3}, 2);
-    auto whole = decode_latent(*model_, z, {0});
+    auto whole = decode_latent(*tiny_.model, z, {0});
     QVERIFY2(whole.is_ok(), whole.status().to_string().c_str());
     QCOMPARE(whole->shape(), (Shape{1, 3, 21, 32, 24}));
     for (int chunk : {1, 2, 4}) {
-      auto part = decode_latent(*model_, z, {chunk});
+      auto part = decode_latent(*tiny_.model, z, {chunk});
       QVERIFY2(part.is_ok(), part.status().to_string().c_str());
       auto d = compare(*part, *whole);
       QVERIFY2(d->max_abs <= 1e-4, (std::to_string(chunk) + ": " + std::to_string(d->max_abs)).c_str());
@@ -100,15 +96,15 @@ class tst_Streaming : public QObject {
   void hiresPiecesEqualWhole() {
     const HostTensor x = random_tensor({1, 3, 13, 32, 40}, 6, 0.5f);
     const HostTensor z = random_tensor({1, 16, 4, 4, 3}, 7);
-    auto enc_whole = encode_video(*model_, x, {0});
-    auto dec_whole = decode_latent(*model_, z, {0});
+    auto enc_whole = encode_video(*tiny_.model, x, {0});
+    auto dec_whole = decode_latent(*tiny_.model, z, {0});
     QVERIFY(enc_whole.is_ok() && dec_whole.is_ok());
     for (int pieces : {1, 2, 3, 5}) {
-      model_->set_hires_chunk_frames(pieces);
+      tiny_.model->set_hires_chunk_frames(pieces);
       for (int chunk : {0, 1, 2}) {
         const std::string tag = std::to_string(pieces) + "/" + std::to_string(chunk);
-        auto e = encode_video(*model_, x, {chunk});
-        auto d = decode_latent(*model_, z, {chunk});
+        auto e = encode_video(*tiny_.model, x, {chunk});
+        auto d = decode_latent(*tiny_.model, z, {chunk});
         QVERIFY2(e.is_ok(), (tag + " " + e.status().to_string()).c_str());
         QVERIFY2(d.is_ok(), (tag + " " + d.status().to_string()).c_str());
         auto de = compare(*e, *enc_whole);
@@ -118,13 +114,13 @@ class tst_Streaming : public QObject {
       }
     }
     auto peak_for = [&](int pieces, bool encode) {
-      model_->set_hires_chunk_frames(pieces);
-      const int64_t base = backend_->memory_stats().current_bytes;
-      backend_->reset_peak();
-      const bool ok = encode ? encode_video(*model_, x, {1}).is_ok()
-                             : decode_latent(*model_, z, {1}).is_ok();
+      tiny_.model->set_hires_chunk_frames(pieces);
+      const int64_t base = tiny_.backend->memory_stats().current_bytes;
+      tiny_.backend->reset_peak();
+      const bool ok = encode ? encode_video(*tiny_.model, x, {1}).is_ok()
+                             : decode_latent(*tiny_.model, z, {1}).is_ok();
       if (!ok) qFatal("run failed");
-      return backend_->memory_stats().peak_bytes - base;
+      return tiny_.backend->memory_stats().peak_bytes - base;
     };
     for (const bool encode : {true, false}) {
       const int64_t off = peak_for(0, encode), one = peak_for(1, encode);
@@ -132,12 +128,12 @@ class tst_Streaming : public QObject {
             encode ? "encode" : "decode", static_cast<long long>(off), static_cast<long long>(one));
       QVERIFY2(one * 10 < off * 8, (std::to_string(one) + " vs " + std::to_string(off)).c_str());
     }
-    model_->set_hires_chunk_frames(0);
+    tiny_.model->set_hires_chunk_frames(0);
   }
 
   void singleFrameAndChunkSink() {
     const HostTensor x = random_tensor({1, 3, 1, 16, 16}, 3, 0.5f);
-    auto m = encode_video(*model_, x, {1});
+    auto m = encode_video(*tiny_.model, x, {1});
     QVERIFY(m.is_ok());
     QCOMPARE(m->shape(), (Shape{1, 32, 1, 2, 2}));
     const HostTensor z = random_tensor({1, 16, 4, 2, 2}, 4);
@@ -148,7 +144,7 @@ class tst_Streaming : public QObject {
       sizes.push_back(c.shape()[2]);
       return Status::ok();
     };
-    auto v = decode_latent(*model_, z, {1}, hooks);
+    auto v = decode_latent(*tiny_.model, z, {1}, hooks);
     QVERIFY(v.is_ok());
     QCOMPARE(firsts, (std::vector<int64_t>{0, 5, 9}));
     QCOMPARE(sizes, (std::vector<int64_t>{5, 4, 4}));
@@ -160,12 +156,12 @@ class tst_Streaming : public QObject {
     // Activation peak above what is resident (weights, packed weights) before the run.
     auto peak_for = [&](int64_t latents, int chunk) {
       const HostTensor z = random_tensor({1, 16, latents, 4, 4}, 5);
-      if (!decode_latent(*model_, random_tensor({1, 16, 2, 4, 4}, 9), {chunk})) qFatal("warm-up failed");
-      const int64_t base = backend_->memory_stats().current_bytes;
-      backend_->reset_peak();
-      auto v = decode_latent(*model_, z, {chunk});
+      if (!decode_latent(*tiny_.model, random_tensor({1, 16, 2, 4, 4}, 9), {chunk})) qFatal("warm-up failed");
+      const int64_t base = tiny_.backend->memory_stats().current_bytes;
+      tiny_.backend->reset_peak();
+      auto v = decode_latent(*tiny_.model, z, {chunk});
       if (!v) qFatal("%s", v.status().to_string().c_str());
-      return backend_->memory_stats().peak_bytes - base;
+      return tiny_.backend->memory_stats().peak_bytes - base;
     };
     int64_t short_peak = 0, long_peak = 0, whole_peak = 0;
     short_peak = peak_for(5, 1);
@@ -190,7 +186,7 @@ class tst_Streaming : public QObject {
       cancel.request();  // ask after the first chunk
       return Status::ok();
     };
-    auto v = decode_latent(*model_, z, {1}, hooks);
+    auto v = decode_latent(*tiny_.model, z, {1}, hooks);
     QVERIFY(!v.is_ok());
     QCOMPARE(v.status().code(), StatusCode::kCancelled);
     QCOMPARE(progress.last_done, int64_t{1});
@@ -198,12 +194,12 @@ class tst_Streaming : public QObject {
   }
 
   void badInputsAreErrors() {
-    auto r = encode_video(*model_, random_tensor({1, 3, 4, 16, 16}, 7), {1});
+    auto r = encode_video(*tiny_.model, random_tensor({1, 3, 4, 16, 16}, 7), {1});
     QVERIFY(!r.is_ok());
     QCOMPARE(r.status().code(), StatusCode::kInvalidArgument);
-    r = encode_video(*model_, random_tensor({1, 3, 5, 12, 16}, 7), {1});
+    r = encode_video(*tiny_.model, random_tensor({1, 3, 5, 12, 16}, 7), {1});
     QVERIFY(!r.is_ok());
-    r = decode_latent(*model_, random_tensor({1, 8, 2, 2, 2}, 7), {1});
+    r = decode_latent(*tiny_.model, random_tensor({1, 8, 2, 2, 2}, 7), {1});
     QVERIFY(!r.is_ok());
     QVERIFY(r.status().message().find("[1, 16, t, h, w]") != std::string::npos);
   }

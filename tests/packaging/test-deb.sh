@@ -97,6 +97,12 @@ rt=$("${clean[@]}" "$bin/seedvae" roundtrip --sample-clip --size 64x48 --frames 
        --threads 2 -q --json -o "$scratch/files/recon.avi")
 grep -q '"frames": 9' <<<"$rt" || fail "roundtrip: $rt"
 [[ -s "$scratch/files/recon.avi" ]] || fail "roundtrip wrote no video"
+# The trained demo model is packaged and is the default weights, with the studio's demo clip.
+[[ -s "$scratch/root/usr/share/seedvae/demo_vae.safetensors" ]] || fail "no demo model in the package"
+n=$(ls "$scratch/root/usr/share/seedvae/demo-clip"/*.jpg 2>/dev/null | wc -l)
+[[ $n -eq 17 ]] || fail "demo clip: $n frames in the package, expected 17"
+rt=$("${clean[@]}" "$bin/seedvae" roundtrip --sample-clip --size 64x48 --frames 9 --threads 2 -q --json)
+grep -q 'share/seedvae/demo_vae.safetensors' <<<"$rt" || fail "default weights are not the demo model: $rt"
 echo "CLI from the scratch root: $(elapsed "$t") s"
 
 if [[ $have_studio == 1 ]]; then

@@ -95,6 +95,15 @@ echo "$rt" | grep -q '"width": 64' || fail "roundtrip: $rt"
 psnr=$(echo "$rt" | sed -n 's/.*"psnr_db": \([-0-9.e+]*\).*/\1/p')
 [[ -n "$psnr" ]] || fail "roundtrip: no PSNR in $rt"
 echo "round trip 64x48x9 (tiny synthetic weights): PSNR $psnr dB, $(elapsed "$t") s"
+# The trained demo model is installed and is the default weights (find_demo_weights: the exe's
+# ..\share\seedvae), with the studio's demo clip beside it.
+[[ -s "$dir/share/seedvae/demo_vae.safetensors" ]] || fail "no demo model in share/seedvae"
+n=$(ls "$dir/share/seedvae/demo-clip"/*.jpg 2>/dev/null | wc -l)
+[[ $n -eq 17 ]] || fail "demo clip: $n frames installed, expected 17"
+t=$(now)
+rt=$(run "$exe" roundtrip --sample-clip --size 64x48 --frames 9 --threads 2 --json -q)
+echo "$rt" | grep -q 'demo_vae.safetensors' || fail "default weights are not the demo model: $rt"
+echo "round trip 64x48x9 (default weights: the demo model): $(elapsed "$t") s"
 # Video files need OpenCV, which this build lacks: a clear refusal (exit code 6), no crash.
 set +e
 run "$exe" roundtrip --sample-clip --size 16x16 --frames 1 -q -o 'C:\seedvae-test\out.mp4' >/dev/null

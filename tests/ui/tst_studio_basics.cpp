@@ -347,6 +347,7 @@ class tst_StudioBasics : public QObject {
         p.stage = stage;
         p.chunk = chunk;
         p.wall_ms = 10 + chunk;
+        if (chunk == 1) p.device_ms = 2.5;  // a CUDA run's stages carry GPU time; CPU runs -1
         p.current_bytes = (10 + chunk) << 20;
         p.peak_bytes = 20 << 20;
         p.device_used_bytes = 100 << 20;
@@ -361,6 +362,8 @@ class tst_StudioBasics : public QObject {
     QCOMPARE(charts.deviceSeries()->count(), 9);
     QCOMPARE(charts.timingCategories(), 3);
     QCOMPARE(charts.timingSeries()->count(), 3);  // one bar set per stage
+    QCOMPARE(charts.timingGpuMs(0), -1.0);          // no device timer
+    QCOMPARE(charts.timingGpuMs(1), 7.5);           // three stages of 2.5 ms
     QCOMPARE(charts.log().size(), 9);
     const QImage img = charts.render("timing", {600, 300});
     QCOMPARE(img.size(), QSize(600, 300));

@@ -232,6 +232,11 @@ class tst_StudioRuns : public QObject {
                           "stills/ab_frame_0004_difference_x4.png"}) {
       QVERIFY2(QFileInfo::exists(out + "/" + f), f);
     }
+    QFile md(out + "/report.md");
+    QVERIFY(md.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(md.readAll());
+    QVERIFY(text.contains("## Time by stage") && text.contains("| decoder.conv_out |"));
+    QVERIFY2(!text.contains("(GPU "), "the CPU backend has no device timer: no GPU times");
     QFile json(out + "/report.json");
     QVERIFY(json.open(QIODevice::ReadOnly));
     const QJsonObject root = QJsonDocument::fromJson(json.readAll()).object();

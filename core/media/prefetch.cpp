@@ -1,0 +1,265 @@
+#include "core/media/prefetch.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <limits>
+#include <new>
+#include <span>
+#include <string>
+
+namespace seedvae::media {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+int64_t frames_of(const HostTensor& t) {
+  return t.empty() ? 0 : t.shape()[2];
+}
+
+// [a, b] along T where either may be empty.
+Result<HostTensor> join(HostTensor a, HostTensor b) {
+  if (frames_of(a) == 0) return b;
+  if (frames_of(b) == 0) return a;
+  const HostTensor parts[2] = {std::move(a), std::move(b)};
+  return concat_time(std::span<const HostTensor>(parts, 2));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// PrefetchReader
+
+PrefetchReader::PrefetchReader(ChunkProducer produce, int64_t first_chunk, int64_t chunk,
+                               int depth, const CancelToken* cancel)
+    : produce_(std::move(produce)),
+      first_chunk_(std::max<int64_t>(1, first_chunk)),
+      chunk_(std::max<int64_t>(1, chunk)),
+      depth_(std::max(1, depth)),
+      cancel_(cancel),
+      thread_([this] { run(); }) {}
+
+PrefetchReader::~PrefetchReader() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+    stop_.request();  // a read in progress stops at its next frame (kCancelled, discarded)
+  }
+  space_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void PrefetchReader::run() {
+  for (int64_t i = 0;; ++i) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      space_.wait(lk, [&] { return stopping_ || static_cast<int>(queue_.size()) < depth_; });
+      if (stopping_) return;
+      producing_ = true;
+      stats_.peak_ahead =
+          std::max(stats_.peak_ahead, static_cast<int64_t>(queue_.size()) + 1);
+    }
+    const int64_t want = i == 0 ? first_chunk_ : chunk_;
+    const auto t0 = Clock::now();
+    Result<HostTensor> r = internal_error("prefetch: no result");
+    try {
+      r = produce_(want, &stop_);
+    } catch (const std::bad_alloc&) {
+      r = out_of_memory("prefetch: out of memory while reading frames");
+    } catch (const std::exception& e) {
+      r = internal_error(std::string("prefetch: ") + e.what());
+    } catch (...) {
+      r = internal_error("prefetch: unknown exception while reading frames");
+    }
+    const double secs = seconds_since(t0);
+    const bool last = !r.is_ok() || frames_of(*r) < want;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stats_.read_seconds += secs;
+      ++stats_.chunks_read;
+      producing_ = false;
+      queue_.push_back(std::move(r));
+      if (last) done_ = true;
+    }
+    data_.notify_all();
+    if (last) return;
+  }
+}
+
+Result<HostTensor> PrefetchReader::next() {
+  const auto t0 = Clock::now();
+  std::unique_lock<std::mutex> lk(mu_);
+  if (error_) return *error_;
+  while (queue_.empty()) {
+    if (done_) return HostTensor{};
+    if (cancel_ != nullptr && cancel_->requested()) {
+      stats_.wait_seconds += seconds_since(t0);
+      return cancelled();
+    }
+    data_.wait_for(lk, std::chrono::milliseconds(20));  // polls the caller's cancel token
+  }
+  Result<HostTensor> r = std::move(queue_.front());
+  queue_.pop_front();
+  stats_.wait_seconds += seconds_since(t0);
+  if (!r.is_ok()) error_ = r.status();
+  lk.unlock();
+  space_.notify_all();
+  return r;
+}
+
+PrefetchStats PrefetchReader::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+std::pair<int64_t, int64_t> encoder_chunk_frames(int chunk_latents, int temporal_factor) {
+  if (chunk_latents <= 0) {
+    const int64_t all = std::numeric_limits<int64_t>::max();
+    return {all, all};
+  }
+  const int64_t c = static_cast<int64_t>(chunk_latents) * temporal_factor;
+  return {c + 1, c};
+}
+
+// ---------------------------------------------------------------------------------------------
+// VideoFrameSource
+
+Result<std::unique_ptr<VideoFrameSource>> VideoFrameSource::open(const std::filesystem::path& source,
+                                                                 const VideoSourceOptions& options,
+                                                                 const CancelToken* cancel) {
+  if (options.spatial_multiple < 1) {
+    return invalid_argument("spatial_multiple must be >= 1, got " +
+                            std::to_string(options.spatial_multiple));
+  }
+  if (options.prefetch && options.prefetch_depth < 1) {
+    return invalid_argument("prefetch_depth must be >= 1, got " +
+                            std::to_string(options.prefetch_depth));
+  }
+  std::unique_ptr<VideoFrameSource> s(new VideoFrameSource());
+  s->opts_ = options;
+  SEEDVAE_ASSIGN_OR_RETURN(FrameReader reader, FrameReader::open(source, options.read, cancel));
+  s->fps_ = reader.fps();
+  s->reader_.emplace(std::move(reader));
+  if (options.prefetch) {
+    FrameReader* r = &*s->reader_;
+    s->prefetch_ = std::make_unique<PrefetchReader>(
+        [r](int64_t n, const CancelToken* stop) { return r->read(n, stop); },
+        options.first_chunk_frames, options.chunk_frames, options.prefetch_depth, cancel);
+  }
+  return s;
+}
+
+VideoFrameSource::~VideoFrameSource() {
+  prefetch_.reset();  // join the reader thread before the FrameReader it uses goes away
+}
+
+// The next n (or, at the end, fewer) unpadded frames.
+Result<HostTensor> VideoFrameSource::raw_next(int64_t n) {
+  if (!prefetch_) {
+    if (raw_end_) return HostTensor{};
+    const auto t0 = Clock::now();
+    Result<HostTensor> r = reader_->read(n);
+    const double secs = seconds_since(t0);
+    direct_.read_seconds += secs;
+    direct_.wait_seconds += secs;
+    ++direct_.chunks_read;
+    direct_.peak_ahead = 1;
+    if (r.is_ok() && frames_of(*r) < n) raw_end_ = true;
+    return r;
+  }
+  while (frames_of(pending_) < n && !raw_end_) {
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor c, prefetch_->next());
+    if (frames_of(c) == 0) {
+      raw_end_ = true;
+      break;
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(pending_, join(std::move(pending_), std::move(c)));
+  }
+  const int64_t have = frames_of(pending_);
+  if (have <= n) return std::exchange(pending_, HostTensor{});  // the usual case: no copy
+  HostTensor out = slice_time(pending_, 0, n);
+  pending_ = slice_time(pending_, n, have);
+  return out;
+}
+
+// `count` temporal padding frames for the clip of plan_.frames frames, from history_.
+Result<HostTensor> VideoFrameSource::pad_frames(int64_t count) {
+  const int64_t T = plan_.frames;
+  const std::vector<int64_t> idx = temporal_source_indices(T, T + count, opts_.temporal_pad);
+  const int64_t hist = frames_of(history_);
+  std::vector<HostTensor> parts;
+  for (int64_t j = T; j < T + count; ++j) {
+    const int64_t pos = idx[static_cast<size_t>(j)] - (T - hist);
+    if (pos < 0 || pos >= hist) {
+      return internal_error("temporal padding needs frame " +
+                            std::to_string(idx[static_cast<size_t>(j)]) + " of " +
+                            std::to_string(T) + ", no longer kept");
+    }
+    parts.push_back(slice_time(history_, pos, pos + 1));
+  }
+  return concat_time(parts);
+}
+
+Result<HostTensor> VideoFrameSource::next(int64_t max_frames) {
+  if (max_frames < 1) {
+    return invalid_argument("VideoFrameSource::next needs max_frames >= 1, got " +
+                            std::to_string(max_frames));
+  }
+  HostTensor out;
+  if (frames_of(tail_) > 0) {  // padding frames left over from a previous (smaller) request
+    out = std::exchange(tail_, HostTensor{});
+  } else if (!finished_) {
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor raw, raw_next(max_frames));
+    const int64_t k = frames_of(raw);
+    if (k > 0) {
+      const Shape& s = raw.shape();
+      if (plan_.frames == 0) {
+        plan_ = plan_padding(1, s[3], s[4], opts_.spatial_multiple);
+        plan_.frames = plan_.padded_frames = 0;
+      }
+      // Spatial padding of this chunk: the same right/bottom pad apply_padding() gives the clip.
+      const PadPlan chunk{k, plan_.height, plan_.width, k, plan_.padded_height, plan_.padded_width};
+      SEEDVAE_ASSIGN_OR_RETURN(out, apply_padding(raw, chunk, opts_.temporal_pad));
+      raw = {};
+      plan_.frames += k;
+      SEEDVAE_ASSIGN_OR_RETURN(HostTensor h, join(std::move(history_), out));
+      const int64_t hn = frames_of(h);
+      history_ = hn > 4 ? slice_time(h, hn - 4, hn) : std::move(h);
+    }
+    if (k < max_frames) {  // the end of the stream: pad to 4n+1 into this chunk
+      if (plan_.frames == 0) return internal_error("the frame reader returned no frames");
+      plan_.padded_frames = next_4n_plus_1(plan_.frames);
+      const int64_t pad = plan_.padded_frames - plan_.frames;
+      if (pad > 0) {
+        SEEDVAE_ASSIGN_OR_RETURN(HostTensor p, pad_frames(pad));
+        SEEDVAE_ASSIGN_OR_RETURN(out, join(std::move(out), std::move(p)));
+      }
+      finished_ = true;
+      history_ = {};
+      const int64_t n = frames_of(out);
+      if (n > max_frames) {
+        tail_ = slice_time(out, max_frames, n);
+        out = slice_time(out, 0, max_frames);
+      }
+    }
+  }
+  if (opts_.keep_input && frames_of(out) > 0) kept_.push_back(out);
+  return out;
+}
+
+Result<HostTensor> VideoFrameSource::input() const {
+  if (!opts_.keep_input) return invalid_argument("VideoFrameSource: keep_input was not set");
+  if (kept_.empty()) return HostTensor{};
+  return concat_time(kept_);
+}
+
+PrefetchStats VideoFrameSource::stats() const {
+  return prefetch_ ? prefetch_->stats() : direct_;
+}
+
+}  // namespace seedvae::media
