@@ -5,8 +5,10 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <tuple>
 
 #include "core/media/metrics.h"
+#include "core/media/prefetch.h"
 #include "core/media/sample_clip.h"
 #include "core/media/vae_padding.h"
 #include "core/media/video_io.h"
@@ -318,9 +320,46 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   const VaeConfig& cfg = weights->config;
 
   // ---- input ----
+  // Frame prefetch (issue #5): an untiled, chunked run of a file reads its frames on a prefetch
+  // thread (media::VideoFrameSource) while encode_stream() encodes the chunks already read; the
+  // clip (original and padded) is cached once the encoder has seen all of it. Every other run,
+  // and a clip still cached from the previous run, goes through the whole clip in memory.
   const int multiple = std::max(cfg.spatial_factor(), settings.spatial_multiple);
   const QString clip_key = req.input.cache_key() + QStringLiteral("|%1|%2").arg(multiple).arg(settings.temporal_pad);
-  if (!clip_ || clip_->key != clip_key) {
+  SEEDVAE_ASSIGN_OR_RETURN(const media::TemporalPad pad_mode,
+                           media::temporal_pad_from_name(settings.temporal_pad.toStdString()));
+  const QString prefetch_why = prefetch_unavailable_reason(settings, req.input.is_sample());
+  const bool cached = clip_ && clip_->key == clip_key;
+  const bool use_prefetch = settings.prefetch && prefetch_why.isEmpty() && !cached;
+  sum.prefetch = use_prefetch;
+  if (!settings.prefetch) {
+    sum.prefetch_note = QStringLiteral("off");
+  } else if (!prefetch_why.isEmpty()) {
+    sum.prefetch_note = QStringLiteral("does not apply: ") + prefetch_why;
+  } else if (cached) {
+    sum.prefetch_note = QStringLiteral("the clip was still in memory from the previous run: nothing to read");
+  }
+  media::ReadOptions ro;
+  ro.first_frame = req.input.first_frame;
+  ro.max_frames = req.input.max_frames;
+  ro.stride = req.input.stride;
+  ro.resize_width = req.input.resize_width;
+  ro.resize_height = req.input.resize_height;
+  // Declared before everything that may fail later: destroyed (reader stopped and joined) on
+  // every way out of this function, cancel and errors included.
+  std::unique_ptr<media::VideoFrameSource> source;
+  if (use_prefetch) {
+    clip_.reset();
+    media::VideoSourceOptions so;
+    so.read = ro;
+    so.spatial_multiple = multiple;
+    so.temporal_pad = pad_mode;
+    so.prefetch = true;
+    std::tie(so.first_chunk_frames, so.chunk_frames) =
+        media::encoder_chunk_frames(settings.chunk_latents, cfg.temporal_factor());
+    so.keep_input = true;  // the original frames for the metrics, the preview and the report
+    SEEDVAE_ASSIGN_OR_RETURN(source, media::VideoFrameSource::open(req.input.path.toStdString(), so, cancel));
+  } else if (!cached) {
     clip_.reset();
     auto cache = std::make_unique<ClipCache>();
     cache->key = clip_key;
@@ -330,53 +369,53 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
                                       req.input.sample_frames);
       cache->fps = 24;
     } else {
-      media::ReadOptions ro;
-      ro.first_frame = req.input.first_frame;
-      ro.max_frames = req.input.max_frames;
-      ro.stride = req.input.stride;
-      ro.resize_width = req.input.resize_width;
-      ro.resize_height = req.input.resize_height;
       SEEDVAE_ASSIGN_OR_RETURN(media::Clip clip, media::read_clip(req.input.path.toStdString(), ro, cancel));
       video = std::move(clip.video);
       cache->fps = clip.fps;
     }
     const Shape& s = video.shape();
     cache->plan = media::plan_padding(s[2], s[3], s[4], multiple);
-    SEEDVAE_ASSIGN_OR_RETURN(auto pad_mode, media::temporal_pad_from_name(settings.temporal_pad.toStdString()));
     SEEDVAE_ASSIGN_OR_RETURN(cache->padded, media::apply_padding(video, cache->plan, pad_mode));
     cache->originals = clip_to_images(video);
     cache->original = std::make_shared<const HostTensor>(std::move(video));
     clip_ = std::move(cache);
   }
-  const media::PadPlan& plan = clip_->plan;
-  sum.width = static_cast<int>(plan.width);
-  sum.height = static_cast<int>(plan.height);
-  sum.padded_width = static_cast<int>(plan.padded_width);
-  sum.padded_height = static_cast<int>(plan.padded_height);
-  sum.frames = plan.frames;
-  sum.padded_frames = plan.padded_frames;
-  sum.fps = clip_->fps;
-  sum.original = clip_->original;
-  if (req.store) {
-    req.store->set_total(plan.frames, clip_->fps);
-    req.store->set_originals(clip_->originals);
+  const double setup_s = seconds_since(t0);
+  if (!use_prefetch) {
+    sum.read_s = setup_s;
+    sum.read_wait_s = setup_s;  // the engine thread did the reading itself
   }
-  sum.read_s = seconds_since(t0);
   if (cancel) SEEDVAE_TRY(cancel->check());
 
-  // ---- the prediction for exactly these settings (shapes only; never touches backend_) ----
   const QVector<BackendSpec> specs = catalog_->backends();
   const BackendSpec* spec = catalog_->find(specs, settings.backend);
-  {
+  // Once the clip is in memory (before encoding, or after it with prefetch): its size, the frame
+  // store's originals and the memory prediction for exactly these settings (shapes only; never
+  // touches backend_).
+  auto clip_ready = [&] {
+    const media::PadPlan& p = clip_->plan;
+    sum.width = static_cast<int>(p.width);
+    sum.height = static_cast<int>(p.height);
+    sum.padded_width = static_cast<int>(p.padded_width);
+    sum.padded_height = static_cast<int>(p.padded_height);
+    sum.frames = p.frames;
+    sum.padded_frames = p.padded_frames;
+    sum.fps = clip_->fps;
+    sum.original = clip_->original;
+    if (req.store) {
+      req.store->set_total(p.frames, clip_->fps);
+      req.store->set_originals(clip_->originals);
+    }
     PredictionRequest pr;
     pr.weights = weights;
     pr.width = sum.width;
     pr.height = sum.height;
     pr.frames = sum.frames;
     pr.settings = settings;
-    const Prediction p = predict_memory(pr);
-    if (p.ok) sum.predicted_peak_bytes = p.engine_bytes;
-  }
+    const Prediction pred = predict_memory(pr);
+    if (pred.ok) sum.predicted_peak_bytes = pred.engine_bytes;
+  };
+  if (!use_prefetch) clip_ready();
 
   // ---- engine hooks ----
   RunTelemetry telemetry(this, telemetry_.get(), req.id, req.slot, t0,
@@ -421,16 +460,41 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   TileHooks enc_tiles;
   if (exact) enc_tiles.on_tile = tile_sampler(QStringLiteral("encode"));
   last_tile = Clock::now();
-  SEEDVAE_ASSIGN_OR_RETURN(HostTensor moments,
-                           tiled_encode(*model_, clip_->padded, topt, stream,
-                                        StreamHooks{cancel, &progress, {}, -1}, &enc_tiles));
-  sum.encode_s = seconds_since(te);
+  HostTensor moments;
+  if (source) {
+    // Frames arrive from the prefetch thread chunk by chunk; bit-identical to tiled_encode() of
+    // the whole padded clip with tiling off. encode_s includes the waits for frames.
+    SEEDVAE_ASSIGN_OR_RETURN(moments, encode_stream(*model_, *source, stream,
+                                                    StreamHooks{cancel, &progress, {}, -1}));
+    sum.encode_s = seconds_since(te);
+    if (!source->finished()) return internal_error("the frame source did not reach the end of the clip");
+    const media::PrefetchStats ps = source->stats();
+    sum.read_s = setup_s + ps.read_seconds;
+    sum.read_wait_s = ps.wait_seconds;
+    sum.read_overlap_s = std::max(0.0, ps.read_seconds - ps.wait_seconds);
+    auto cache = std::make_unique<ClipCache>();
+    cache->key = clip_key;
+    cache->plan = source->plan();
+    cache->fps = source->fps();
+    SEEDVAE_ASSIGN_OR_RETURN(cache->padded, source->input());
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor video, media::remove_padding_checked(cache->padded, cache->plan));
+    source.reset();  // the reader has finished; join it
+    cache->originals = clip_to_images(video);
+    cache->original = std::make_shared<const HostTensor>(std::move(video));
+    clip_ = std::move(cache);
+    clip_ready();
+  } else {
+    SEEDVAE_ASSIGN_OR_RETURN(moments, tiled_encode(*model_, clip_->padded, topt, stream,
+                                                   StreamHooks{cancel, &progress, {}, -1}, &enc_tiles));
+    sum.encode_s = seconds_since(te);
+  }
   HostTensor latent = moments_mean(moments);
   moments = HostTensor();
 
   // ---- decode, streaming frames to the preview ----
   progress.phase(QStringLiteral("decode"), kDecode);
   const auto td = Clock::now();
+  const media::PadPlan& plan = clip_->plan;
   const qint64 frames = plan.frames;
   const int w = static_cast<int>(plan.width), h = static_cast<int>(plan.height);
   auto on_chunk = [&](int64_t first, const HostTensor& chunk) -> Status {

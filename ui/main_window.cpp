@@ -702,6 +702,8 @@ void MainWindow::setSlot(const QString& slot, const EngineSettings& s) {
 }
 
 void MainWindow::requestPrediction() {
+  // Every change of input passes here: frame prefetch applies to files only.
+  settings_panel_->setSampleInput(info_panel_->inputSpec().is_sample());
   if (!weights_.weights) return;
   PredictionRequest r;
   r.weights = weights_.weights;
@@ -904,7 +906,9 @@ void MainWindow::onRunFinished(const RunSummary& in) {
                               .arg(s.ms_per_frame, 0, 'f', 1)
                               .arg(format_bytes(s.peak_bytes))
                               .arg(s.vs_original.psnr_db, 0, 'f', 2)
-                              .arg(s.vs_original.ssim, 0, 'f', 4));
+                              .arg(s.vs_original.ssim, 0, 'f', 4) +
+                          (s.prefetch ? tr(", prefetch overlapped %1 of reading").arg(format_seconds(s.read_overlap_s))
+                                      : QString()));
     progress_->setValue(1000);
   } else if (s.cancelled) {
     stage_label_->setText(tr("%1 cancelled after %2").arg(who, format_seconds(s.total_s)));

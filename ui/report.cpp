@@ -94,7 +94,9 @@ QJsonObject run_summary_json(const RunSummary& r, bool with_telemetry) {
       {"padded_frames", r.padded_frames},
       {"fps", r.fps},
       {"seconds", QJsonObject{{"read_and_setup", r.read_s}, {"encode", r.encode_s},
-                              {"decode", r.decode_s}, {"metrics", r.metrics_s}, {"total", r.total_s}}},
+                              {"decode", r.decode_s}, {"metrics", r.metrics_s}, {"total", r.total_s},
+                              {"read_wait", r.read_wait_s}, {"read_overlapped", r.read_overlap_s}}},
+      {"prefetch", QJsonObject{{"used", r.prefetch}, {"note", r.prefetch_note}}},
       {"ms_per_frame", r.ms_per_frame},
       {"peak_engine_bytes", r.peak_bytes},
       {"weight_bytes", r.weight_bytes},
@@ -268,6 +270,13 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
   row("Time per frame (encode + decode)", [](const RunSummary& r) { return fmt(r.ms_per_frame, 1, "ms"); });
   row("Encode / decode", [](const RunSummary& r) {
     return fmt(r.encode_s, 2, "s") + " / " + fmt(r.decode_s, 2, "s");
+  });
+  row("Frame prefetch", [](const RunSummary& r) {
+    if (r.prefetch) {
+      return QStringLiteral("on: reading overlapped encoding for %1; the engine waited %2 for frames")
+          .arg(fmt(r.read_overlap_s, 2, "s"), fmt(r.read_wait_s, 2, "s"));
+    }
+    return QStringLiteral("not used (%1)").arg(r.prefetch_note.isEmpty() ? QStringLiteral("—") : r.prefetch_note);
   });
   row("Peak engine memory (weights included)", [](const RunSummary& r) { return format_bytes(r.peak_bytes); });
   row("Predicted peak", [](const RunSummary& r) { return format_bytes(r.predicted_peak_bytes); });

@@ -184,6 +184,9 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
   hires_->setObjectName(QStringLiteral("hiresChunkSpin"));
   hires_->setSpecialValueText(tr("off"));
   sf->addRow(tr("High-res pieces (frames)"), hires_);
+  prefetch_ = new QCheckBox(tr("Frame prefetch"), streaming);
+  prefetch_->setObjectName(QStringLiteral("prefetchCheck"));
+  sf->addRow(QString(), prefetch_);
   temporal_pad_ = new QComboBox(streaming);
   temporal_pad_->addItem(tr("mirror"), QStringLiteral("mirror"));
   temporal_pad_->addItem(tr("repeat last"), QStringLiteral("repeat-last"));
@@ -287,7 +290,9 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
   for (QSpinBox* s : {tile_w_, tile_h_, overlap_w_, overlap_h_, chunk_, hires_}) {
     connect(s, &QSpinBox::valueChanged, this, &SettingsPanel::emitChanged);
   }
+  connect(chunk_, &QSpinBox::valueChanged, this, &SettingsPanel::updateTilingEnabled);
   connect(keep_weights_, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
+  connect(prefetch_, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
   connect(budget_, &QDoubleSpinBox::valueChanged, this, [this] {
     updateMemory();
     emitChanged();
@@ -383,6 +388,12 @@ void SettingsPanel::rebuildToggles(const BackendSpec& spec, const QMap<QString, 
 
 QWidget* SettingsPanel::toggleWidget(const QString& key) const { return toggle_widgets_.value(key); }
 
+void SettingsPanel::setSampleInput(bool sample) {
+  if (sample_input_ == sample) return;
+  sample_input_ = sample;
+  updateTilingEnabled();
+}
+
 EngineSettings SettingsPanel::settings() const {
   EngineSettings s;
   s.backend = backend_->currentData().toString();
@@ -405,6 +416,7 @@ EngineSettings SettingsPanel::settings() const {
   s.exact_keep_weights = keep_weights_->isChecked();
   s.chunk_latents = chunk_->value();
   s.hires_chunk_frames = hires_->value();
+  s.prefetch = prefetch_->isChecked();
   s.temporal_pad = temporal_pad_->currentData().toString();
   s.spatial_multiple = multiple_->currentData().toInt();
   s.budget_mib = static_cast<int>(budget_->value() * 1024.0 + 0.5);
@@ -432,6 +444,7 @@ void SettingsPanel::setSettings(const EngineSettings& in) {
   keep_weights_->setChecked(s.exact_keep_weights);
   chunk_->setValue(s.chunk_latents);
   hires_->setValue(s.hires_chunk_frames);
+  prefetch_->setChecked(s.prefetch);
   temporal_pad_->setCurrentIndex(std::max(0, temporal_pad_->findData(s.temporal_pad)));
   multiple_->setCurrentIndex(std::max(0, multiple_->findData(s.spatial_multiple)));
   budget_->setValue(s.budget_mib / 1024.0);
@@ -451,6 +464,22 @@ void SettingsPanel::updateTilingEnabled() {
   overlap_h_->setEnabled(blend);
   keep_weights_->setEnabled(exact);
   hires_->setEnabled(!exact);  // exact tiling has its own layer-by-layer schedule
+  // Frame prefetch feeds the untiled temporal stream of a file: disabled (the setting is kept)
+  // with the reason in the tooltip elsewhere.
+  EngineSettings cur;
+  cur.tiling = tiling_mode_from_name(mode);
+  cur.chunk_latents = chunk_->value();
+  const QString why = prefetch_unavailable_reason(cur, sample_input_);
+  const QString what =
+      tr("Read and convert the input's frames on their own thread, a couple of temporal chunks "
+         "ahead of the encoder, so the first chunk is encoded while later frames are still being "
+         "decoded. The same output (bit for bit); the run's summary and report show the read time "
+         "it overlapped. Applies to a video file or image sequence run untiled in temporal "
+         "chunks; not to blend or exact tiling (every tile needs the whole clip), the built-in "
+         "sample clip (nothing to read) or a whole-clip chunk. A clip still in memory from the "
+         "previous run is not read again.");
+  prefetch_->setEnabled(why.isEmpty());
+  prefetch_->setToolTip(why.isEmpty() ? what : tr("Not available: %1.\n\n%2").arg(why, what));
   if (mode == QLatin1String("off")) {
     tiling_note_->setText(tr("Untiled: the whole frame goes through the model at once."));
   } else if (blend) {

@@ -46,6 +46,9 @@ class SettingsPanel : public QWidget {
   bool fits() const;            // true when unknown
   QString fitWarning() const;   // empty when it fits
   QWidget* toggleWidget(const QString& key) const;
+  // Whether the current input is the built-in sample clip (frame prefetch does not apply to it).
+  void setSampleInput(bool sample);
+  QCheckBox* prefetchCheck() const { return prefetch_; }
 
  signals:
   void settingsChanged(seedvae::ui::EngineSettings settings);
@@ -94,6 +97,8 @@ class SettingsPanel : public QWidget {
   QSpinBox* hires_;
   QComboBox* temporal_pad_;
   QComboBox* multiple_;
+  QCheckBox* prefetch_;
+  bool sample_input_ = true;
 
   QDoubleSpinBox* budget_;
   QLabel* predicted_;

@@ -50,6 +50,7 @@ QJsonObject EngineSettings::to_json() const {
       {"budget_mib", budget_mib},
       {"temporal_pad", temporal_pad},
       {"spatial_multiple", spatial_multiple},
+      {"prefetch", prefetch},
   };
 }
 
@@ -80,7 +81,7 @@ EngineSettings EngineSettings::from_json(const QJsonObject& j, QStringList* warn
                                   "tile_layout", "exact_keep_weights",
                                   "chunk_latents", "hires_chunk_frames", "budget_mib",
                                   "temporal_pad",
-                                  "spatial_multiple"};
+                                  "spatial_multiple", "prefetch"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (!kKnown.contains(it.key()) && warnings) *warnings << QStringLiteral("unknown key %1 ignored").arg(it.key());
   }
@@ -117,6 +118,12 @@ EngineSettings EngineSettings::from_json(const QJsonObject& j, QStringList* warn
   }
   const int mult = clamped_int(j, "spatial_multiple", 8, 8, 16, warnings);
   s.spatial_multiple = mult >= 12 ? 16 : 8;
+  const QJsonValue prefetch = j.value("prefetch");
+  if (prefetch.isBool()) {
+    s.prefetch = prefetch.toBool();
+  } else if (!prefetch.isUndefined() && warnings) {
+    *warnings << QStringLiteral("prefetch: not true or false, using %1").arg(s.prefetch ? "true" : "false");
+  }
   return s;
 }
 
@@ -125,6 +132,7 @@ QString EngineSettings::summary() const {
                                                     chunk_latents == 0 ? QStringLiteral("whole clip")
                                                                        : QString::number(chunk_latents));
   if (hires_chunk_frames > 0) s += QStringLiteral(", hi-res pieces %1").arg(hires_chunk_frames);
+  if (!prefetch) s += QStringLiteral(", no prefetch");
   if (tiling == TilingMode::kOff) {
     s += QStringLiteral(", untiled");
   } else {
@@ -147,6 +155,7 @@ QString EngineSettings::short_label() const {
                   : QStringLiteral("%1 %2×%3").arg(tiling_mode_name(tiling)).arg(tile_width).arg(tile_height);
   s += chunk_latents == 0 ? QStringLiteral(", whole clip") : QStringLiteral(", chunk %1").arg(chunk_latents);
   if (hires_chunk_frames > 0) s += QStringLiteral(", hi-res %1 f").arg(hires_chunk_frames);
+  if (!prefetch) s += QStringLiteral(", no prefetch");
   if (backend != QLatin1String("cpu")) s = backend + QStringLiteral(" ") + precision + QStringLiteral(", ") + s;
   return s;
 }
@@ -166,7 +175,22 @@ bool EngineSettings::operator==(const EngineSettings& o) const {
          overlap_height == o.overlap_height && tile_layout == o.tile_layout &&
          exact_keep_weights == o.exact_keep_weights && chunk_latents == o.chunk_latents &&
          hires_chunk_frames == o.hires_chunk_frames && budget_mib == o.budget_mib && temporal_pad == o.temporal_pad &&
-         spatial_multiple == o.spatial_multiple;
+         spatial_multiple == o.spatial_multiple && prefetch == o.prefetch;
+}
+
+QString prefetch_unavailable_reason(const EngineSettings& s, bool sample_input) {
+  if (s.tiling != TilingMode::kOff) {
+    return QStringLiteral("%1 tiling encodes every tile over the whole clip, so it needs all frames "
+                          "in memory before it starts")
+        .arg(tiling_mode_name(s.tiling));
+  }
+  if (sample_input) {
+    return QStringLiteral("the sample clip is generated in memory: there are no frames to read ahead");
+  }
+  if (s.chunk_latents == 0) {
+    return QStringLiteral("the whole clip is encoded in one chunk: nothing to overlap the reading with");
+  }
+  return {};
 }
 
 // ---- inputs -----------------------------------------------------------------------------------

@@ -51,6 +51,11 @@ struct EngineSettings {
   int budget_mib = 0;                           // memory budget for the planner, 0 = free memory
   QString temporal_pad = QStringLiteral("mirror");  // "mirror" or "repeat-last"
   int spatial_multiple = 8;                     // 8 or 16
+  // Frame prefetch (issue #5): read and convert the input's frames on their own thread, a few
+  // temporal chunks ahead of the encoder (media::VideoFrameSource + encode_stream). Same output.
+  // Applies to a video file or image sequence run untiled in temporal chunks only
+  // (prefetch_unavailable_reason()); elsewhere the flag is kept but has no effect.
+  bool prefetch = true;
 
   QJsonObject to_json() const;
   // Unknown keys are ignored, out-of-range values are clamped; `warnings` (optional) lists both.
@@ -66,6 +71,12 @@ struct EngineSettings {
   bool operator==(const EngineSettings& o) const;
   bool operator!=(const EngineSettings& o) const { return !(*this == o); }
 };
+
+// Why frame prefetch does not apply to a run with these settings (whatever `s.prefetch` says) on
+// a sample-clip input (`sample_input`) or a file: blended/exact tiling encodes every tile over the
+// whole clip, the sample clip is generated in memory, a whole-clip chunk leaves nothing to
+// overlap. Empty when it applies. The settings panel and the engine worker share it.
+QString prefetch_unavailable_reason(const EngineSettings& s, bool sample_input);
 
 // ---- inputs -----------------------------------------------------------------------------------
 
@@ -191,6 +202,13 @@ struct RunSummary {
   double fps = 24;
   double read_s = 0, encode_s = 0, decode_s = 0, metrics_s = 0, total_s = 0;
   double ms_per_frame = 0;            // (encode + decode) / frames
+  // Frame prefetch: whether the input was read on the prefetch thread while the engine encoded
+  // (then encode_s includes the waits for frames and read_s is the reader thread's time), the
+  // part of read_s the engine thread waited for and the part overlapped with encoding, and why
+  // prefetch did not run when it did not ("off", not applicable, the clip was already in memory).
+  bool prefetch = false;
+  double read_wait_s = 0, read_overlap_s = 0;
+  QString prefetch_note;
   qint64 peak_bytes = 0;              // backend allocator peak (weights included)
   qint64 weight_bytes = 0;
   qint64 predicted_peak_bytes = -1;

@@ -122,7 +122,7 @@ class Sim {
 
   // VaeModel::causal_conv.
   A causal_conv(const A& x, const std::string& key, int64_t cout, int kt, int k, int st, int s,
-                bool down) {
+                bool down, bool store_memory = true) {
     if (kt == 1) return conv(x, cout, 1, k, 1, s, down, key);
     // as VaeModel: a conv uses its memory whenever it has one (also between high-res pieces)
     const auto mem = memory.find(key);
@@ -130,7 +130,7 @@ class Sim {
     const A ext{x.c, ctx + x.t, x.h, x.w};
     alloc(bytes(ext), key);
     const int64_t keep = kt - st;
-    if (keep > 0) {
+    if (keep > 0 && store_memory) {
       const A m{x.c, keep, x.h, x.w};
       alloc(bytes(m), key);
       if (auto it = memory.find(key); it != memory.end()) release(bytes(it->second));
@@ -178,14 +178,54 @@ class Sim {
     return x;
   }
 
+  // VaeModel::upsample, with the conv's memory kept before the upscale.
   A upsample(const A& x, bool temporal, const std::string& p) {
     const int r = temporal ? 8 : 4;
-    const A y = conv(x, r * x.c, 1, 1, 1, 1, false, p + ".upscale_conv");
-    const A d{x.c, x.t * (temporal ? 2 : 1) - (temporal && !started ? 1 : 0), 2 * x.h, 2 * x.w};
-    alloc(bytes(d), p + ".depth_to_space");
-    release(bytes(y));
-    const A out = causal_conv(d, p + ".conv", x.c, 3, 3, 1, 1, false);
-    release(bytes(d));
+    const std::string conv_key = p + ".conv", low_key = p + ".upscale_conv";
+    const bool drop = temporal && !started;
+    auto upscale = [&](const A& in, bool drop_1) {
+      const A y = conv(in, r * in.c, 1, 1, 1, 1, false, low_key);
+      const A d{in.c, in.t * (temporal ? 2 : 1) - (drop_1 ? 1 : 0), 2 * in.h, 2 * in.w};
+      alloc(bytes(d), p + ".depth_to_space");
+      release(bytes(y));
+      return d;
+    };
+    const auto low = memory.find(low_key);
+    const bool have_low = low != memory.end();
+    bool keep = true;
+    const A kept{x.c, temporal ? 1 : 2, x.h, x.w};
+    if (!temporal && x.t < 2 && have_low) {
+      const A last{x.c, 1, x.h, x.w};  // slice_frames, then concat_frames
+      alloc(bytes(last), "slice_frames");
+      alloc(bytes(kept), "concat_frames");
+      release(bytes(last));
+    } else if (!temporal || !(drop && x.t == 1)) {
+      alloc(bytes(kept), temporal || x.t >= 2 ? "slice_frames" : "concat_frames");
+    } else {
+      keep = false;
+    }
+    A out;
+    if (have_low) {  // [kept frames, x] upscaled: the conv's extended input
+      const A cat{x.c, low->second.t + x.t, x.h, x.w};
+      alloc(bytes(cat), "concat_frames");
+      const A ext = upscale(cat, false);
+      release(bytes(cat));
+      out = conv(ext, x.c, 3, 3, 1, 1, false, conv_key);
+      release(bytes(ext));
+    } else {
+      const A d = upscale(x, drop);
+      out = causal_conv(d, conv_key, x.c, 3, 3, 1, 1, false, !keep);
+      release(bytes(d));
+    }
+    if (keep) {
+      for (const std::string& k : {conv_key, low_key}) {
+        if (auto it = memory.find(k); it != memory.end()) {
+          release(bytes(it->second));
+          memory.erase(it);
+        }
+      }
+      memory[low_key] = kept;
+    }
     return out;
   }
 

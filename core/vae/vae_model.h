@@ -25,7 +25,9 @@ namespace seedvae {
 // new clip or tile.
 struct CausalState {
   bool started = false;                 // false: first chunk (replicate frame 0, drop frame 1)
-  std::map<std::string, Tensor> memory;  // conv weight prefix -> trailing frames
+  // conv weight prefix -> the trailing frames of its extended input. An upsampler's conv keeps
+  // them before the upscale instead, under "<upsampler>.upscale_conv" (VaeModel::upsample).
+  std::map<std::string, Tensor> memory;
 
   void reset() {
     started = false;
@@ -83,12 +85,20 @@ class VaeModel {
  private:
   VaeModel() = default;
   const Tensor& w(const std::string& name) const;
+  // How causal_conv treats its causal memory. kKeepElsewhere: pads as usual but stores nothing
+  // (the caller keeps the memory in another form, upsample()); kExtended: x already is the
+  // extended input (memory frames first), so it neither pads nor stores.
+  enum class Memory { kStore, kKeepElsewhere, kExtended };
   Result<Tensor> causal_conv(const Tensor& x, const std::string& prefix, int stride_t,
-                             int stride_hw, bool downsample_pad, CausalState& state) const;
+                             int stride_hw, bool downsample_pad, CausalState& state,
+                             Memory memory_mode = Memory::kStore) const;
   Result<Tensor> resnet(const Tensor& x, const std::string& prefix, CausalState& state) const;
   Result<Tensor> mid_block(const Tensor& x, const std::string& prefix, CausalState& state) const;
   Result<Tensor> upsample(const Tensor& x, const std::string& prefix, bool temporal,
                           CausalState& state) const;
+  // Upsample3D's 1x1x1 upscale_conv and depth-to-space.
+  Result<Tensor> upscale(const Tensor& x, const std::string& prefix, bool temporal,
+                         bool drop_frame_1) const;
   Result<Tensor> norm_silu(const Tensor& x, const std::string& prefix) const;
   Result<Tensor> encoder_head(Tensor x, CausalState& state) const;
   Result<Tensor> decoder_tail(Tensor h, CausalState& state) const;

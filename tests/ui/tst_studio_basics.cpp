@@ -89,12 +89,31 @@ class tst_StudioBasics : public QObject {
     s.budget_mib = 4096;
     s.temporal_pad = "repeat-last";
     s.spatial_multiple = 16;
+    s.prefetch = false;
     QStringList warnings;
     const EngineSettings back = EngineSettings::from_json(s.to_json(), &warnings);
     QVERIFY2(warnings.isEmpty(), qPrintable(warnings.join("; ")));
     QCOMPARE(back, s);
     QCOMPARE(back.hires_chunk_frames, 3);
     QVERIFY(s.summary().contains("hi-res pieces 3"));
+    // Frame prefetch: on by default (also for presets written before it existed), round-trips
+    // off, and the summary says when it is off.
+    QVERIFY(EngineSettings{}.prefetch);
+    QVERIFY(!back.prefetch);
+    QCOMPARE(s.to_json().value("prefetch").toBool(true), false);
+    QVERIFY(s.summary().contains("no prefetch"));
+    QVERIFY(!EngineSettings{}.summary().contains("prefetch"));
+    QJsonObject old = s.to_json();
+    old.remove("prefetch");
+    QVERIFY(EngineSettings::from_json(old, &warnings).prefetch);
+    QVERIFY(warnings.isEmpty());
+    s.prefetch = true;
+    QCOMPARE(EngineSettings::from_json(s.to_json()), s);
+    QJsonObject wrong = s.to_json();
+    wrong["prefetch"] = "yes";
+    QVERIFY(EngineSettings::from_json(wrong, &warnings).prefetch);
+    QCOMPARE(warnings.size(), 1);
+    warnings.clear();
 
     QJsonObject bad = s.to_json();
     bad["tile_width"] = 1;       // below the minimum
@@ -254,6 +273,54 @@ class tst_StudioBasics : public QObject {
     panel.setPrediction(p);
     QVERIFY(panel.fits());
     QVERIFY(warning->isHidden());
+  }
+
+  void prefetchCheckboxFollowsTilingAndInput() {
+    SettingsPanel panel(std::make_shared<CpuCatalog>());
+    auto* box = panel.findChild<QCheckBox*>("prefetchCheck");
+    QVERIFY(box);
+    QCOMPARE(box, panel.prefetchCheck());
+    QVERIFY(box->isChecked());  // on by default
+    QVERIFY(panel.settings().prefetch);
+    // A file, untiled, in temporal chunks: enabled, with what it does in the tooltip.
+    panel.setSampleInput(false);
+    QVERIFY(box->isEnabled());
+    QVERIFY(box->toolTip().contains("own thread"));
+    QVERIFY(!box->toolTip().contains("Not available"));
+    QSignalSpy changed(&panel, &SettingsPanel::settingsChanged);
+    box->setChecked(false);
+    QCOMPARE(changed.count(), 1);
+    QVERIFY(!changed.last().first().value<EngineSettings>().prefetch);
+    box->setChecked(true);
+    // Blend and exact tiling: disabled with the reason (the flag itself is kept).
+    auto* tiling = panel.findChild<QComboBox*>("tilingCombo");
+    for (const char* mode : {"blend", "exact"}) {
+      tiling->setCurrentIndex(tiling->findData(QString(mode)));
+      QVERIFY2(!box->isEnabled(), mode);
+      QVERIFY2(box->toolTip().contains("Not available") && box->toolTip().contains("tiling"),
+               qPrintable(box->toolTip()));
+      QVERIFY(panel.settings().prefetch);
+    }
+    tiling->setCurrentIndex(tiling->findData(QString("off")));
+    QVERIFY(box->isEnabled());
+    // A whole-clip chunk and the sample clip: disabled too.
+    auto* chunk = panel.findChild<QSpinBox*>("chunkSpin");
+    chunk->setValue(0);
+    QVERIFY(!box->isEnabled());
+    QVERIFY(box->toolTip().contains("one chunk"));
+    chunk->setValue(1);
+    QVERIFY(box->isEnabled());
+    panel.setSampleInput(true);
+    QVERIFY(!box->isEnabled());
+    QVERIFY(box->toolTip().contains("sample clip"));
+    // Presets restore the flag.
+    EngineSettings off = panel.settings();
+    off.prefetch = false;
+    panel.setSettings(off);
+    QVERIFY(!box->isChecked());
+    QCOMPARE(panel.settings(), off);
+    QVERIFY(!prefetch_unavailable_reason(off, true).isEmpty());
+    QVERIFY(prefetch_unavailable_reason(off, false).isEmpty());
   }
 
   void predictionFromPlannerAndDryRun() {

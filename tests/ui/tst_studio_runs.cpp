@@ -18,6 +18,7 @@
 #include "ui/info_panel.h"
 #include "ui/channels.h"
 #include "ui/charts_panel.h"
+#include "ui/report.h"
 #include "ui/run_controller.h"
 #include "ui/scrubber.h"
 #include "ui/studio_app.h"
@@ -245,6 +246,167 @@ class tst_StudioRuns : public QObject {
     QCOMPARE(root.value("runs").toArray().at(0).toObject().value("status").toString(), QString("done"));
     QVERIFY(root.value("ab").toObject().value("table").toArray().size() >= 8);
     QVERIFY(root.value("runs").toArray().at(1).toObject().value("tiles").toArray().size() >= 4);
+  }
+
+  // Frame prefetch on a PNG-sequence video: the reconstruction is bit-identical to the run that
+  // reads the whole clip first, the summary and the report say which path ran and what it
+  // overlapped; a clip still cached, the sample clip and tiling do not prefetch.
+  void prefetchMatchesWholeClipRead() {
+    // 60x44 pads to 64x48 and 11 frames to 13: spatial and temporal padding on both paths.
+    const QString video = write_sample_video(dir_, "prefetch-clip", 60, 44, 11);
+    InputSpec in;
+    in.path = video;
+    auto run_once = [&](RunController& c, const RunRequest& r) {
+      QSignalSpy finished(&c, &RunController::runFinished);
+      if (c.start(r) == 0) return RunSummary{};
+      if (!finished.wait(120000)) return RunSummary{};
+      return finished.first().first().value<RunSummary>();
+    };
+    RunRequest on = request(in, 1);
+    RunRequest off = on;
+    off.settings.prefetch = false;
+    RunController c_on(std::make_shared<CpuCatalog>()), c_off(std::make_shared<CpuCatalog>());
+    const RunSummary a = run_once(c_on, on);
+    const RunSummary b = run_once(c_off, off);
+    QVERIFY2(a.ok, qPrintable(a.error));
+    QVERIFY2(b.ok, qPrintable(b.error));
+    QVERIFY(a.prefetch);
+    QVERIFY(a.prefetch_note.isEmpty());
+    QVERIFY(!b.prefetch);
+    QCOMPARE(b.prefetch_note, QString("off"));
+    QCOMPARE(a.frames, qint64{11});
+    QCOMPARE(a.padded_frames, qint64{13});
+    QCOMPARE(a.padded_width, 64);
+    QCOMPARE(a.padded_height, 48);
+    QCOMPARE(a.frames, b.frames);
+    QVERIFY(a.predicted_peak_bytes > 0);
+    QVERIFY(a.read_overlap_s >= 0 && a.read_wait_s >= 0);
+    QCOMPARE(b.read_overlap_s, 0.0);
+    auto max_abs = [](const HostTensor& x, const HostTensor& y) {
+      if (!(x.shape() == y.shape())) return -1.0;
+      double m = 0;
+      const auto fx = x.f32(), fy = y.f32();
+      for (size_t i = 0; i < fx.size(); ++i) m = std::max(m, static_cast<double>(std::abs(fx[i] - fy[i])));
+      return m;
+    };
+    QVERIFY(a.reconstruction && b.reconstruction && a.original && b.original);
+    QCOMPARE(a.reconstruction->shape(), (Shape{1, 3, 11, 44, 60}));
+    QCOMPARE(max_abs(*a.original, *b.original), 0.0);
+    QCOMPARE(max_abs(*a.reconstruction, *b.reconstruction), 0.0);
+    QCOMPARE(a.vs_original.psnr_db, b.vs_original.psnr_db);
+    // The preview got every original and every decoded frame.
+    QCOMPARE(a.store->original_count(), qint64{11});
+    QCOMPARE(a.store->available(), qint64{11});
+    QCOMPARE(a.store->total(), qint64{11});
+
+    // The same input again: the clip is still in memory, nothing to read ahead.
+    const RunSummary again = run_once(c_on, on);
+    QVERIFY2(again.ok, qPrintable(again.error));
+    QVERIFY(!again.prefetch);
+    QVERIFY2(again.prefetch_note.contains("in memory"), qPrintable(again.prefetch_note));
+    QCOMPARE(max_abs(*again.reconstruction, *a.reconstruction), 0.0);
+    // Tiling and the sample clip: prefetch does not apply, and the summary says why.
+    RunController c2(std::make_shared<CpuCatalog>());
+    RunRequest tiled = on;
+    tiled.settings.tiling = TilingMode::kBlend;
+    tiled.settings.tile_width = tiled.settings.tile_height = 32;
+    tiled.settings.overlap_width = tiled.settings.overlap_height = 8;
+    const RunSummary t = run_once(c2, tiled);
+    QVERIFY2(t.ok, qPrintable(t.error));
+    QVERIFY(!t.prefetch);
+    QVERIFY2(t.prefetch_note.contains("does not apply") && t.prefetch_note.contains("tiling"),
+             qPrintable(t.prefetch_note));
+    const RunSummary sample = run_once(c2, request(sample_input(64, 64, 5), 1));
+    QVERIFY2(sample.ok, qPrintable(sample.error));
+    QVERIFY(!sample.prefetch);
+    QVERIFY2(sample.prefetch_note.contains("sample clip"), qPrintable(sample.prefetch_note));
+
+    // The report's run table and report.json.
+    ReportJob job;
+    job.directory = dir_.filePath("prefetch-report");
+    job.runs = {a, b};
+    job.write_video = false;
+    const ReportResult r = write_report(job, nullptr);
+    QVERIFY2(r.ok, qPrintable(r.error));
+    QFile md(job.directory + "/report.md");
+    QVERIFY(md.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(md.readAll());
+    QVERIFY2(text.contains("| Frame prefetch | on: reading overlapped encoding") &&
+                 text.contains("not used (off)"),
+             qPrintable(text));
+    QFile json(job.directory + "/report.json");
+    QVERIFY(json.open(QIODevice::ReadOnly));
+    const QJsonArray runs = QJsonDocument::fromJson(json.readAll()).object().value("runs").toArray();
+    QCOMPARE(runs.size(), 2);
+    QCOMPARE(runs.at(0).toObject().value("prefetch").toObject().value("used").toBool(), true);
+    QCOMPARE(runs.at(1).toObject().value("prefetch").toObject().value("used").toBool(), false);
+    QCOMPARE(runs.at(1).toObject().value("prefetch").toObject().value("note").toString(), QString("off"));
+    QVERIFY(runs.at(0).toObject().value("seconds").toObject().contains("read_overlapped"));
+    QCOMPARE(runs.at(0).toObject().value("settings").toObject().value("prefetch").toBool(), true);
+  }
+
+  // Cancel while the prefetch thread is reading ahead: the run ends promptly as cancelled (the
+  // reader stopped and joined), the next run reads the clip again and succeeds, and a missing
+  // file fails with the reader's error.
+  void cancelDuringPrefetchedRun() {
+    const QString video = write_sample_video(dir_, "prefetch-long", 128, 128, 41);
+    InputSpec in;
+    in.path = video;
+    RunController c(std::make_shared<CpuCatalog>());
+    QSignalSpy progress(&c, &RunController::progressChanged);
+    QSignalSpy finished(&c, &RunController::runFinished);
+    QVERIFY(c.start(request(in, 1)) != 0);
+    // Wait until the encoder has finished its first chunk (later frames are still being read
+    // or waiting in the prefetch queue), then cancel.
+    QTRY_VERIFY_WITH_TIMEOUT(
+        [&] {
+          for (const auto& args : progress) {
+            const ProgressUpdate u = args.first().value<ProgressUpdate>();
+            if (u.stage == "encode" && u.done >= 1) return true;
+          }
+          return !finished.isEmpty();
+        }(),
+        120000);
+    QVERIFY2(finished.isEmpty(), "the run ended before the cancel");
+    QElapsedTimer t;
+    t.start();
+    c.cancel();
+    QVERIFY(finished.wait(60000));
+    const double latency_ms = t.nsecsElapsed() / 1e6;
+    const RunSummary s = finished.first().first().value<RunSummary>();
+    QVERIFY(!s.ok);
+    QVERIFY2(s.cancelled, qPrintable(s.error));
+    QVERIFY(s.prefetch);
+    QVERIFY(s.store->available() < 41);
+    qInfo("cancel latency during a prefetched encode: %.2f ms", latency_ms);
+    QVERIFY2(latency_ms < 3000, qPrintable(QString::number(latency_ms)));
+    QVERIFY(!c.busy());
+
+    // A cancel right after the start (the reader is opening the file or reading the first chunk).
+    QVERIFY(c.start(request(in, 1)) != 0);
+    c.cancel();
+    QVERIFY(finished.wait(60000));
+    QVERIFY(finished.last().first().value<RunSummary>().cancelled);
+
+    // Not cached by the cancelled runs: the next run prefetches again, to the end.
+    RunRequest shorter = request(in, 1);
+    shorter.input.max_frames = 9;
+    QVERIFY(c.start(shorter) != 0);
+    QVERIFY(finished.wait(120000));
+    const RunSummary done = finished.last().first().value<RunSummary>();
+    QVERIFY2(done.ok, qPrintable(done.error));
+    QVERIFY(done.prefetch);
+    QCOMPARE(done.frames, qint64{9});
+
+    // Errors arrive as before: a missing input fails the run with the reader's message.
+    RunRequest missing = request(in, 1);
+    missing.input.path = dir_.filePath("no-such-clip");
+    QVERIFY(c.start(missing) != 0);
+    QVERIFY(finished.wait(60000));
+    const RunSummary failed = finished.last().first().value<RunSummary>();
+    QVERIFY(!failed.ok);
+    QVERIFY(!failed.cancelled);
+    QVERIFY2(!failed.error.isEmpty(), "no error message");
   }
 
   void optionsAndDisplay() {
