@@ -464,10 +464,9 @@ int run_studio(int argc, char** argv, std::shared_ptr<const BackendCatalog> cata
   init_studio_resources();
   QApplication::setWindowIcon(QIcon(QStringLiteral(":/seedvae/icons/seedvae-studio.svg")));
   register_studio_types();
-  // A run started from the command line without --input takes the built-in natural demo clip
-  // (installed next to the demo model) unless --sample-size asks for the synthetic sample clip.
-  if (opt.input.isEmpty() && !opt.sample_size_set &&
-      (opt.demo || opt.headless || !opt.screenshots.isEmpty())) {
+  // Without --input the studio opens the built-in natural demo clip (installed next to the demo
+  // model) unless --sample-size asks for the synthetic sample clip.
+  if (opt.input.isEmpty() && !opt.sample_size_set) {
     const auto clip = media::find_demo_clip(QCoreApplication::applicationDirPath().toStdString());
     if (!clip.empty()) opt.input = QString::fromStdString(clip.string());
   }

@@ -31,8 +31,8 @@ struct StudioOptions {
   bool demo = false;
   bool headless = false;
   bool ab = false;
-  QString input;            // video path; empty: the demo clip (--demo, --headless, --screenshots)
-                            // when installed, else the synthetic sample clip
+  QString input;            // video path; empty: the demo clip when installed, else the
+                            // synthetic sample clip
   QString weights;          // checkpoint; empty: the built-in model
   QString preset;           // settings (slot A) from a preset file
   QString preset_b;         // slot B from a preset file (default: A with blend tiling)
