@@ -15,6 +15,7 @@
 #include "core/schedule/streaming.h"
 #include "core/schedule/tiled.h"
 #include "core/vae/state_dict.h"
+#include "tests/support/telemetry_recorder.h"
 
 using namespace seedvae;
 
@@ -28,18 +29,8 @@ HostTensor random_tensor(Shape s, uint64_t seed) {
   return t;
 }
 
-class Recorder final : public TelemetrySink {
- public:
-  explicit Recorder(bool summaries) : summaries_(summaries) {}
-  void on_stage(const StageSample& s) override { samples.push_back(s); }
-  bool wants_summaries() const override { return summaries_; }
-  std::vector<StageSample> samples;
-
- private:
-  bool summaries_;
-};
-
-bool is_summary(const StageSample& s) { return s.stage == "chunk" || s.stage == "tile"; }
+using Recorder = test::TelemetryRecorder;
+using test::is_summary;
 
 }  // namespace
 

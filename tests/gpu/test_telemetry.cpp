@@ -22,6 +22,7 @@
 #include "core/vae/vae_model.h"
 #include "gpu/cuda_backend.h"
 #include "tests/gpu/gpu_test.h"
+#include "tests/support/telemetry_recorder.h"
 
 using namespace seedvae;
 using seedvae::gpu::CudaOptions;
@@ -52,18 +53,8 @@ CudaOptions options(Precision p = Precision::kFp32) {
   return o;
 }
 
-class Recorder final : public TelemetrySink {
- public:
-  explicit Recorder(bool summaries) : summaries_(summaries) {}
-  void on_stage(const StageSample& s) override { samples.push_back(s); }
-  bool wants_summaries() const override { return summaries_; }
-  std::vector<StageSample> samples;
-
- private:
-  bool summaries_;
-};
-
-bool is_summary(const StageSample& s) { return s.stage == "chunk" || s.stage == "tile"; }
+using Recorder = test::TelemetryRecorder;
+using test::is_summary;
 
 std::string describe(const StageSample& s) {
   char buf[200];
