@@ -14,25 +14,13 @@
 #include "core/vae/vae_model.h"
 #include "gpu/cuda_backend.h"
 #include "tests/gpu/gpu_test.h"
+#include "tests/gpu/gpu_test_data.h"
 
 using namespace seedvae;
 using seedvae::gpu::CudaOptions;
 using seedvae::gpu::Precision;
 
 namespace {
-
-const VaeWeights& weights() {
-  static const VaeWeights w = synthesize_weights(VaeConfig::tiny(), kTinySeed);
-  return w;
-}
-
-HostTensor random_video(const Shape& s, uint32_t seed) {
-  HostTensor t(DType::kF32, s);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (float& v : t.f32()) v = u(rng);
-  return t;
-}
 
 struct Reference {
   HostTensor video, latent, moments, decoded;
@@ -41,10 +29,10 @@ struct Reference {
 const Reference& reference() {
   static const Reference r = [] {
     Reference ref;
-    ref.video = random_video(Shape{1, 3, 9, 32, 48}, 1);
-    ref.latent = random_video(Shape{1, 16, 3, 4, 6}, 2);
+    ref.video = test::random_tensor(Shape{1, 3, 9, 32, 48}, 1);
+    ref.latent = test::random_tensor(Shape{1, 16, 3, 4, 6}, 2);
     auto cpu = create_cpu_backend({});
-    auto m = VaeModel::create(**cpu, weights());
+    auto m = VaeModel::create(**cpu, test::tiny_weights());
     ref.moments = encode_video(*m, ref.video, {1}).value();
     ref.decoded = decode_latent(*m, ref.latent, {1}).value();
     return ref;
@@ -122,7 +110,7 @@ GPU_TEST(tiny_vae_streamed_matches_cpu_in_every_mode) {
     auto b = gpu::create_cuda_backend(c.opt);
     CHECK_MSG(b.is_ok(), c.name + ": " + b.status().to_string());
     if (!b) continue;
-    auto m = VaeModel::create(**b, weights());
+    auto m = VaeModel::create(**b, test::tiny_weights());
     CHECK_MSG(m.is_ok(), m.status().to_string());
     if (!m) continue;
     auto enc = encode_video(*m, ref.video, {1});
@@ -141,7 +129,7 @@ GPU_TEST(streamed_equals_whole_clip_on_gpu) {
   auto b = gpu::create_cuda_backend(o);
   CHECK_MSG(b.is_ok(), b.status().to_string());
   if (!b) return;
-  auto m = VaeModel::create(**b, weights());
+  auto m = VaeModel::create(**b, test::tiny_weights());
   if (!m) return;
   auto whole = decode_latent(*m, ref.latent, {0});
   auto streamed = decode_latent(*m, ref.latent, {1});
@@ -160,7 +148,7 @@ GPU_TEST(chunked_upsampling_equals_whole_chunk_on_gpu) {
   auto b = gpu::create_cuda_backend(o);
   CHECK_MSG(b.is_ok(), b.status().to_string());
   if (!b) return;
-  auto m = VaeModel::create(**b, weights());
+  auto m = VaeModel::create(**b, test::tiny_weights());
   if (!m) return;
   auto enc = encode_video(*m, ref.video, {1});
   auto dec = decode_latent(*m, ref.latent, {1});

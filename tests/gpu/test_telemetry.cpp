@@ -22,6 +22,7 @@
 #include "core/vae/vae_model.h"
 #include "gpu/cuda_backend.h"
 #include "tests/gpu/gpu_test.h"
+#include "tests/gpu/gpu_test_data.h"
 #include "tests/support/telemetry_recorder.h"
 
 using namespace seedvae;
@@ -32,19 +33,6 @@ namespace {
 
 // Event timestamps have ~0.5 us resolution and the host clock is another clock: allow a little.
 constexpr double kTolMs = 0.05;
-
-const VaeWeights& weights() {
-  static const VaeWeights w = synthesize_weights(VaeConfig::tiny(), kTinySeed);
-  return w;
-}
-
-HostTensor random_tensor(const Shape& s, uint32_t seed) {
-  HostTensor t(DType::kF32, s);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (float& v : t.f32()) v = u(rng);
-  return t;
-}
 
 CudaOptions options(Precision p = Precision::kFp32) {
   CudaOptions o;
@@ -114,9 +102,9 @@ GPU_TEST(device_spans_time_queued_work) {
   if (!b) return;
   Backend& be = **b;
   // Some real work: a 3x3x3 convolution.
-  REQUIRE_OK(Tensor x, be.upload(random_tensor(Shape{1, 64, 5, 64, 64}, 1)));
-  REQUIRE_OK(Tensor w, be.upload_weight(random_tensor(Shape{64, 64, 3, 3, 3}, 2), "w"));
-  REQUIRE_OK(Tensor bias, be.upload_weight(random_tensor(Shape{64}, 3), "b"));
+  REQUIRE_OK(Tensor x, be.upload(test::random_tensor(Shape{1, 64, 5, 64, 64}, 1)));
+  REQUIRE_OK(Tensor w, be.upload_weight(test::random_tensor(Shape{64, 64, 3, 3, 3}, 2), "w"));
+  REQUIRE_OK(Tensor bias, be.upload_weight(test::random_tensor(Shape{64}, 3), "b"));
   Conv3dParams p;
   p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
   REQUIRE_OK(Tensor warm, be.conv3d(x, w, bias, p));  // algorithm search outside the spans
@@ -167,10 +155,10 @@ GPU_TEST(stage_samples_carry_device_time) {
       auto b = gpu::create_cuda_backend(options(prec));
       CHECK_MSG(b.is_ok(), b.status().to_string());
       if (!b) continue;
-      REQUIRE_OK(VaeModel m, VaeModel::create(**b, weights()));
+      REQUIRE_OK(VaeModel m, VaeModel::create(**b, test::tiny_weights()));
       m.set_hires_chunk_frames(hires);
-      const HostTensor latent = random_tensor(Shape{1, 16, 4, 16, 16}, 2);
-      const HostTensor video = random_tensor(Shape{1, 3, 9, 64, 64}, 1);
+      const HostTensor latent = test::random_tensor(Shape{1, 16, 4, 16, 16}, 2);
+      const HostTensor video = test::random_tensor(Shape{1, 3, 9, 64, 64}, 1);
       // Warm-up without telemetry (algorithm search outside the measured runs).
       CHECK(decode_latent(m, latent, {1}).is_ok());
       CHECK(encode_video(m, video, {1}).is_ok());
@@ -223,8 +211,8 @@ GPU_TEST(tile_summaries_in_blended_tiling) {
   auto b = gpu::create_cuda_backend(options(Precision::kBf16));
   CHECK_MSG(b.is_ok(), b.status().to_string());
   if (!b) return;
-  REQUIRE_OK(VaeModel m, VaeModel::create(**b, weights()));
-  const HostTensor latent = random_tensor(Shape{1, 16, 3, 16, 16}, 3);
+  REQUIRE_OK(VaeModel m, VaeModel::create(**b, test::tiny_weights()));
+  const HostTensor latent = test::random_tensor(Shape{1, 16, 3, 16, 16}, 3);
   TileOptions to;
   to.mode = TilingMode::kBlend;
   to.spec = {64, 64, 16, 16};
