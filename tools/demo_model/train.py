@@ -91,13 +91,20 @@ class StillBank:
             raise SystemExit(f"no '{split}' images in {data_dir}")
 
 
-def sample_motion(rng: np.random.Generator, size, n_frames):
-    """Random camera parameters (plain floats) for one clip."""
+def sample_motion(rng: np.random.Generator, size, n_frames, fast_pan_prob=0.0):
+    """Random camera parameters (plain floats) for one clip.
+
+    With probability fast_pan_prob the clip is a fast pan: its speed is drawn uniformly in
+    [4, 12] output px per frame instead of the lognormal (never a tripod shot). With
+    fast_pan_prob 0 no extra random number is drawn, so the fixed validation clips stay the
+    same as in earlier calls."""
     scale = float(np.exp(rng.uniform(np.log(0.6), np.log(4.0))))  # source px per output px
     speed = float(np.exp(rng.normal(np.log(2.5), 0.8)))             # output px per frame
     if rng.random() < 0.12:
         speed = 0.0                                                   # tripod shot
     speed = min(speed, 14.0)
+    if fast_pan_prob > 0 and rng.random() < fast_pan_prob:
+        speed = float(rng.uniform(4.0, 12.0))                         # fast pan
     ang = rng.uniform(0, 2 * np.pi)
     zoom_end = float(np.exp(rng.normal(0.0, 0.08))) if rng.random() < 0.6 else 1.0
     rot_end = float(rng.normal(0.0, 0.02)) if rng.random() < 0.3 else 0.0
@@ -165,11 +172,12 @@ def render_clip(levels, m, size, n_frames, device):
     return fr.permute(1, 0, 2, 3)                           # [3, T, S, S]
 
 
-def make_batch(bank, rng, size, batch, n_frames, device):
+def make_batch(bank, rng, size, batch, n_frames, device, fast_pan_prob=0.0):
     clips = []
     for _ in range(batch):
         i = int(rng.integers(len(bank.images)))
-        clips.append(render_clip(bank.images[i], sample_motion(rng, size, n_frames), size, n_frames, device))
+        m = sample_motion(rng, size, n_frames, fast_pan_prob)
+        clips.append(render_clip(bank.images[i], m, size, n_frames, device))
     return torch.stack(clips)
 
 
@@ -275,6 +283,9 @@ def main():
     ap.add_argument("--sizes", default="128,192,256", help="crop sizes (multiples of 8)")
     ap.add_argument("--size-weights", default="0.3,0.4,0.3")
     ap.add_argument("--frames", type=int, default=17)
+    ap.add_argument("--fast-pan-prob", type=float, default=0.3,
+                    help="probability that a training clip is a fast pan, speed uniform in "
+                         "[4, 12] output px per frame (validation clips never are)")
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--min-lr-frac", type=float, default=0.05)
     ap.add_argument("--warmup", type=int, default=200)
@@ -465,7 +476,7 @@ def main():
         ts = time.time()
         size = int(rng.choice(sizes, p=size_w))
         batch = max(1, int(round(args.batch * (256 / size) ** 2)))
-        x = make_batch(bank, rng, size, batch, args.frames, device)
+        x = make_batch(bank, rng, size, batch, args.frames, device, args.fast_pan_prob)
         lr = lr_at(step, train_s)
         for g in opt.param_groups:
             g["lr"] = lr
@@ -560,7 +571,7 @@ def main():
         "demo.val_set": f"{args.val_clips} clips {args.val_size}x{args.val_size}x{args.frames} "
                         f"synthesised (seed 987654) from the pack's val stills",
         "demo.training": json.dumps({k: getattr(args, k) for k in (
-            "batch", "sizes", "size_weights", "frames", "lr", "min_lr_frac", "warmup", "total_minutes",
+            "batch", "sizes", "size_weights", "frames", "fast_pan_prob", "lr", "min_lr_frac", "warmup", "total_minutes",
             "kl", "mse", "sample_prob", "ema", "clip_grad", "seed", "amp")}),
         "demo.data_packages": json.dumps(bank.index.get("packages", {})),
         "demo.data_images": str(len(bank.images)),
