@@ -28,6 +28,7 @@ struct BackendRequest {
   bool buffer_reuse = true;
   bool fuse_bias = true;
   bool offload_state = false;  // causal state in pinned host memory between chunks
+  int offload_window_mib = 1024;  // at most this much of it prefetched back ahead of use
   int cudnn_workspace_mib = 512;
 };
 

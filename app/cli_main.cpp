@@ -121,6 +121,7 @@ struct ModelOptions {
   std::string tiling = "off";  // off | blend | exact
   std::string tile, overlap;   // WxH pixels
   double budget_gb = 0;        // pick the tile (and chunk) that fits this many GiB
+  std::string async_tiles = "auto";  // auto | on | off (StreamOptions::async_tiles)
 
   void add_to(CLI::App* c) {
     auto* w = c->add_option("--weights", weights, "SeedVR2 VAE checkpoint (.safetensors; fp16, bf16 or fp32)")
@@ -153,6 +154,27 @@ struct ModelOptions {
     c->add_option("--budget-gb", budget_gb,
                   "memory budget in GiB: choose the largest tile that fits (with --tiling)")
         ->check(CLI::NonNegativeNumber);
+    c->add_option("--async-tiles", async_tiles,
+                  "async tiles: queue the next chunk/tile on the device before finishing the "
+                  "previous one (its download, blending, output), so copies and host work overlap "
+                  "the compute; identical output. auto = on except with --tiling exact")
+        ->check(CLI::IsMember({"auto", "on", "off"}));
+  }
+
+  // The temporal slicing and copy/compute overlap options of a run (async tiles checked against
+  // the tiling mode: exact tiling moves its windows through host memory layer by layer).
+  Result<StreamOptions> stream() const {
+    StreamOptions so;
+    so.chunk_latents = chunk;
+    so.async_tiles = async_tiles != "off";
+    if (tiling == "exact") {
+      if (async_tiles == "on") {
+        return invalid_argument("--async-tiles on does not apply to --tiling exact, which moves "
+                                "every layer's windows through host memory; use auto or off");
+      }
+      so.async_tiles = false;
+    }
+    return so;
   }
 
   Result<VaeWeights> load() const {
@@ -223,10 +245,11 @@ Result<HostTensor> run_encode_op(const VaeModel& model, const VaeWeights& weight
   std::string note;
   SEEDVAE_ASSIGN_OR_RETURN(TileOptions to, tile_options(mo, weights, true, s[3], s[4], s[2], &note));
   if (!note.empty() && !mo.quiet) std::cerr << "plan: " << note << "\n";
-  if (to.mode == TilingMode::kOff) return encode_video(model, video, {mo.chunk}, hooks);
+  SEEDVAE_ASSIGN_OR_RETURN(const StreamOptions so, mo.stream());
+  if (to.mode == TilingMode::kOff) return encode_video(model, video, so, hooks);
   TileHooks th;
   th.report = report;
-  return tiled_encode(model, video, to, {mo.chunk}, hooks, &th);
+  return tiled_encode(model, video, to, so, hooks, &th);
 }
 
 Result<HostTensor> run_decode_op(const VaeModel& model, const VaeWeights& weights,
@@ -238,10 +261,11 @@ Result<HostTensor> run_decode_op(const VaeModel& model, const VaeWeights& weight
   SEEDVAE_ASSIGN_OR_RETURN(TileOptions to, tile_options(mo, weights, false, s[3] * sf, s[4] * sf,
                                                         (s[2] - 1) * f + 1, &note));
   if (!note.empty() && !mo.quiet) std::cerr << "plan: " << note << "\n";
-  if (to.mode == TilingMode::kOff) return decode_latent(model, latent, {mo.chunk}, hooks);
+  SEEDVAE_ASSIGN_OR_RETURN(const StreamOptions so, mo.stream());
+  if (to.mode == TilingMode::kOff) return decode_latent(model, latent, so, hooks);
   TileHooks th;
   th.report = report;
-  return tiled_decode(model, latent, to, {mo.chunk}, hooks, &th);
+  return tiled_decode(model, latent, to, so, hooks, &th);
 }
 
 // ---- info -----------------------------------------------------------------------------------
@@ -434,11 +458,6 @@ Result<Engine> make_engine(const ModelOptions& mo) {
   SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(*e.backend, e.weights));
   m.set_hires_chunk_frames(mo.hires_chunk);
   e.model.emplace(std::move(m));
-  if (mo.backend.offload_state && mo.hires_chunk > 0 && !mo.quiet) {
-    // Valid, but each piece needs its memory back at once: measured 2.5-4x slower (H100, 1080p).
-    std::cerr << "note: --offload-state with --hires-chunk moves the causal state for every "
-                 "piece (docs/gpu-notes.md §6); use one of them\n";
-  }
   if (!mo.quiet) {
     std::cerr << "weights: " << e.weights.source << " (" << e.weights.config.to_string() << ", "
               << e.weights.parameter_count() << " parameters)\nbackend: " << e.backend->name()
@@ -504,7 +523,8 @@ Result<EncodeResult> run_encode(Engine& e, const VideoOptions& vo, const ModelOp
     SEEDVAE_ASSIGN_OR_RETURN(auto source, media::VideoFrameSource::open(vo.input, so, &g_cancel));
     const auto t0 = Clock::now();
     const StreamHooks hooks{&g_cancel, &progress};
-    SEEDVAE_ASSIGN_OR_RETURN(moments, encode_stream(*e.model, *source, {mo.chunk}, hooks));
+    SEEDVAE_ASSIGN_OR_RETURN(const StreamOptions stream, mo.stream());
+    SEEDVAE_ASSIGN_OR_RETURN(moments, encode_stream(*e.model, *source, stream, hooks));
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     r.plan = source->plan();
     r.fps = source->fps();
@@ -655,6 +675,7 @@ int cmd_roundtrip(const VideoOptions& vo, const ModelOptions& mo, const std::str
                {"weights", e->weights.source},
                {"backend", e->backend->name()},
                {"chunk_latents", mo.chunk},
+               {"async_tiles", mo.stream().is_ok() && mo.stream()->async_tiles},
                {"psnr_db", q->psnr_db},
                {"ssim", q->ssim},
                {"encode_seconds", enc->seconds},
@@ -751,6 +772,7 @@ int cmd_bench(const ModelOptions& mo, BenchOptions bo, const std::string& size,
   }
   bo.chunk_latents = mo.chunk;
   bo.hires_chunk_frames = mo.hires_chunk;
+  bo.async_tiles = mo.async_tiles != "off";
   auto weights = mo.load();
   if (!weights) return fail(weights.status());
   auto backend = make_backend(mo.backend);
@@ -765,7 +787,7 @@ int cmd_bench(const ModelOptions& mo, BenchOptions bo, const std::string& size,
   Json j{{"backend", r->backend}, {"config", r->config}, {"weights", weights->source},
          {"width", bo.width}, {"height", bo.height}, {"frames", bo.frames},
          {"chunk_latents", bo.chunk_latents}, {"hires_chunk_frames", bo.hires_chunk_frames},
-         {"warmup", bo.warmup}, {"repeats", bo.repeats},
+         {"async_tiles", bo.async_tiles}, {"warmup", bo.warmup}, {"repeats", bo.repeats},
          {"version", SEEDVAE_VERSION}};
   for (const auto& op : r->ops) {
     j["ops"].push_back({{"op", op.op}, {"total_ms", op.total_ms}, {"ms_per_frame", op.ms_per_frame},

@@ -42,6 +42,11 @@ void add_backend_options(CLI::App* cmd, BackendRequest& r) {
                 "keep the causal state (the frames carried between temporal chunks) in pinned host "
                 "memory, prefetched back while the GPU computes: less device memory, same output")
       ->group(g);
+  cmd->add_option("--offload-window-mib", r.offload_window_mib,
+                  "with --offload-state: how much offloaded state may be back on the device "
+                  "ahead of use (MiB, default 1024); larger prefetches earlier, smaller saves more")
+      ->check(CLI::Range(0, 1 << 20))
+      ->group(g);
   cmd->add_option("--cudnn-workspace-mib", r.cudnn_workspace_mib,
                   "cuDNN workspace limit per convolution (MiB, default 512)")
       ->check(CLI::Range(0, 1 << 20))

@@ -138,7 +138,8 @@ enum class Kind : uint8_t {
   kPlain,       // any other rank: contiguous, compute dtype
 };
 
-// Pinned host buffers for offloaded causal state, reused by exact size.
+// Pinned host buffers for offloaded causal state and asynchronous downloads, reused by exact
+// size.
 struct PinnedPool {
   std::multimap<size_t, void*> free;
   std::vector<void*> all;
@@ -146,7 +147,8 @@ struct PinnedPool {
   ~PinnedPool() {
     for (void* p : all) cudaFreeHost(p);
   }
-  Result<void*> get(size_t n, const std::string& what) {
+  // `remedy` ends the out-of-memory message ("run without --offload-state").
+  Result<void*> get(size_t n, const std::string& what, const std::string& remedy) {
     auto it = free.find(n);
     if (it != free.end()) {
       void* p = it->second;
@@ -158,8 +160,7 @@ struct PinnedPool {
     if (e != cudaSuccess) {
       cudaGetLastError();
       return out_of_memory(what + ": cannot pin " + format_bytes(static_cast<int64_t>(n)) +
-                           " of host memory for offloaded causal state (" + cudaGetErrorString(e) +
-                           "); run without --offload-state");
+                           " of host memory (" + cudaGetErrorString(e) + "); " + remedy);
     }
     all.push_back(p);
     bytes += static_cast<int64_t>(n);
@@ -226,7 +227,48 @@ std::string sanitize(std::string s) {
   return s;
 }
 
+class CudaBackend;
+
+// One download_frames_async() in flight (owned by the caller, on the backend's thread).
+class AsyncDownload final : public PendingCopy {
+ public:
+  AsyncDownload(CudaBackend* backend, std::string what) : backend_(backend), what_(std::move(what)) {}
+  ~AsyncDownload() override { release(); }
+  Status wait() override;
+
+  float* dst = nullptr;  // the destination's first element (plane 0, frame_offset)
+  int64_t plane = 0, planes = 0, dst_stride = 0;
+  size_t bytes = 0;
+  std::shared_ptr<PinnedPool> pool;
+  void* pinned = nullptr;
+  BlockPtr scratch;                // converted copy of the source, or
+  std::shared_ptr<Storage> keep;   // the source itself, until the transfer is done
+  cudaEvent_t ready = nullptr, done = nullptr;
+  cudaEvent_t chunk_start = nullptr, chunk_end = nullptr;  // the chunk's device time, if timed
+
+ private:
+  void release() {
+    if (done) cudaEventSynchronize(done);  // the transfer must not outlive its buffers
+    cudaGetLastError();
+    for (cudaEvent_t* e : {&ready, &done, &chunk_start, &chunk_end}) {
+      if (*e) cudaEventDestroy(*e);
+      *e = nullptr;
+    }
+    if (pinned) pool->put(pinned, bytes);
+    pinned = nullptr;
+    scratch.reset();
+    keep.reset();
+  }
+
+  CudaBackend* backend_;
+  std::string what_;
+  bool waited_ = false;
+  Status status_;
+};
+
 class CudaBackend final : public Backend {
+  friend class AsyncDownload;
+
  public:
   static Result<std::unique_ptr<Backend>> create(const CudaOptions& o) {
     SEEDVAE_TRY(validate_options(o));
@@ -288,6 +330,7 @@ class CudaBackend final : public Backend {
     if (stream_) cudaStreamSynchronize(stream_);
     if (d2h_stream_) cudaStreamSynchronize(d2h_stream_);
     if (h2d_stream_) cudaStreamSynchronize(h2d_stream_);
+    if (copy_out_stream_) cudaStreamSynchronize(copy_out_stream_);
     for (auto& [blk, ev] : pending_d2h_) cudaEventDestroy(ev);
     pending_d2h_.clear();
     if (chunk_start_) cudaEventDestroy(chunk_start_);
@@ -305,6 +348,7 @@ class CudaBackend final : public Backend {
     if (stream_) cudaStreamDestroy(stream_);
     if (d2h_stream_) cudaStreamDestroy(d2h_stream_);
     if (h2d_stream_) cudaStreamDestroy(h2d_stream_);
+    if (copy_out_stream_) cudaStreamDestroy(copy_out_stream_);
   }
 
   std::string name() const override { return name_; }
@@ -338,6 +382,7 @@ class CudaBackend final : public Backend {
     r.download_alloc_ms = download_alloc_ms_;
     r.device_ms = device_ms_;
     r.upload_bytes = upload_bytes_;
+    r.async_downloads = async_downloads_;
     r.download_bytes = download_bytes_;
     return r;
   }
@@ -381,6 +426,77 @@ class CudaBackend final : public Backend {
     auto* base = static_cast<float*>(dst.raw()) + frame_offset * frame;
     return download_planes(t, base, s[2] * frame, s[0] * s[1], dst.shape()[2] * frame,
                            "download_frames");
+  }
+
+  // "Async tiles": the conversion to fp32 NCDHW is queued on the compute stream, the transfer on
+  // the copy-out stream into pinned memory; wait() copies the planes into dst. The source (the
+  // converted scratch, or the tensor's own block when it already is fp32 NCDHW) stays owned by
+  // the copy until its transfer is done, so the caching allocator cannot hand it out early.
+  Result<std::unique_ptr<PendingCopy>> download_frames_async(const Tensor& t, HostTensor& dst,
+                                                             int64_t frame_offset) override {
+    constexpr std::string_view op = "download_frames_async";
+    SEEDVAE_TRY(check_download_frames(t.shape, dst, frame_offset));
+    SEEDVAE_TRY(check_thread(op));
+    SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * s, storage_of(t, op, "tensor"));
+    const Shape& sh = t.shape;
+    const int64_t n = sh.numel();
+    const std::string what = std::string(op) + " " + str(sh);
+    auto copy = std::make_unique<AsyncDownload>(this, what);
+    const int64_t frame = sh[3] * sh[4];
+    copy->dst = static_cast<float*>(dst.raw()) + frame_offset * frame;
+    copy->plane = sh[2] * frame;
+    copy->planes = sh[0] * sh[1];
+    copy->dst_stride = dst.shape()[2] * frame;
+    copy->bytes = static_cast<size_t>(n) * 4;
+    if (chunk_open_) {
+      // the chunk's device time ends here; the copy takes the pair of events and reads them in
+      // wait(), since the next chunk's upload records a new start before that
+      SEEDVAE_CUDA_TRY(cudaEventRecord(chunk_end_, stream_), what);
+      copy->chunk_start = chunk_start_;
+      copy->chunk_end = chunk_end_;
+      chunk_start_ = chunk_end_ = nullptr;
+      chunk_open_ = false;
+      SEEDVAE_CUDA_TRY(cudaEventCreate(&chunk_start_), what + ": timing events");
+      SEEDVAE_CUDA_TRY(cudaEventCreate(&chunk_end_), what + ": timing events");
+    }
+    if (n == 0) return std::unique_ptr<PendingCopy>(std::move(copy));
+    if (!copy_out_stream_) {
+      cudaStream_t cs = nullptr;
+      SEEDVAE_CUDA_TRY(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking), what + ": copy stream");
+      copy_out_stream_ = cs;
+    }
+    if (!pinned_pool_) pinned_pool_ = std::make_shared<PinnedPool>();
+    const ElemType et = elem_of(t.dtype);
+    const void* src = s->ptr();
+    const bool transposed = (s->kind == Kind::kActivation || s->kind == Kind::kConvWeight) &&
+                            s->layout == Layout::kNDHWC && sh.rank() == 5;
+    if (transposed || et != ElemType::kF32) {
+      SEEDVAE_ASSIGN_OR_RETURN(copy->scratch, alloc_->allocate(n * 4, what + " staging"));
+      if (transposed) {
+        launch_transpose(et, src, ElemType::kF32, copy->scratch->ptr, sh[0], sh[1],
+                         sh[2] * sh[3] * sh[4], false, stream_);
+      } else {
+        launch_convert(et, src, ElemType::kF32, copy->scratch->ptr, n, stream_);
+      }
+      SEEDVAE_TRY(check_launch(what));
+      src = copy->scratch->ptr;
+    } else {
+      copy->keep = t.storage;
+    }
+    copy->pool = pinned_pool_;
+    SEEDVAE_ASSIGN_OR_RETURN(copy->pinned,
+                             pinned_pool_->get(copy->bytes, what,
+                                               "turn async tiles off (--async-tiles off)"));
+    SEEDVAE_CUDA_TRY(cudaEventCreateWithFlags(&copy->ready, cudaEventDisableTiming), what);
+    SEEDVAE_CUDA_TRY(cudaEventCreateWithFlags(&copy->done, cudaEventDisableTiming), what);
+    SEEDVAE_CUDA_TRY(cudaEventRecord(copy->ready, stream_), what);
+    SEEDVAE_CUDA_TRY(cudaStreamWaitEvent(copy_out_stream_, copy->ready, 0), what);
+    SEEDVAE_CUDA_TRY(cudaMemcpyAsync(copy->pinned, src, copy->bytes, cudaMemcpyDeviceToHost,
+                                     copy_out_stream_),
+                     what);
+    SEEDVAE_CUDA_TRY(cudaEventRecord(copy->done, copy_out_stream_), what);
+    ++async_downloads_;
+    return std::unique_ptr<PendingCopy>(std::move(copy));
   }
 
   // Converts t to contiguous fp32 NCDHW on the device, then copies `planes` runs of `plane`
@@ -852,13 +968,20 @@ class CudaBackend final : public Backend {
     const std::string what = "slice_frames " + str(x.shape);
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(out_shape, 0, what));
     SEEDVAE_TRY(copy_frames(y, 0, x, begin, end - begin, what));
-    // In the model, slices are the causal state carried to the next chunk: with offloading on,
-    // large ones go to pinned host memory until the next chunk needs them.
-    const int64_t bytes = out_shape.numel() * dtype_size(act_);
-    if (opt_.offload_state && bytes > 0 && bytes >= opt_.offload_min_bytes) {
-      SEEDVAE_TRY(offload(y, what));
-    }
     return y;
+  }
+
+  // Causal state not read before the next chunk: with offloading on, large slices go to pinned
+  // host memory and come back (prefetched in hint order) when the next chunk needs them.
+  Status offload_hint(const Tensor& t) override {
+    if (!opt_.offload_state) return Status::ok();
+    SEEDVAE_TRY(check_thread("offload_hint"));
+    const auto* st = dynamic_cast<const CudaStorage*>(t.storage.get());
+    if (st && st->host) return Status::ok();  // already on the host
+    SEEDVAE_TRY(activation_of(t, "offload_hint", "state").take_status());
+    const int64_t bytes = t.shape.numel() * dtype_size(t.dtype);
+    if (bytes <= 0 || bytes < opt_.offload_min_bytes) return Status::ok();
+    return offload(t, "offload_hint " + str(t.shape));
   }
 
   Result<Tensor> concat_frames(const Tensor& a, const Tensor& b) override {
@@ -1234,13 +1357,10 @@ class CudaBackend final : public Backend {
   }
 
   Status copy_to_device(void* dst, const void* src, int64_t bytes_i, const std::string& what) {
+    // Always through the pinned buffers, also small transfers: a pageable copy would have to
+    // synchronise the stream (the caller may free `src` on return), which blocks the host until
+    // the queued compute is done and defeats async tiles.
     const size_t bytes = static_cast<size_t>(bytes_i);
-    if (bytes < kDirectBelow) {
-      SEEDVAE_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), what);
-      // pageable source: returns once the driver staged it; keep the host buffer semantics simple
-      SEEDVAE_CUDA_TRY(cudaStreamSynchronize(stream_), what);
-      return Status::ok();
-    }
     SEEDVAE_TRY(ensure_pinned(what));
     const size_t pieces = (bytes + kPinnedPiece - 1) / kPinnedPiece;
     for (size_t i = 0; i < pieces; ++i) {
@@ -1275,7 +1395,8 @@ class CudaBackend final : public Backend {
     const size_t bytes = static_cast<size_t>(t.shape.numel() * dtype_size(t.dtype));
     auto hc = std::make_unique<HostCopy>();
     hc->pool = pinned_pool_;
-    SEEDVAE_ASSIGN_OR_RETURN(hc->pinned, pinned_pool_->get(bytes, what));
+    SEEDVAE_ASSIGN_OR_RETURN(hc->pinned, pinned_pool_->get(bytes, what + " (offloaded causal state)",
+                                                           "run without --offload-state"));
     hc->bytes = bytes;
     cudaEvent_t ready = nullptr, pend = nullptr;
     SEEDVAE_CUDA_TRY(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), what);
@@ -1647,6 +1768,8 @@ class CudaBackend final : public Backend {
   std::string name_, device_name_, cache_file_;
   int64_t fused_calls_ = 0, materialised_calls_ = 0;
   cudaStream_t d2h_stream_ = nullptr, h2d_stream_ = nullptr;
+  cudaStream_t copy_out_stream_ = nullptr;  // download_frames_async, created on first use
+  int64_t async_downloads_ = 0;
   std::shared_ptr<PinnedPool> pinned_pool_;
   std::deque<std::weak_ptr<CudaStorage>> offloaded_;
   std::vector<std::pair<BlockPtr, cudaEvent_t>> pending_d2h_;
@@ -1661,6 +1784,37 @@ class CudaBackend final : public Backend {
   int64_t upload_bytes_ = 0, download_bytes_ = 0;
   std::string attention_kernel_;
 };
+
+Status AsyncDownload::wait() {
+  if (waited_) return status_;
+  waited_ = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  status_ = [&]() -> Status {
+    if (chunk_start && chunk_end) {
+      float ms = 0;
+      SEEDVAE_CUDA_TRY(cudaEventSynchronize(chunk_end), what_);
+      if (cudaEventElapsedTime(&ms, chunk_start, chunk_end) == cudaSuccess) backend_->device_ms_ += ms;
+      cudaGetLastError();
+    }
+    if (bytes == 0) return Status::ok();
+    SEEDVAE_CUDA_TRY(cudaEventSynchronize(done), what_);
+    const auto* from = static_cast<const float*>(pinned);
+    if (dst_stride == plane) {
+      CudaBackend::parallel_copy(dst, from, bytes);
+    } else {
+      for (int64_t i = 0; i < planes; ++i) {
+        CudaBackend::parallel_copy(dst + i * dst_stride, from + i * plane,
+                                   static_cast<size_t>(plane) * 4);
+      }
+    }
+    backend_->download_bytes_ += static_cast<int64_t>(bytes);
+    return Status::ok();
+  }();
+  backend_->download_ms_ +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  release();
+  return status_;
+}
 
 }  // namespace
 

@@ -121,6 +121,7 @@ struct CudaBackendReport {
   double device_ms = 0;
   int64_t offloaded_bytes = 0, prefetched_bytes = 0, offload_stalls = 0, pinned_bytes = 0;
   int64_t upload_bytes = 0, download_bytes = 0;
+  int64_t async_downloads = 0;  // download_frames_async calls (async tiles)
 };
 std::optional<CudaBackendReport> cuda_backend_report(const Backend& backend);
 

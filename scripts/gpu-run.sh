@@ -13,7 +13,11 @@
 # BUILD (default build-gpu), GOLDEN_SRC (default ../shared/golden), BUDGET_S (stop starting new
 # steps after this many seconds, default 540), ABLATE_SIZES (default "1920x1080 512x512"),
 # BENCH_SIZES (default "512x512 1920x1080"), OFFLOAD_SIZES (default 1920x1080; " " for none),
-# ABLATE_ONLY (run only the ablation rows whose name contains it, plus the default row).
+# ABLATE_ONLY (run only the ablation rows whose name contains one of its comma-separated parts,
+# plus the default row), HIRES_VARIANTS ('|'-separated --hires-chunk arguments, default
+# "1|2|1 --offload-state|2 --offload-state"), HIRES_VERIFY (0: skip the fp32 pieces golden
+# check), HIRES_512_CHUNKS (default "0 2"; "" for none), BENCH_VARIANT (bench options for a
+# second run of each bench size, e.g. "--no-async-tiles").
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -125,9 +129,14 @@ fi
 if phase bench; then
   GEMM=$(python3 -c "import json;print(json.load(open('$WORK/rates.json'))['bf16_gemm_tflops'])" 2>/dev/null || echo 0)
   for s in ${BENCH_SIZES:-512x512 1920x1080}; do
-    step "bench_bf16_$s" 300 "$BIN/seedvae_gpu_bench" bench --size "$s" --frames 17 --precision bf16 \
-      --repeats 3 --warmup 1 --gemm-tflops "$GEMM" --json "$WORK/bench_bf16_$s.json"
-    grep -E "^(encode|decode|memory)|error" "$LOGS/bench_bf16_$s.log"
+    for extra in "" ${BENCH_VARIANT:+"$BENCH_VARIANT"}; do
+      tag=$(echo "$extra" | tr -d ' -')
+      # shellcheck disable=SC2086
+      step "bench_bf16_$s$tag" 300 "$BIN/seedvae_gpu_bench" bench --size "$s" --frames 17 \
+        --precision bf16 --repeats 3 --warmup 1 --gemm-tflops "$GEMM" $extra \
+        --json "$WORK/bench_bf16_$s$tag.json"
+      grep -E "^(encode|decode|memory)|error" "$LOGS/bench_bf16_$s$tag.log"
+    done
   done
   for s in ${OFFLOAD_SIZES:-1920x1080}; do
     step "bench_bf16_offload_$s" 300 "$BIN/seedvae_gpu_bench" bench --size "$s" --frames 17 \
@@ -141,10 +150,13 @@ if phase hires; then
   # Chunked upsampling (--hires-chunk N) and the causal-state offload: memory and time at 1080p,
   # larger temporal chunks at 512², and a golden check of the pieces in fp32.
   GEMM=$(python3 -c "import json;print(json.load(open('$WORK/rates.json'))['bf16_gemm_tflops'])" 2>/dev/null || echo 0)
-  step verify_fp32_hires1 180 "$BIN/seedvae_gpu_bench" verify --reference "$GOLDEN" --precision fp32 \
-    --hires-chunk 1 --no-intermediates --json "$WORK/verify_fp32_hires1.json"
-  grep -E "^verify|FAIL" "$LOGS/verify_fp32_hires1.log" | head -8
-  for v in "1" "2" "1 --offload-state" "2 --offload-state"; do
+  if [ "${HIRES_VERIFY:-1}" = 1 ]; then
+    step verify_fp32_hires1 180 "$BIN/seedvae_gpu_bench" verify --reference "$GOLDEN" --precision fp32 \
+      --hires-chunk 1 --no-intermediates --json "$WORK/verify_fp32_hires1.json"
+    grep -E "^verify|FAIL" "$LOGS/verify_fp32_hires1.log" | head -8
+  fi
+  IFS='|' read -r -a variants <<< "${HIRES_VARIANTS:-1|2|1 --offload-state|2 --offload-state}"
+  for v in "${variants[@]}"; do
     tag=$(echo "$v" | tr -d ' -')
     # shellcheck disable=SC2086
     step "bench_hires_$tag" 240 "$BIN/seedvae_gpu_bench" bench --size 1920x1080 --frames 17 \
@@ -152,7 +164,7 @@ if phase hires; then
       --json "$WORK/bench_hires_$tag.json"
     grep -E "^(encode|decode|memory)|error" "$LOGS/bench_hires_$tag.log"
   done
-  for c in 0 2; do
+  for c in ${HIRES_512_CHUNKS-0 2}; do
     step "bench_512_chunk$c" 200 "$BIN/seedvae_gpu_bench" bench --size 512x512 --frames 17 \
       --precision bf16 --chunk "$c" --repeats 5 --warmup 1 --gemm-tflops "$GEMM" \
       --json "$WORK/bench_512_chunk$c.json"

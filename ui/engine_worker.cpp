@@ -437,7 +437,16 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
                                                                  : TileLayout::kReference;
   topt.weights = weights.get();
   topt.exact_keep_weights = settings.exact_keep_weights;
-  const StreamOptions stream{settings.chunk_latents};
+  // Async tiles: the stream and blend tiling queue the next chunk/tile before the host finishes
+  // the previous one; exact tiling ignores the flag (async_tiles_unavailable_reason()).
+  const StreamOptions stream{.chunk_latents = settings.chunk_latents, .async_tiles = settings.async_tiles};
+  const QString async_why = async_tiles_unavailable_reason(settings);
+  sum.async_tiles = settings.async_tiles && async_why.isEmpty();
+  if (!settings.async_tiles) {
+    sum.async_tiles_note = QStringLiteral("off");
+  } else if (!async_why.isEmpty()) {
+    sum.async_tiles_note = QStringLiteral("does not apply: ") + async_why;
+  }
   model_->set_hires_chunk_frames(settings.hires_chunk_frames);
   const bool exact = settings.tiling == TilingMode::kExact;
 

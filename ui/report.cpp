@@ -97,6 +97,7 @@ QJsonObject run_summary_json(const RunSummary& r, bool with_telemetry) {
                               {"decode", r.decode_s}, {"metrics", r.metrics_s}, {"total", r.total_s},
                               {"read_wait", r.read_wait_s}, {"read_overlapped", r.read_overlap_s}}},
       {"prefetch", QJsonObject{{"used", r.prefetch}, {"note", r.prefetch_note}}},
+      {"async_tiles", QJsonObject{{"used", r.async_tiles}, {"note", r.async_tiles_note}}},
       {"ms_per_frame", r.ms_per_frame},
       {"peak_engine_bytes", r.peak_bytes},
       {"weight_bytes", r.weight_bytes},
@@ -277,6 +278,10 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
           .arg(fmt(r.read_overlap_s, 2, "s"), fmt(r.read_wait_s, 2, "s"));
     }
     return QStringLiteral("not used (%1)").arg(r.prefetch_note.isEmpty() ? QStringLiteral("—") : r.prefetch_note);
+  });
+  row("Async tiles", [](const RunSummary& r) {
+    if (r.async_tiles) return QStringLiteral("on");
+    return r.async_tiles_note.isEmpty() ? QStringLiteral("—") : r.async_tiles_note;
   });
   row("Peak engine memory (weights included)", [](const RunSummary& r) { return format_bytes(r.peak_bytes); });
   row("Predicted peak", [](const RunSummary& r) { return format_bytes(r.predicted_peak_bytes); });

@@ -187,6 +187,9 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
   prefetch_ = new QCheckBox(tr("Frame prefetch"), streaming);
   prefetch_->setObjectName(QStringLiteral("prefetchCheck"));
   sf->addRow(QString(), prefetch_);
+  async_tiles_ = new QCheckBox(tr("Async tiles (overlap copies with compute)"), streaming);
+  async_tiles_->setObjectName(QStringLiteral("asyncTilesCheck"));
+  sf->addRow(QString(), async_tiles_);
   temporal_pad_ = new QComboBox(streaming);
   temporal_pad_->addItem(tr("mirror"), QStringLiteral("mirror"));
   temporal_pad_->addItem(tr("repeat last"), QStringLiteral("repeat-last"));
@@ -293,6 +296,7 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
   connect(chunk_, &QSpinBox::valueChanged, this, &SettingsPanel::updateTilingEnabled);
   connect(keep_weights_, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
   connect(prefetch_, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
+  connect(async_tiles_, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
   connect(budget_, &QDoubleSpinBox::valueChanged, this, [this] {
     updateMemory();
     emitChanged();
@@ -417,6 +421,7 @@ EngineSettings SettingsPanel::settings() const {
   s.chunk_latents = chunk_->value();
   s.hires_chunk_frames = hires_->value();
   s.prefetch = prefetch_->isChecked();
+  s.async_tiles = async_tiles_->isChecked();
   s.temporal_pad = temporal_pad_->currentData().toString();
   s.spatial_multiple = multiple_->currentData().toInt();
   s.budget_mib = static_cast<int>(budget_->value() * 1024.0 + 0.5);
@@ -445,6 +450,7 @@ void SettingsPanel::setSettings(const EngineSettings& in) {
   chunk_->setValue(s.chunk_latents);
   hires_->setValue(s.hires_chunk_frames);
   prefetch_->setChecked(s.prefetch);
+  async_tiles_->setChecked(s.async_tiles);
   temporal_pad_->setCurrentIndex(std::max(0, temporal_pad_->findData(s.temporal_pad)));
   multiple_->setCurrentIndex(std::max(0, multiple_->findData(s.spatial_multiple)));
   budget_->setValue(s.budget_mib / 1024.0);
@@ -480,6 +486,17 @@ void SettingsPanel::updateTilingEnabled() {
          "previous run is not read again.");
   prefetch_->setEnabled(why.isEmpty());
   prefetch_->setToolTip(why.isEmpty() ? what : tr("Not available: %1.\n\n%2").arg(why, what));
+  // Async tiles: untiled streaming and blend tiling; disabled (the setting is kept) under exact
+  // tiling, with the reason in the tooltip.
+  const QString async_why = async_tiles_unavailable_reason(cur);
+  const QString async_what =
+      tr("Queue the next temporal chunk or tile on the device before the host has finished the "
+         "previous one (download, blend, preview), so copies and host work overlap the compute. "
+         "The same output bit for bit, with frames arriving one step later; no change in time on "
+         "the CPU backend (its copies are synchronous), and not used by exact tiling.");
+  async_tiles_->setEnabled(async_why.isEmpty());
+  async_tiles_->setToolTip(async_why.isEmpty() ? async_what
+                                               : tr("Not available: %1.\n\n%2").arg(async_why, async_what));
   if (mode == QLatin1String("off")) {
     tiling_note_->setText(tr("Untiled: the whole frame goes through the model at once."));
   } else if (blend) {

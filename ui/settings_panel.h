@@ -49,6 +49,7 @@ class SettingsPanel : public QWidget {
   // Whether the current input is the built-in sample clip (frame prefetch does not apply to it).
   void setSampleInput(bool sample);
   QCheckBox* prefetchCheck() const { return prefetch_; }
+  QCheckBox* asyncTilesCheck() const { return async_tiles_; }
 
  signals:
   void settingsChanged(seedvae::ui::EngineSettings settings);
@@ -98,6 +99,7 @@ class SettingsPanel : public QWidget {
   QComboBox* temporal_pad_;
   QComboBox* multiple_;
   QCheckBox* prefetch_;
+  QCheckBox* async_tiles_;
   bool sample_input_ = true;
 
   QDoubleSpinBox* budget_;

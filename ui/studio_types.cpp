@@ -51,6 +51,7 @@ QJsonObject EngineSettings::to_json() const {
       {"temporal_pad", temporal_pad},
       {"spatial_multiple", spatial_multiple},
       {"prefetch", prefetch},
+      {"async_tiles", async_tiles},
   };
 }
 
@@ -81,7 +82,7 @@ EngineSettings EngineSettings::from_json(const QJsonObject& j, QStringList* warn
                                   "tile_layout", "exact_keep_weights",
                                   "chunk_latents", "hires_chunk_frames", "budget_mib",
                                   "temporal_pad",
-                                  "spatial_multiple", "prefetch"};
+                                  "spatial_multiple", "prefetch", "async_tiles"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (!kKnown.contains(it.key()) && warnings) *warnings << QStringLiteral("unknown key %1 ignored").arg(it.key());
   }
@@ -124,6 +125,12 @@ EngineSettings EngineSettings::from_json(const QJsonObject& j, QStringList* warn
   } else if (!prefetch.isUndefined() && warnings) {
     *warnings << QStringLiteral("prefetch: not true or false, using %1").arg(s.prefetch ? "true" : "false");
   }
+  const QJsonValue async_tiles = j.value("async_tiles");
+  if (async_tiles.isBool()) {
+    s.async_tiles = async_tiles.toBool();
+  } else if (!async_tiles.isUndefined() && warnings) {
+    *warnings << QStringLiteral("async_tiles: not true or false, using %1").arg(s.async_tiles ? "true" : "false");
+  }
   return s;
 }
 
@@ -133,6 +140,7 @@ QString EngineSettings::summary() const {
                                                                        : QString::number(chunk_latents));
   if (hires_chunk_frames > 0) s += QStringLiteral(", hi-res pieces %1").arg(hires_chunk_frames);
   if (!prefetch) s += QStringLiteral(", no prefetch");
+  if (!async_tiles) s += QStringLiteral(", no async tiles");
   if (tiling == TilingMode::kOff) {
     s += QStringLiteral(", untiled");
   } else {
@@ -156,6 +164,7 @@ QString EngineSettings::short_label() const {
   s += chunk_latents == 0 ? QStringLiteral(", whole clip") : QStringLiteral(", chunk %1").arg(chunk_latents);
   if (hires_chunk_frames > 0) s += QStringLiteral(", hi-res %1 f").arg(hires_chunk_frames);
   if (!prefetch) s += QStringLiteral(", no prefetch");
+  if (!async_tiles) s += QStringLiteral(", no async tiles");
   if (backend != QLatin1String("cpu")) s = backend + QStringLiteral(" ") + precision + QStringLiteral(", ") + s;
   return s;
 }
@@ -175,7 +184,8 @@ bool EngineSettings::operator==(const EngineSettings& o) const {
          overlap_height == o.overlap_height && tile_layout == o.tile_layout &&
          exact_keep_weights == o.exact_keep_weights && chunk_latents == o.chunk_latents &&
          hires_chunk_frames == o.hires_chunk_frames && budget_mib == o.budget_mib && temporal_pad == o.temporal_pad &&
-         spatial_multiple == o.spatial_multiple && prefetch == o.prefetch;
+         spatial_multiple == o.spatial_multiple && prefetch == o.prefetch &&
+         async_tiles == o.async_tiles;
 }
 
 QString prefetch_unavailable_reason(const EngineSettings& s, bool sample_input) {
@@ -189,6 +199,14 @@ QString prefetch_unavailable_reason(const EngineSettings& s, bool sample_input) 
   }
   if (s.chunk_latents == 0) {
     return QStringLiteral("the whole clip is encoded in one chunk: nothing to overlap the reading with");
+  }
+  return {};
+}
+
+QString async_tiles_unavailable_reason(const EngineSettings& s) {
+  if (s.tiling == TilingMode::kExact) {
+    return QStringLiteral("exact tiling moves its windows through host memory layer by layer, "
+                          "with no chunk or tile output to overlap");
   }
   return {};
 }

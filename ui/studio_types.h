@@ -56,6 +56,13 @@ struct EngineSettings {
   // Applies to a video file or image sequence run untiled in temporal chunks only
   // (prefetch_unavailable_reason()); elsewhere the flag is kept but has no effect.
   bool prefetch = true;
+  // Async tiles (StreamOptions::async_tiles, core/schedule/copy_pipeline.h): queue the next
+  // temporal chunk or tile on the device before the host has finished the previous one (waited
+  // for its download, blended it, shown its frames), so copies and host work overlap the compute.
+  // Bit-identical output; progress and frames arrive one step later. Applies to untiled
+  // streaming and blend tiling; exact tiling ignores it (async_tiles_unavailable_reason()). On
+  // the CPU backend the copies are synchronous: the same order of work, no change in time.
+  bool async_tiles = true;
 
   QJsonObject to_json() const;
   // Unknown keys are ignored, out-of-range values are clamped; `warnings` (optional) lists both.
@@ -77,6 +84,11 @@ struct EngineSettings {
 // whole clip, the sample clip is generated in memory, a whole-clip chunk leaves nothing to
 // overlap. Empty when it applies. The settings panel and the engine worker share it.
 QString prefetch_unavailable_reason(const EngineSettings& s, bool sample_input);
+
+// Why async tiles do not apply to a run with these settings (whatever `s.async_tiles` says):
+// exact tiling moves its windows through host memory layer by layer. Empty when it applies. The
+// settings panel and the engine worker share it.
+QString async_tiles_unavailable_reason(const EngineSettings& s);
 
 // ---- inputs -----------------------------------------------------------------------------------
 
@@ -209,6 +221,11 @@ struct RunSummary {
   bool prefetch = false;
   double read_wait_s = 0, read_overlap_s = 0;
   QString prefetch_note;
+  // Async tiles: whether the run queued the next chunk/tile on the device while the host finished
+  // the previous one (the setting on and applicable), and why not when it did not ("off", or
+  // "does not apply: " + async_tiles_unavailable_reason()).
+  bool async_tiles = false;
+  QString async_tiles_note;
   qint64 peak_bytes = 0;              // backend allocator peak (weights included)
   qint64 weight_bytes = 0;
   qint64 predicted_peak_bytes = -1;

@@ -51,4 +51,21 @@ Status Backend::download_frames(const Tensor& t, HostTensor& dst, int64_t frame_
   return Status::ok();
 }
 
+namespace {
+
+// The default "asynchronous" copy: already done when it is returned.
+class FinishedCopy final : public PendingCopy {
+ public:
+  Status wait() override { return Status::ok(); }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<PendingCopy>> Backend::download_frames_async(const Tensor& t,
+                                                                    HostTensor& dst,
+                                                                    int64_t frame_offset) {
+  SEEDVAE_TRY(download_frames(t, dst, frame_offset));
+  return std::unique_ptr<PendingCopy>(std::make_unique<FinishedCopy>());
+}
+
 }  // namespace seedvae

@@ -62,6 +62,18 @@ struct AttentionWeights {
   float eps = 1e-6f;
 };
 
+// A device-to-host copy in flight (Backend::download_frames_async). Belongs to the backend's
+// thread and must not outlive the backend.
+class PendingCopy {
+ public:
+  // Waits for the copy and completes it; after an OK status the frames are in the destination.
+  // A second call returns the first call's status without copying again.
+  virtual Status wait() = 0;
+  // Dropping a copy without wait() waits for any transfer still writing backend-owned memory and
+  // discards the data; it never writes the destination.
+  virtual ~PendingCopy() = default;
+};
+
 struct MemoryStats {
   int64_t current_bytes = 0;        // live tensors allocated by this backend
   int64_t peak_bytes = 0;           // since the last reset_peak()
@@ -96,6 +108,16 @@ class Backend {
   // fp32 host tensor [N, C, T_dst, H, W] (streams write each chunk straight into the clip's output).
   // The default downloads and copies; backends may transfer directly.
   virtual Status download_frames(const Tensor& t, HostTensor& dst, int64_t frame_offset);
+  // download_frames() that may return before the data has arrived ("async tiles"): the copy is
+  // queued behind the work that produces `t` and completes in PendingCopy::wait(), so the host
+  // can queue the next tile or chunk and finish the previous one while the device computes.
+  // Until wait() has returned, `dst` must stay alive and its frames [frame_offset, +T) must be
+  // neither read nor written; `t` itself may be dropped at once (the copy keeps what it needs).
+  // Arguments are checked here, as download_frames() does. The default copies synchronously and
+  // returns a finished copy; the CUDA backend copies on its own stream through pinned memory.
+  virtual Result<std::unique_ptr<PendingCopy>> download_frames_async(const Tensor& t,
+                                                                     HostTensor& dst,
+                                                                     int64_t frame_offset);
 
   // ---- ops (shapes: x [N, C, T, H, W]) ------------------------------------------------------
   // y = conv3d(x, w) + b, w [Cout, Cin, kT, kH, kW], no temporal padding.
@@ -121,6 +143,16 @@ class Backend {
   // x + to_out(softmax(q k^T / sqrt(C)) v) with q, k, v projections of GroupNorm(x), per frame,
   // tokens = H*W.
   virtual Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) = 0;
+
+  // Causal state the model will not read again before the next chunk (VaeModel stores it after
+  // its last use in this chunk; with chunked upsampling, at the last piece). A backend may move
+  // it off the device and bring it back ahead of use, in the order of the hints (the model reads
+  // its state in the same order every chunk); reading it earlier is still correct, only slower.
+  // The default keeps it where it is; the CUDA backend offloads it with CudaOptions::offload_state.
+  virtual Status offload_hint(const Tensor& t) {
+    (void)t;
+    return Status::ok();
+  }
 
   // ---- synchronisation and telemetry --------------------------------------------------------
   // Waits for all queued work (no-op on the CPU backend).

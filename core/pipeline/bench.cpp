@@ -107,7 +107,8 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights,
       model.set_telemetry(staged ? &times : nullptr);
       backend.reset_peak();
       const auto t0 = Clock::now();
-      auto out = enc ? encode_video(model, x, {o.chunk_latents}) : decode_latent(model, x, {o.chunk_latents});
+      const StreamOptions so{o.chunk_latents, o.async_tiles};
+      auto out = enc ? encode_video(model, x, so) : decode_latent(model, x, so);
       if (!out) return out.take_status();
       SEEDVAE_TRY(backend.synchronize());
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();

@@ -18,6 +18,7 @@ struct BenchOptions {
   int frames = 17;         // 4n+1
   int chunk_latents = 1;   // temporal chunk; 0 = whole clip
   int hires_chunk_frames = 0;  // VaeModel::set_hires_chunk_frames (0 = off)
+  bool async_tiles = true;     // StreamOptions::async_tiles
   int warmup = 1;
   int repeats = 3;         // median over repeats
   bool encode = true;

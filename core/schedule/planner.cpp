@@ -205,11 +205,13 @@ class Sim {
       keep = false;
     }
     A out;
-    if (have_low) {  // [kept frames, x] upscaled: the conv's extended input
-      const A cat{x.c, low->second.t + x.t, x.h, x.w};
-      alloc(bytes(cat), "concat_frames");
-      const A ext = upscale(cat, false);
-      release(bytes(cat));
+    if (have_low) {  // x and the kept frames upscaled apart, joined by causal_pad
+      const A y = upscale(x, false);
+      const A m = upscale(low->second, false);
+      const A ext{y.c, m.t + y.t, y.h, y.w};
+      alloc(bytes(ext), conv_key);
+      release(bytes(y));
+      release(bytes(m));
       out = conv(ext, x.c, 3, 3, 1, 1, false, conv_key);
       release(bytes(ext));
     } else {

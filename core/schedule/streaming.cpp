@@ -6,6 +6,8 @@
 #include <limits>
 #include <random>
 
+#include "core/schedule/copy_pipeline.h"
+
 namespace seedvae {
 
 std::vector<std::pair<int64_t, int64_t>> plan_chunks(int64_t latent_frames, int chunk_latents) {
@@ -74,17 +76,19 @@ namespace {
 
 // Runs `chunks` through `step`; each chunk's output is downloaded straight into its frames of
 // the clip's output ([1, C, out_frames, H, W] fp32, allocated when the first chunk tells C, H, W),
-// so no per-chunk host tensors or final concatenation are needed.
+// so no per-chunk host tensors or final concatenation are needed. With async_tiles a chunk's
+// download lands (and its hooks run) while the next chunk computes.
 template <typename Step>
 Result<HostTensor> run_stream(const VaeModel& model, const HostTensor& input,
                               const std::vector<std::pair<int64_t, int64_t>>& in_ranges,
                               int64_t out_frames, std::string_view stage, const StreamHooks& hooks,
-                              Step step) {
+                              bool async, Step step) {
   Backend& backend = model.backend();
   CausalState state;
   HostTensor out;
   int64_t produced = 0;
   const auto total = static_cast<int64_t>(in_ranges.size());
+  CopyPipeline pipe(backend, async);
   for (int64_t i = 0; i < total; ++i) {
     if (hooks.cancel) SEEDVAE_TRY(hooks.cancel->check());
     const auto [b, e] = in_ranges[static_cast<size_t>(i)];
@@ -100,14 +104,19 @@ Result<HostTensor> run_stream(const VaeModel& model, const HostTensor& input,
       o[2] = out_frames;
       SEEDVAE_ASSIGN_OR_RETURN(out, HostTensor::create(DType::kF32, o));
     }
-    const int64_t t = y.shape[2];
-    SEEDVAE_TRY(backend.download_frames(y, out, produced));
+    const int64_t t = y.shape[2], first = produced;
+    SEEDVAE_TRY(pipe.download(y, out, first));
     y = {};
     SEEDVAE_TRY(model.end_summary("chunk", summary));
-    if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(produced, slice_time(out, produced, produced + t)));
+    CopyPipeline::Finish finish = [&, i, first, t]() -> Status {
+      if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(first, slice_time(out, first, first + t)));
+      if (hooks.progress) hooks.progress->report(stage, i + 1, total);
+      return Status::ok();
+    };
+    SEEDVAE_TRY(pipe.end_step(std::move(finish)));
     produced += t;
-    if (hooks.progress) hooks.progress->report(stage, i + 1, total);
   }
+  SEEDVAE_TRY(pipe.drain());
   if (produced != out_frames) {
     return internal_error("stream produced " + std::to_string(produced) + " frames, expected " +
                           std::to_string(out_frames));
@@ -130,7 +139,7 @@ Result<HostTensor> encode_video(const VaeModel& model, const HostTensor& video,
     b = b == 0 ? 0 : (b - 1) * f + 1;
     e = (e - 1) * f + 1;
   }
-  return run_stream(model, video, chunks, latents, "encode", hooks,
+  return run_stream(model, video, chunks, latents, "encode", hooks, options.async_tiles,
                     [&](const Tensor& x, CausalState& st) { return model.encode_chunk(x, st); });
 }
 
@@ -140,8 +149,11 @@ Result<HostTensor> encode_stream(const VaeModel& model, FrameSource& source,
   const int f = model.config().temporal_factor();
   const int64_t c = options.chunk_latents;
   CausalState state;
-  std::vector<HostTensor> parts;  // per-chunk moments, concatenated at the end (total unknown)
-  int64_t frames_in = 0, produced = 0;
+  // Per-chunk moments, concatenated at the end (total unknown). A chunk's download may still be
+  // landing in its part while the vector grows: moving a HostTensor keeps its bytes in place.
+  std::vector<HostTensor> parts;
+  CopyPipeline pipe(backend, options.async_tiles);
+  int64_t frames_in = 0, produced = 0, finished = 0;
   Shape frame_shape;
   for (int64_t i = 0;; ++i) {
     if (hooks.cancel) SEEDVAE_TRY(hooks.cancel->check());
@@ -172,21 +184,27 @@ Result<HostTensor> encode_stream(const VaeModel& model, FrameSource& source,
       if (y.shape.rank() != 5) return internal_error("stream step returned " + y.shape.to_string());
       Shape o = y.shape;
       SEEDVAE_ASSIGN_OR_RETURN(HostTensor part, HostTensor::create(DType::kF32, o));
-      SEEDVAE_TRY(backend.download_frames(y, part, 0));
+      parts.push_back(std::move(part));
+      const size_t pi = parts.size() - 1;
+      SEEDVAE_TRY(pipe.download(y, parts[pi], 0));
       y = {};
       SEEDVAE_TRY(model.end_summary("chunk", summary));
-      if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(produced, part));
+      const int64_t first = produced;
+      CopyPipeline::Finish finish = [&, pi, first]() -> Status {
+        if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(first, parts[pi]));
+        ++finished;
+        // the chunk count is unknown until the source ends: report one more than finished
+        if (hooks.progress) hooks.progress->report("encode", finished, finished + 1);
+        return Status::ok();
+      };
+      SEEDVAE_TRY(pipe.end_step(std::move(finish)));
       produced += o[2];
       frames_in += k;
-      parts.push_back(std::move(part));
     }
-    const bool end = k < want;
-    if (hooks.progress && (k > 0 || end)) {
-      const auto done = static_cast<int64_t>(parts.size());
-      hooks.progress->report("encode", done, end ? done : done + 1);
-    }
-    if (end) break;
+    if (k < want) break;
   }
+  SEEDVAE_TRY(pipe.drain());
+  if (hooks.progress && !parts.empty()) hooks.progress->report("encode", finished, finished);
   if (frames_in < 1 || (frames_in - 1) % f != 0) {
     return invalid_argument("encode needs a [1, 3, 4n+1, H, W] video, the frame source gave " +
                             std::to_string(frames_in) + " frames");
@@ -206,7 +224,7 @@ Result<HostTensor> decode_latent(const VaeModel& model, const HostTensor& latent
   }
   const int f = model.config().temporal_factor();
   return run_stream(model, latent, plan_chunks(s[2], options.chunk_latents), (s[2] - 1) * f + 1,
-                    "decode", hooks,
+                    "decode", hooks, options.async_tiles,
                     [&](const Tensor& z, CausalState& st) { return model.decode_chunk(z, st); });
 }
 

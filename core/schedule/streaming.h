@@ -1,6 +1,7 @@
 // Temporal slicing (vae_spec.md §4): runs a whole clip through the VaeModel chunk by chunk with an
 // explicit causal state, so device memory is bounded by the chunk, not by the clip length.
-// Cancellation is checked between chunks; progress is reported per chunk.
+// Cancellation is checked between chunks; progress is reported per chunk (one chunk late with
+// StreamOptions::async_tiles).
 #pragma once
 
 #include <functional>
@@ -19,6 +20,13 @@ struct StreamOptions {
   // Latent frames per chunk (1 latent = 4 video frames); the first chunk has one more. 0 runs the
   // whole clip in one pass. Upstream SeedVR2 uses 1 (split size 4).
   int chunk_latents = 1;
+  // "Async tiles" (copy_pipeline.h): queue the next chunk (or tile) on the device before the
+  // host finishes the previous one -- waits for its download, blends it, calls on_chunk/on_tile
+  // and reports progress -- so transfers and host work overlap the compute. Bit-identical
+  // output either way; on costs one more chunk's output held on the device. Backends without
+  // asynchronous copies (the CPU backend) run the same order synchronously. Exact tiling ignores
+  // it (its windows move through host memory layer by layer).
+  bool async_tiles = true;
 };
 
 // Receives each finished chunk on the engine thread: frames [first_frame, first_frame + T) of the

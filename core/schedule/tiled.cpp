@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "core/schedule/copy_pipeline.h"
 #include "core/schedule/exact_tiling.h"
 #include "core/schedule/planner.h"
 
@@ -43,17 +44,26 @@ struct ParkedState {
   }
 };
 
-// Parked in the backend's activation dtype: lossless (the values are of that dtype) and half the
-// host memory for fp16/bf16 backends.
-Status park(Backend& backend, CausalState& state, ParkedState& parked, DType dtype) {
+// Parked on the host in the backend's activation dtype: lossless (the values are of that dtype)
+// and half the host memory for fp16/bf16 backends.
+// park() through a CopyPipeline: the state's downloads join the step being built and the
+// conversion to `dtype` runs when that step is finished (before the state is unparked, which is
+// at least one chunk later: the scheduler drains the pipeline at the end of every chunk).
+Status park_async(CopyPipeline& pipe, CausalState& state, ParkedState& parked) {
   parked.started = state.started;
   parked.memory.clear();
   for (auto& [k, t] : state.memory) {
-    SEEDVAE_ASSIGN_OR_RETURN(HostTensor h, backend.download(t));
-    parked.memory.emplace(k, dtype == DType::kF32 ? std::move(h) : h.to(dtype));
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor h, HostTensor::create(DType::kF32, t.shape));
+    auto [it, inserted] = parked.memory.emplace(k, std::move(h));
+    SEEDVAE_TRY(pipe.download(t, it->second, 0));
   }
   state.reset();
   return Status::ok();
+}
+
+void convert_parked(ParkedState& parked, DType dtype) {
+  if (dtype == DType::kF32) return;
+  for (auto& [k, h] : parked.memory) h = h.to(dtype);
 }
 
 Status unpark(Backend& backend, const ParkedState& parked, CausalState& state) {
@@ -199,10 +209,14 @@ Result<HostTensor> run_blend(const BlendJob& job) {
   const std::string stage = job.encode ? "encode tiles" : "decode tiles";
   const DType park_dtype = backend.activation_dtype();
 
-  // One (tile, chunk) step: run the tile's chunk with `state`, report it, and accumulate it
-  // into `acc` (frames [frame0, frame0 + T) of acc's T axis).
+  // One (tile, chunk) step: run the tile's chunk with `state`, then (through `pipe`, at once or
+  // while the next step computes: StreamOptions::async_tiles) report it and accumulate it into
+  // `acc` (frames [frame0, frame0 + T) of acc's T axis). `park_into`, if given, receives the
+  // tile's causal state (chunk-major order) in the same step.
+  CopyPipeline pipe(backend, job.stream.async_tiles);
   auto step = [&](const PlannedTile& tile, size_t ci, const HostTensor& chunk_in,
-                  CausalState& state, HostTensor& acc, int64_t frame0) -> Status {
+                  CausalState& state, HostTensor& acc, int64_t frame0,
+                  ParkedState* park_into) -> Status {
     if (job.hooks.cancel) SEEDVAE_TRY(job.hooks.cancel->check());
     const auto ti = static_cast<size_t>(tile.index);
     model.set_telemetry_labels(static_cast<int64_t>(ci), tile.index);
@@ -222,61 +236,82 @@ Result<HostTensor> run_blend(const BlendJob& job) {
     if (!yr.is_ok()) return yr.take_status().with_context("tile " + std::to_string(tile.index));
     x = {};
     Tensor yt = std::move(yr).value();
-    SEEDVAE_ASSIGN_OR_RETURN(HostTensor y, backend.download(yt));
+    if (yt.shape.rank() != 5) {
+      return internal_error("tile " + std::to_string(tile.index) + " output " +
+                            yt.shape.to_string() + " is not 5-D");
+    }
+    // the output lands here; shared with the finish step, which runs after the copy
+    auto out = std::make_shared<HostTensor>();
+    SEEDVAE_ASSIGN_OR_RETURN(*out, HostTensor::create(DType::kF32, yt.shape));
+    SEEDVAE_TRY(pipe.download(yt, *out, 0));
     yt = {};
+    if (park_into) SEEDVAE_TRY(park_async(pipe, state, *park_into));
     SEEDVAE_TRY(model.end_summary("tile", summary));
 
-    const Shape& ys = y.shape();
-    const Shape& as = acc.shape();
-    const auto& wr = wrows[static_cast<size_t>(tile.row)];
-    const auto& wc = wcols[static_cast<size_t>(tile.col)];
-    const int64_t th = static_cast<int64_t>(wr.size()), tw = static_cast<int64_t>(wc.size());
-    if (ys[1] != out_c || ys[3] < th || ys[4] < tw || frame0 + ys[2] > as[2]) {
-      return internal_error("tile " + std::to_string(tile.index) + " output " + ys.to_string() +
-                            " does not fit its " + std::to_string(th) + "x" + std::to_string(tw) +
-                            " region");
-    }
-    if (job.tile_hooks && job.tile_hooks->on_tile) {
-      TileEvent ev;
-      ev.index = tile.index;
-      ev.total = ntiles;
-      ev.chunk = static_cast<int64_t>(ci);
-      ev.first_frame = out_first[ci];
-      ev.pixel = job.encode ? Rect{tile.pixel.y, tile.pixel.x,
-                                   std::min(tile.pixel.h, is[3] - tile.pixel.y),
-                                   std::min(tile.pixel.w, is[4] - tile.pixel.x)}
-                            : tile.pixel;
-      ev.latent = tile.latent;
-      ev.data = &y;
-      SEEDVAE_TRY(job.tile_hooks->on_tile(ev));
-    }
-    // acc += (tile * w_h) * w_w, as upstream (tile.mul_(w_h).mul_(w_w); result += tile).
-    const int64_t oy = tile.latent.y * unit, ox = tile.latent.x * unit;
-    if (report) report->tile_sums[ti].resize(static_cast<size_t>(out_c), 0.0);
-    for (int64_t c = 0; c < out_c; ++c) {
-      double tile_sum = 0;
-      for (int64_t f = 0; f < ys[2]; ++f) {
-        const float* src = y.data<float>() + ((c * ys[2] + f) * ys[3]) * ys[4];
-        float* dst = acc.data<float>() + ((c * as[2] + frame0 + f) * out_h) * out_w;
-        for (int64_t i = 0; i < th; ++i) {
-          const float whi = wr[static_cast<size_t>(i)];
-          const float* sr = src + i * ys[4];
-          float* d = dst + (oy + i) * out_w + ox;
-          for (int64_t j = 0; j < tw; ++j) {
-            d[j] += (sr[j] * whi) * wc[static_cast<size_t>(j)];
-            tile_sum += sr[j];
-          }
+    return pipe.end_step([&, out, ti, ci, frame0, park_into, tp = &tile, ap = &acc]() -> Status {
+      const PlannedTile& pt = *tp;
+      HostTensor& sum = *ap;
+      const HostTensor& y = *out;
+      if (park_into) {
+        convert_parked(*park_into, park_dtype);
+        if (report) {
+          int64_t all = 0;
+          for (const ParkedState& p : parked) all += p.bytes();
+          report->host_state_bytes = std::max(report->host_state_bytes, all);
         }
       }
-      if (report) report->tile_sums[ti][static_cast<size_t>(c)] += tile_sum;
-    }
-    if (report) {
-      report->tile_counts[ti] += ys[2] * th * tw;
-      ++report->tiles_run;
-    }
-    ++steps;
-    if (job.hooks.progress) job.hooks.progress->report(stage, steps, total_steps);
-    return Status::ok();
+      const Shape& ys = y.shape();
+      const Shape& as = sum.shape();
+      const auto& wr = wrows[static_cast<size_t>(pt.row)];
+      const auto& wc = wcols[static_cast<size_t>(pt.col)];
+      const int64_t th = static_cast<int64_t>(wr.size()), tw = static_cast<int64_t>(wc.size());
+      if (ys[1] != out_c || ys[3] < th || ys[4] < tw || frame0 + ys[2] > as[2]) {
+        return internal_error("tile " + std::to_string(pt.index) + " output " + ys.to_string() +
+                              " does not fit its " + std::to_string(th) + "x" +
+                              std::to_string(tw) + " region");
+      }
+      if (job.tile_hooks && job.tile_hooks->on_tile) {
+        TileEvent ev;
+        ev.index = pt.index;
+        ev.total = ntiles;
+        ev.chunk = static_cast<int64_t>(ci);
+        ev.first_frame = out_first[ci];
+        ev.pixel = job.encode ? Rect{pt.pixel.y, pt.pixel.x,
+                                     std::min(pt.pixel.h, is[3] - pt.pixel.y),
+                                     std::min(pt.pixel.w, is[4] - pt.pixel.x)}
+                              : pt.pixel;
+        ev.latent = pt.latent;
+        ev.data = &y;
+        SEEDVAE_TRY(job.tile_hooks->on_tile(ev));
+      }
+      // acc += (tile * w_h) * w_w, as upstream (pt.mul_(w_h).mul_(w_w); result += tile).
+      const int64_t oy = pt.latent.y * unit, ox = pt.latent.x * unit;
+      if (report) report->tile_sums[ti].resize(static_cast<size_t>(out_c), 0.0);
+      for (int64_t c = 0; c < out_c; ++c) {
+        double tile_sum = 0;
+        for (int64_t f = 0; f < ys[2]; ++f) {
+          const float* src = y.data<float>() + ((c * ys[2] + f) * ys[3]) * ys[4];
+          float* dst = sum.data<float>() + ((c * as[2] + frame0 + f) * out_h) * out_w;
+          for (int64_t i = 0; i < th; ++i) {
+            const float whi = wr[static_cast<size_t>(i)];
+            const float* sr = src + i * ys[4];
+            float* d = dst + (oy + i) * out_w + ox;
+            for (int64_t j = 0; j < tw; ++j) {
+              d[j] += (sr[j] * whi) * wc[static_cast<size_t>(j)];
+              tile_sum += sr[j];
+            }
+          }
+        }
+        if (report) report->tile_sums[ti][static_cast<size_t>(c)] += tile_sum;
+      }
+      if (report) {
+        report->tile_counts[ti] += ys[2] * th * tw;
+        ++report->tiles_run;
+      }
+      ++steps;
+      if (job.hooks.progress) job.hooks.progress->report(stage, steps, total_steps);
+      return Status::ok();
+    });
   };
   auto normalise = [&](HostTensor& acc) {
     const int64_t hw = out_h * out_w;
@@ -299,10 +334,11 @@ Result<HostTensor> run_blend(const BlendJob& job) {
     for (const PlannedTile& tile : plan.tiles) {
       CausalState state;
       for (size_t ci = 0; ci < chunks.size(); ++ci) {
-        SEEDVAE_TRY(step(tile, ci, chunk_input(ci), state, acc, out_first[ci]));
+        SEEDVAE_TRY(step(tile, ci, chunk_input(ci), state, acc, out_first[ci], nullptr));
       }
       if (report) report->host_state_bytes = std::max(report->host_state_bytes, state.bytes());
     }
+    SEEDVAE_TRY(pipe.drain());
     normalise(acc);
     if (job.hooks.on_chunk) {
       for (size_t ci = 0; ci < chunks.size(); ++ci) {
@@ -325,16 +361,10 @@ Result<HostTensor> run_blend(const BlendJob& job) {
         CausalState local;
         CausalState& state = ntiles == 1 ? single_state : local;  // one tile: stays on the backend
         if (ci > 0 && ntiles > 1) SEEDVAE_TRY(unpark(backend, parked[ti], state));
-        SEEDVAE_TRY(step(tile, ci, chunk_in, state, acc, 0));
-        if (ntiles > 1 && ci + 1 < chunks.size()) {
-          SEEDVAE_TRY(park(backend, state, parked[ti], park_dtype));
-          if (report) {
-            int64_t all = 0;
-            for (const ParkedState& p : parked) all += p.bytes();
-            report->host_state_bytes = std::max(report->host_state_bytes, all);
-          }
-        }
+        const bool park_it = ntiles > 1 && ci + 1 < chunks.size();
+        SEEDVAE_TRY(step(tile, ci, chunk_in, state, acc, 0, park_it ? &parked[ti] : nullptr));
       }
+      SEEDVAE_TRY(pipe.drain());  // the chunk's last tile, before normalising and unparking
       normalise(acc);
       if (job.hooks.on_chunk) SEEDVAE_TRY(job.hooks.on_chunk(out_first[ci], acc));
       pieces.push_back(std::move(acc));

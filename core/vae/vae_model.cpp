@@ -124,9 +124,17 @@ Result<Tensor> VaeModel::causal_conv(const Tensor& x, const std::string& prefix,
   const int keep = kt - stride_t;
   if (keep > 0 && memory_mode == Memory::kStore) {
     const int64_t tx = ext.shape[2];
-    SEEDVAE_ASSIGN_OR_RETURN(state.memory[prefix], backend_->slice_frames(ext, tx - keep, tx));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor m, backend_->slice_frames(ext, tx - keep, tx));
+    // the conv below reads `ext`, not the memory: hinting it now is safe
+    SEEDVAE_TRY(keep_memory(state, prefix, std::move(m)));
   }
   return backend_->conv3d(ext, weight, bias, p);
+}
+
+Status VaeModel::keep_memory(CausalState& state, const std::string& key, Tensor memory) const {
+  Tensor& slot = state.memory[key];
+  slot = std::move(memory);
+  return last_piece_ ? backend_->offload_hint(slot) : Status::ok();
 }
 
 Result<Tensor> VaeModel::norm_silu(const Tensor& x, const std::string& prefix) const {
@@ -185,8 +193,8 @@ Result<Tensor> VaeModel::upscale(const Tensor& x, const std::string& p, bool tem
 // last two frames of the conv's extended input are the upscale of the last two input frames
 // (spatial: one output frame per input frame; a first call of one frame replicates it, as the
 // conv replicates its first frame) or of the last input frame (temporal: its two output frames).
-// The next call upscales those kept frames together with its own, which gives the conv's extended
-// input in one piece ([memory, frames], no causal_pad copy). At 1080p in bf16 the decoder's state
+// The next call upscales those kept frames apart from its own and puts them in front
+// (causal_pad), which gives the conv's extended input. At 1080p in bf16 the decoder's state
 // between chunks shrinks by about 2.5 GiB, for < 0.5 % more FLOPs (the 1x1x1 conv runs again on
 // the kept frames). The one exception is a first chunk of one latent frame at a temporal level:
 // its frame 1 is dropped, the conv's memory is frame 0 twice, and that is kept as it is (high
@@ -214,9 +222,17 @@ Result<Tensor> VaeModel::upsample(const Tensor& x, const std::string& p, bool te
   }
   Tensor out;
   if (have_low) {  // a continued stream: never a first chunk, so nothing is dropped
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor cat, backend_->concat_frames(low_it->second, x));
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor ext, upscale(cat, p, temporal, false));
-    cat = {};
+    // The upscale is per frame, so the new frames and the kept ones are upscaled apart and joined
+    // by causal_pad, which backends may do in place (the CUDA backend writes the two context
+    // frames into spare frames in front of the depth-to-space output). Upscaling [memory, x] in
+    // one call would hold the 1x1x1 conv's output and the depth-to-space output of all frames
+    // at once: at 1080p in bf16 about 3.4 GiB more at the last upsampler, more than the state
+    // this saves (measured on an H100, docs/gpu-notes.md §7).
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, upscale(x, p, temporal, false));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor m, upscale(low_it->second, p, temporal, false));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor ext, backend_->causal_pad(y, &m, static_cast<int>(m.shape[2])));
+    y = {};
+    m = {};
     SEEDVAE_ASSIGN_OR_RETURN(out, causal_conv(ext, conv, 1, 1, false, state, Memory::kExtended));
   } else {
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, upscale(x, p, temporal, drop));
@@ -226,7 +242,7 @@ Result<Tensor> VaeModel::upsample(const Tensor& x, const std::string& p, bool te
   }
   if (keep.defined()) {
     state.memory.erase(conv);
-    state.memory[low] = std::move(keep);
+    SEEDVAE_TRY(keep_memory(state, low, std::move(keep)));
   }
   return out;
 }
@@ -356,8 +372,13 @@ Result<Tensor> VaeModel::in_pieces(Tensor x, Stage stage) const {
   }
   x = {};
   Tensor out;
-  for (Tensor& piece : pieces) {
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, stage(std::move(piece)));
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    // the causal memory stored by a piece is read by the next one: only the last piece's may
+    // leave the device (offload_hint)
+    last_piece_ = i + 1 == pieces.size();
+    Result<Tensor> yr = stage(std::move(pieces[i]));
+    last_piece_ = true;
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, std::move(yr));
     if (!out.defined()) {
       out = std::move(y);
     } else {

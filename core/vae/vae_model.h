@@ -106,6 +106,9 @@ class VaeModel {
   // Runs `stage` on consecutive frame pieces of x (hires_chunk_frames_ each) and concatenates.
   template <typename Stage>
   Result<Tensor> in_pieces(Tensor x, Stage stage) const;
+  // Stores a conv's causal memory in `state` and, when this is its last use in the chunk (not in
+  // pieces, or the last piece), hints the backend that it may move it off the device.
+  Status keep_memory(CausalState& state, const std::string& key, Tensor memory) const;
   Status observe(std::string_view block, const Tensor& t) const;
   void start_stage_clock() const;
   void emit_sample(std::string_view stage, double wall_ms, double device_ms) const;
@@ -117,6 +120,7 @@ class VaeModel {
   TelemetrySink* telemetry_ = nullptr;
   mutable int64_t chunk_label_ = -1, tile_label_ = -1;
   int hires_chunk_frames_ = 0;
+  mutable bool last_piece_ = true;  // in_pieces(): the running piece is the chunk's last
   mutable std::chrono::steady_clock::time_point stage_start_;
   mutable int64_t stage_span_ = -1;  // Backend::begin_device_span handle of the running stage
 };

@@ -9,12 +9,15 @@
 //
 // Toggles (verify, bench): --precision fp32|tf32|fp16|bf16, --no-autotune, --no-channels-last,
 // --no-fused-gn, --no-fused-attention, --no-caching-allocator, --no-buffer-reuse,
-// --workspace-mib N, --autotune-cache PATH. Results are printed and written as JSON (--json).
+// --workspace-mib N, --autotune-cache PATH, --offload-state, --offload-window-mib N; bench:
+// --no-async-tiles (StreamOptions::async_tiles).
+// Results are printed and written as JSON (--json).
 //
 // bench also measures each stage's device time (CUDA events, the stage telemetry's device_ms):
 // --stage-device-runs N (default: --repeats; 0: off) more runs of each op with stage telemetry,
 // the median over them of each stage's device time summed over the chunks ("device_ms" and
-// "device_runs_ms" of each "stages" entry; "wall_ms": the same runs' host time per stage).
+// "device_runs_ms" of each "stages" entry; "wall_ms": the same runs' host time per stage;
+// "peak_gib": the largest device-memory peak reached inside the stage).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -31,6 +34,7 @@
 #include "core/pipeline/bench.h"
 #include "core/pipeline/verify.h"
 #include "core/schedule/streaming.h"
+#include "core/schedule/tiled.h"
 #include "core/vae/state_dict.h"
 #include "core/vae/vae_model.h"
 #include "gpu/cuda_backend.h"
@@ -75,6 +79,7 @@ Result<CudaOptions> options_from(const Args& a) {
   o.caching_allocator = !a.flag("--no-caching-allocator");
   o.buffer_reuse = !a.flag("--no-buffer-reuse");
   o.offload_state = a.flag("--offload-state");
+  o.offload_window_mib = a.geti("--offload-window-mib", o.offload_window_mib);
   o.fuse_bias = !a.flag("--no-fused-bias");
   o.workspace_mib = a.geti("--workspace-mib", 512);
   o.autotune_cache = a.get("--autotune-cache", "auto");
@@ -201,29 +206,37 @@ double median_of(std::vector<double> v) {
   return v.empty() ? -1 : v[v.size() / 2];
 }
 
-// Per run: each stage's device and wall time summed over the run's chunks, in stage order.
+// Per run: each stage's device and wall time summed over the run's chunks, in stage order, and
+// the largest device-memory peak inside the stage (the backend's peak is reset after every
+// sample, which arrives on the engine thread, so each sample's peak is its own stage's).
 class StageClock final : public TelemetrySink {
  public:
+  explicit StageClock(Backend& b) : backend_(b) { backend_.reset_peak(); }
   void on_stage(const StageSample& s) override {
     auto [it, fresh] = index_.try_emplace(s.stage, stages.size());
-    if (fresh) stages.push_back({s.stage, 0, 0});
+    if (fresh) stages.push_back({s.stage, 0, 0, 0});
     Stage& st = stages[it->second];
     st.wall_ms += s.wall_ms;
     st.device_ms = s.device_ms < 0 || st.device_ms < 0 ? -1 : st.device_ms + s.device_ms;
+    st.peak_bytes = std::max(st.peak_bytes, s.peak_bytes);
+    backend_.reset_peak();
   }
   struct Stage {
     std::string name;
     double wall_ms, device_ms;
+    int64_t peak_bytes;
   };
   std::vector<Stage> stages;
 
  private:
+  Backend& backend_;
   std::map<std::string, size_t> index_;
 };
 
 struct StageDevice {
   std::string op, stage;
   std::vector<double> device_runs_ms, wall_runs_ms;
+  int64_t peak_bytes = 0;
 };
 
 // `runs` runs of each op of `bo` with stage telemetry on a fresh model (the backend has done
@@ -244,9 +257,10 @@ Result<std::vector<StageDevice>> stage_device_times(Backend& b, const VaeWeights
     const HostTensor x = random_latent(in, enc ? 1 : 2);
     const size_t first = out.size();
     for (int i = 0; i < runs; ++i) {
-      StageClock clock;
+      StageClock clock(b);
       m.set_telemetry(&clock);
-      auto r = enc ? encode_video(m, x, {bo.chunk_latents}) : decode_latent(m, x, {bo.chunk_latents});
+      const StreamOptions so{bo.chunk_latents, bo.async_tiles};
+      auto r = enc ? encode_video(m, x, so) : decode_latent(m, x, so);
       m.set_telemetry(nullptr);
       if (!r) return r.take_status();
       for (const auto& st : clock.stages) {
@@ -258,6 +272,7 @@ Result<std::vector<StageDevice>> stage_device_times(Backend& b, const VaeWeights
         }
         it->device_runs_ms.push_back(st.device_ms);
         it->wall_runs_ms.push_back(st.wall_ms);
+        it->peak_bytes = std::max(it->peak_bytes, st.peak_bytes);
       }
     }
   }
@@ -278,6 +293,7 @@ int cmd_bench(const Args& a) {
   bo.hires_chunk_frames = a.geti("--hires-chunk", 0);
   bo.encode = !a.flag("--no-encode");
   bo.decode = !a.flag("--no-decode");
+  bo.async_tiles = !a.flag("--no-async-tiles");
   const VaeWeights w = load_weights_for(a);
   auto b = gpu::create_cuda_backend(*o);
   if (!b) return fail(b.status());
@@ -292,8 +308,8 @@ int cmd_bench(const Args& a) {
   const double gemm = std::stod(a.get("--gemm-tflops", "0"));
   Json j{{"backend", r->backend}, {"width", bo.width}, {"height", bo.height},
          {"frames", bo.frames}, {"chunk_latents", bo.chunk_latents},
-         {"hires_chunk_frames", bo.hires_chunk_frames}, {"repeats", bo.repeats},
-         {"stage_device_runs", stage_runs}, {"report", rep}};
+         {"hires_chunk_frames", bo.hires_chunk_frames}, {"async_tiles", bo.async_tiles},
+         {"repeats", bo.repeats}, {"stage_device_runs", stage_runs}, {"report", rep}};
   for (const auto& op : r->ops) {
     std::printf("%s %dx%d: %.1f ms (%.2f ms/frame), %.1f TFLOP, %.0f TFLOP/s%s, peak %.2f GiB\n",
                 op.op.c_str(), bo.width, bo.height, op.total_ms, op.ms_per_frame, op.tflop,
@@ -313,18 +329,22 @@ int cmd_bench(const Args& a) {
   for (const auto& s : r->stages) {
     Json js{{"op", s.op}, {"stage", s.stage}, {"ms", s.ms}, {"gflop", s.gflop}};
     double dev = -1;
+    int64_t peak = -1;
     for (const StageDevice& d : *sd) {
       if (d.op != s.op || d.stage != s.stage) continue;
       dev = median_of(d.device_runs_ms);
       js["device_ms"] = dev;
       js["device_runs_ms"] = d.device_runs_ms;
       js["wall_ms"] = median_of(d.wall_runs_ms);
+      js["peak_gib"] = d.peak_bytes / 1073741824.0;
+      peak = d.peak_bytes;
     }
     std::printf("  %-7s %-28s %9.1f ms %9.1f GFLOP %7.0f TFLOP/s", s.op.c_str(), s.stage.c_str(),
                 s.ms, s.gflop, s.ms > 0 ? s.gflop / s.ms : 0.0);
     if (dev >= 0) {
       std::printf("   device %9.1f ms %7.0f TFLOP/s", dev, dev > 0 ? s.gflop / dev : 0.0);
     }
+    if (peak >= 0) std::printf("   peak %6.2f GiB", peak / 1073741824.0);
     std::printf("\n");
     j["stages"].push_back(js);
   }
@@ -349,6 +369,8 @@ struct Row {
   std::string name;
   CudaOptions opt;
   int hires_chunk = 0;  // VaeModel::set_hires_chunk_frames
+  bool async_tiles = true;
+  int64_t blend_tile = 0;  // > 0: blend tiling with this tile (px) and a 64 px overlap
 };
 
 int cmd_ablate(const Args& a) {
@@ -405,12 +427,19 @@ int cmd_ablate(const Args& a) {
   add("no buffer reuse", [](CudaOptions& o) { o.buffer_reuse = false; });
   add("no fused bias", [](CudaOptions& o) { o.fuse_bias = false; });
   add("offload state (on)", [](CudaOptions& o) { o.offload_state = true; });
+  rows.push_back({"no async tiles", def, 0, false});
+  // Blended tiles: a pair of its own, since tiling changes the output (seams are blended).
+  rows.push_back({"blend tiles 512 (async)", def, 0, true, 512});
+  rows.push_back({"blend tiles 512, no async", def, 0, false, 512});
   rows.push_back({"chunked upsampling 1 (on)", def, 1});
   rows.push_back({"chunked upsampling 2 (on)", def, 2});
   {
     CudaOptions o = def;
     o.offload_state = true;
     rows.push_back({"chunked 2 + offload (on)", o, 2});
+    rows.push_back({"chunked 1 + offload (on)", o, 1});
+    o.offload_window_mib = 8192;  // the full-resolution state comes back during the low levels
+    rows.push_back({"chunked 1 + offload, 8 GiB window", o, 1});
   }
 
   Json out = Json::array();
@@ -418,9 +447,15 @@ int cmd_ablate(const Args& a) {
   std::printf("\n%-28s %10s %10s %10s %9s %9s %10s %10s\n", "configuration", "ms/frame", "dev ms/fr",
               "total ms", "peak GiB", "rsv GiB", "maxabs32", "rms32");
   for (const Row& row : rows) {
-    if (!only.empty() && row.name.find(only) == std::string::npos && row.name != "default (bf16)") {
-      continue;
+    // --only a,b,...: the rows whose name contains one of the comma-separated parts
+    bool wanted = only.empty() || row.name == "default (bf16)";
+    for (size_t p = 0; !wanted && p <= only.size();) {
+      const size_t q = std::min(only.find(',', p), only.size());
+      const std::string part = only.substr(p, q - p);
+      wanted = !part.empty() && row.name.find(part) != std::string::npos;
+      p = q + 1;
     }
+    if (!wanted) continue;
     Json j{{"name", row.name}, {"options", gpu::describe_options(row.opt)}};
     auto b = gpu::create_cuda_backend(row.opt);
     if (!b) {
@@ -437,6 +472,8 @@ int cmd_ablate(const Args& a) {
     }
     m->set_hires_chunk_frames(row.hires_chunk);
     j["hires_chunk_frames"] = row.hires_chunk;
+    j["async_tiles"] = row.async_tiles;
+    j["blend_tile"] = row.blend_tile;
     std::vector<double> ms, dev_ms;
     HostTensor last;
     int64_t peak = 0;
@@ -446,7 +483,11 @@ int cmd_ablate(const Args& a) {
       (*b)->reset_peak();
       const double dev0 = gpu::cuda_backend_report(**b)->device_ms;
       const auto t0 = Clock::now();
-      auto r = decode_latent(*m, z, {1});
+      const StreamOptions so{1, row.async_tiles};
+      TileOptions to;
+      to.mode = TilingMode::kBlend;
+      to.spec = {row.blend_tile, row.blend_tile, 64, 64};
+      auto r = row.blend_tile > 0 ? tiled_decode(*m, z, to, so) : decode_latent(*m, z, so);
       if (!r) {
         err = r.take_status();
         break;

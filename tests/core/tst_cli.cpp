@@ -13,7 +13,9 @@ namespace fs = std::filesystem;
 class tst_Cli : public QObject {
   Q_OBJECT
 
-  fs::path tmp_ = fs::temp_directory_path() / "seedvae_tst_cli";
+  // per process, so two runs of the test (ctest and a manual run) never share files
+  fs::path tmp_ = fs::temp_directory_path() /
+                  ("seedvae_tst_cli_" + std::to_string(QCoreApplication::applicationPid()));
 
   struct Run {
     int code = -1;
@@ -31,6 +33,10 @@ class tst_Cli : public QObject {
             QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
   }
   QString path(const char* name) const { return QString::fromStdString((tmp_ / name).string()); }
+  static std::string read_bytes(const fs::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }
   static void write_bytes(const fs::path& p, const std::string& bytes) {
     std::ofstream(p, std::ios::binary) << bytes;
   }
@@ -173,10 +179,6 @@ class tst_Cli : public QObject {
     Run w = run({"roundtrip", "--sample-clip", "--size", "44x28", "--frames", "10", "-o",
                  path("seq/"), "-q"});
     QCOMPARE(w.code, 0);
-    auto bytes = [](const fs::path& p) {
-      std::ifstream f(p, std::ios::binary);
-      return std::string(std::istreambuf_iterator<char>(f), {});
-    };
     const QStringList variants[] = {{}, {"--chunk", "2", "--temporal-pad", "repeat-last"}};
     for (const QStringList& extra : variants) {
       Run on = run(QStringList{"encode", path("seq"), "-o", path("on.safetensors"), "--json", "-q"} + extra);
@@ -187,7 +189,7 @@ class tst_Cli : public QObject {
                                 "--no-prefetch"} + extra);
       QCOMPARE(off.code, 0);
       QVERIFY2(off.out.contains("\"prefetch\": false"), qPrintable(off.out + off.err));
-      const std::string a = bytes(tmp_ / "on.safetensors"), b = bytes(tmp_ / "off.safetensors");
+      const std::string a = read_bytes(tmp_ / "on.safetensors"), b = read_bytes(tmp_ / "off.safetensors");
       QVERIFY(!a.empty());
       QVERIFY(a == b);
     }
@@ -213,6 +215,43 @@ class tst_Cli : public QObject {
                           "--json", "-q"});
     QCOMPARE(tiled_auto.code, 0);
     QVERIFY(tiled_auto.out.contains("\"prefetch\": false"));
+  }
+
+  // --async-tiles on and off write the same bytes (encode, tiled encode, decode); "on" is refused
+  // with exact tiling, "auto" turns it off there.
+  void asyncTilesOnAndOffAgree() {
+    Run w = run({"roundtrip", "--sample-clip", "--size", "40x32", "--frames", "9", "-o",
+                 path("aseq/"), "-q"});
+    QCOMPARE(w.code, 0);
+    const QStringList variants[] = {{}, {"--tiling", "blend", "--tile", "24x24", "--overlap", "8x8"}};
+    for (const QStringList& extra : variants) {
+      for (const char* mode : {"on", "off"}) {
+        Run e = run(QStringList{"encode", path("aseq"), "-o", path((std::string("a_") + mode + ".safetensors").c_str()),
+                                "--async-tiles", mode, "--synthetic", "tiny", "-q"} + extra);
+        QVERIFY2(e.code == 0, qPrintable(e.err));
+        Run d = run(QStringList{"decode", path((std::string("a_") + mode + ".safetensors").c_str()), "-o",
+                                path((std::string("d_") + mode + "/").c_str()), "--async-tiles", mode,
+                                "--synthetic", "tiny", "-q"} + extra);
+        QVERIFY2(d.code == 0, qPrintable(d.err));
+      }
+      const std::string a = read_bytes(tmp_ / "a_on.safetensors"), b = read_bytes(tmp_ / "a_off.safetensors");
+      QVERIFY(!a.empty());
+      QVERIFY(a == b);
+      int frames = 0;
+      for (const auto& f : fs::directory_iterator(tmp_ / "d_on")) {
+        const std::string on = read_bytes(f.path()), off = read_bytes(tmp_ / "d_off" / f.path().filename());
+        QVERIFY(!on.empty());
+        QVERIFY2(on == off, f.path().filename().string().c_str());
+        ++frames;
+      }
+      QCOMPARE(frames, 9);
+    }
+    Run exact_on = run({"encode", path("aseq"), "-o", path("x.safetensors"), "--tiling", "exact",
+                        "--async-tiles", "on", "-q"});
+    QVERIFY(exact_on.code > 0);
+    QVERIFY2(exact_on.err.contains("--async-tiles on does not apply"), qPrintable(exact_on.err));
+    Run exact_auto = run({"encode", path("aseq"), "-o", path("x.safetensors"), "--tiling", "exact", "-q"});
+    QCOMPARE(exact_auto.code, 0);
   }
 
   void ctrlCCancelsAndLeavesNoFile() {

@@ -1,12 +1,14 @@
 // Temporal slicing (vae_spec.md §4): chunk plans, chunked == whole clip, bounded memory, cancel.
 #include <QtTest>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
 #include "core/cpu/cpu_backend.h"
 #include "core/schedule/streaming.h"
 #include "core/vae/state_dict.h"
+#include "tests/support/probe_backend.h"
 #include "tests/support/tiny_model.h"
 
 using namespace seedvae;
@@ -167,6 +169,45 @@ class tst_Streaming : public QObject {
       QVERIFY2(one * 10 < off * 8, (std::to_string(one) + " vs " + std::to_string(off)).c_str());
     }
     tiny_.model->set_hires_chunk_frames(0);
+  }
+
+  // Backend::offload_hint: every chunk hints exactly the causal memory the model keeps for the
+  // next chunk, each tensor once, and none that a later piece of the same chunk still reads (with
+  // chunked upsampling only the last piece's memory is hinted), for encode and decode, chunked and
+  // in pieces; the output is unchanged.
+  void offloadHintsExactlyTheKeptState() {
+    test::ProbeBackend probe(*tiny_.backend);
+    auto pm = VaeModel::create(probe, synthesize_weights(VaeConfig::tiny(), 7));
+    QVERIFY(pm.is_ok());
+    const HostTensor x = random_tensor({1, 3, 13, 32, 40}, 6, 0.5f);
+    const HostTensor z = random_tensor({1, 16, 4, 4, 3}, 7);
+    for (const bool encode : {true, false}) {
+      for (int pieces : {0, 1, 2}) {
+        pm->set_hires_chunk_frames(pieces);
+        const std::string tag = std::string(encode ? "encode" : "decode") + ", pieces " +
+                                std::to_string(pieces);
+        CausalState state;
+        const auto chunks = plan_chunks(encode ? 4 : z.shape()[2], 1);
+        for (const auto& [b, e] : chunks) {
+          const HostTensor in = encode ? slice_time(x, b == 0 ? 0 : (b - 1) * 4 + 1, (e - 1) * 4 + 1)
+                                       : slice_time(z, b, e);
+          auto t = probe.upload(in);
+          QVERIFY(t.is_ok());
+          probe.hinted.clear();
+          auto y = encode ? pm->encode_chunk(*t, state) : pm->decode_chunk(*t, state);
+          QVERIFY2(y.is_ok(), (tag + " " + y.status().to_string()).c_str());
+          std::vector<const Storage*> kept;
+          for (const auto& [k, m] : state.memory) kept.push_back(m.storage.get());
+          std::vector<const Storage*> hinted = probe.hinted;
+          std::sort(kept.begin(), kept.end());
+          std::sort(hinted.begin(), hinted.end());
+          QVERIFY2(!kept.empty(), tag.c_str());
+          QVERIFY2(hinted == kept, (tag + ": " + std::to_string(probe.hinted.size()) + " hints, " +
+                                    std::to_string(kept.size()) + " kept").c_str());
+        }
+      }
+    }
+    pm->set_hires_chunk_frames(0);
   }
 
   void singleFrameAndChunkSink() {

@@ -1,6 +1,7 @@
 // The whole VAE (tiny configuration, synthetic weights) on the CUDA backend against the CPU
 // backend: streamed encode and decode (1 latent per chunk) in every precision and with each
-// toggle flipped, plus whole-clip vs streamed consistency on the GPU.
+// toggle flipped, plus whole-clip vs streamed consistency on the GPU, and async tiles (copies on
+// their own stream, one step of look-ahead) bit-identical to synchronous copies.
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "core/cpu/cpu_backend.h"
 #include "core/schedule/streaming.h"
+#include "core/schedule/tiled.h"
 #include "core/vae/state_dict.h"
 #include "core/vae/vae_model.h"
 #include "gpu/cuda_backend.h"
@@ -165,6 +167,112 @@ GPU_TEST(chunked_upsampling_equals_whole_chunk_on_gpu) {
     if (de && dd) {
       std::printf("    pieces of %d frames: encode max abs %.3g, decode %.3g\n", pieces,
                   de->max_abs, dd->max_abs);
+    }
+  }
+}
+
+// Chunked upsampling with the causal state offloaded: only the memory a chunk keeps for the next
+// chunk is offloaded (Backend::offload_hint after its last use), so the bytes moved do not depend
+// on the piece size (before, every piece's memory made the round trip), and the output equals the
+// whole chunk's.
+GPU_TEST(offloaded_state_moves_once_per_chunk_with_pieces) {
+  const Reference& ref = reference();
+  CudaOptions o;
+  o.autotune_cache = "";
+  o.offload_state = true;
+  o.offload_min_bytes = 0;
+  auto b = gpu::create_cuda_backend(o);
+  CHECK_MSG(b.is_ok(), b.status().to_string());
+  if (!b) return;
+  auto m = VaeModel::create(**b, test::tiny_weights());
+  if (!m) return;
+  auto moved = [&]() { return gpu::cuda_backend_report(**b)->offloaded_bytes; };
+  int64_t m0 = moved();
+  auto dec = decode_latent(*m, ref.latent, {1});
+  auto enc = encode_video(*m, ref.video, {1});
+  CHECK(dec.is_ok() && enc.is_ok());
+  const int64_t whole_bytes = moved() - m0;
+  CHECK(whole_bytes > 0);
+  for (int pieces : {1, 2}) {
+    m->set_hires_chunk_frames(pieces);
+    m0 = moved();
+    auto d = decode_latent(*m, ref.latent, {1});
+    auto e = encode_video(*m, ref.video, {1});
+    CHECK(d.is_ok() && e.is_ok());
+    if (!d || !e || !dec || !enc) continue;
+    const int64_t bytes = moved() - m0;
+    CHECK_MSG(bytes == whole_bytes, "pieces of " + std::to_string(pieces) + ": " +
+                                        std::to_string(bytes) + " bytes offloaded vs " +
+                                        std::to_string(whole_bytes) + " without pieces");
+    auto dd = compare(*d, *dec);
+    auto de = compare(*e, *enc);
+    CHECK(dd.is_ok() && de.is_ok() && dd->max_abs <= 1e-4 && de->max_abs <= 1e-4);
+    std::printf("    offload + pieces of %d: %lld bytes moved (same as whole chunks)\n", pieces,
+                static_cast<long long>(bytes));
+  }
+}
+
+// Async tiles: download_frames_async (conversion on the compute stream, transfer on the copy
+// stream into pinned memory, planes placed in wait()) under the schedulers' look-ahead gives the
+// same bits as the synchronous download, for streamed and blend-tiled decode (both orders, with
+// the chunk-major order parking tile states through it) and encode, in bf16 (NDHWC, converted)
+// and fp32 NCDHW (the tensor's own block transferred).
+GPU_TEST(async_tiles_match_synchronous_copies) {
+  const Reference& ref = reference();
+  for (bool fp32_ncdhw : {false, true}) {
+    CudaOptions o = base(fp32_ncdhw ? Precision::kFp32 : Precision::kBf16);
+    o.channels_last = !fp32_ncdhw;
+    auto b = gpu::create_cuda_backend(o);
+    CHECK_MSG(b.is_ok(), b.status().to_string());
+    if (!b) return;
+    auto m = VaeModel::create(**b, test::tiny_weights());
+    CHECK(m.is_ok());
+    if (!m) return;
+    const StreamOptions sync{1, false}, async{1, true};
+    auto same = [&](const char* what, const Result<HostTensor>& a, const Result<HostTensor>& s) {
+      CHECK_MSG(a.is_ok() && s.is_ok(), std::string(what) + ": " +
+                                            (a.is_ok() ? s.status() : a.status()).to_string());
+      if (!a || !s) return;
+      auto d = compare(*a, *s);
+      CHECK_MSG(d.is_ok() && d->max_abs == 0.0,
+                std::string(what) + ": max abs " + std::to_string(d ? d->max_abs : -1.0));
+      std::printf("    %s%s: identical\n", what, fp32_ncdhw ? " (fp32 ncdhw)" : " (bf16)");
+    };
+    const int64_t before = gpu::cuda_backend_report(**b)->async_downloads;
+    same("decode_latent", decode_latent(*m, ref.latent, async), decode_latent(*m, ref.latent, sync));
+    same("encode_video", encode_video(*m, ref.video, async), encode_video(*m, ref.video, sync));
+    TileOptions t;
+    t.mode = TilingMode::kBlend;
+    t.spec = {24, 24, 8, 8};
+    for (TileOrder order : {TileOrder::kChunkMajor, TileOrder::kTileMajor}) {
+      t.order = order;
+      same(order == TileOrder::kChunkMajor ? "blend decode chunk-major" : "blend decode tile-major",
+           tiled_decode(*m, ref.latent, t, async), tiled_decode(*m, ref.latent, t, sync));
+    }
+    t.spec = {32, 24, 8, 8};
+    t.order = TileOrder::kChunkMajor;
+    same("blend encode", tiled_encode(*m, ref.video, t, async), tiled_encode(*m, ref.video, t, sync));
+    CHECK(gpu::cuda_backend_report(**b)->async_downloads > before);
+    // a copy dropped without wait() and one waited twice leave the backend usable
+    {
+      auto x = (*b)->upload(ref.decoded);
+      CHECK(x.is_ok());
+      if (!x) return;
+      HostTensor dst(DType::kF32, ref.decoded.shape());
+      auto dropped = (*b)->download_frames_async(*x, dst, 0);
+      CHECK(dropped.is_ok());
+      if (dropped) dropped->reset();  // destroys the pending copy
+      HostTensor wide(DType::kF32, Shape{1, 3, ref.decoded.shape()[2] + 2, ref.decoded.shape()[3],
+                                         ref.decoded.shape()[4]});
+      auto c = (*b)->download_frames_async(*x, wide, 2);
+      CHECK(c.is_ok());
+      if (!c) return;
+      CHECK((*c)->wait().is_ok());
+      CHECK((*c)->wait().is_ok());
+      HostTensor sync_dst(DType::kF32, wide.shape());
+      CHECK((*b)->download_frames(*x, sync_dst, 2).is_ok());
+      auto d = compare(wide, sync_dst);
+      CHECK(d.is_ok() && d->max_abs == 0.0);
     }
   }
 }

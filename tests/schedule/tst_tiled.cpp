@@ -1,7 +1,8 @@
 // Tiled encode/decode behaviour on the CPU backend with the tiny configuration and synthetic
 // clips: exact mode equals the untiled run (and its seams vanish), blend-mode orders and chunking
 // agree, uniform blending is a partition of unity, cancel between tiles, progress per tile, the
-// per-tile callback, the backend memory of exact mode, errors. `realExact256` (label long) runs
+// per-tile callback, async tiles (deferred copies) against synchronous ones, the backend memory of
+// exact mode, errors. `realExact256` (label long) runs
 // the real configuration on a 256x256 clip.
 #include <QtTest>
 
@@ -11,6 +12,7 @@
 #include "core/schedule/seam_metrics.h"
 #include "core/schedule/tiled.h"
 #include "core/vae/state_dict.h"
+#include "tests/support/probe_backend.h"
 
 using namespace seedvae;
 
@@ -303,6 +305,106 @@ class tst_Tiled : public QObject {
     QVERIFY(ex2.is_ok());
     QCOMPARE(p3.last_done, p3.last_total);
     QVERIFY(p3.monotonic);
+  }
+
+  // Async tiles (StreamOptions::async_tiles) through a backend whose copies land only in wait()
+  // (destination poisoned with NaN until then): every scheduler path gives bit-identical output to
+  // the synchronous path, waits for every copy it started, and really overlaps (a step's copy is
+  // still in flight when the next step's is queued). Cancelling mid-run leaves no copy behind.
+  void asyncTilesMatchSync() {
+    test::ProbeBackend deferred(*backend_);
+    auto dm = VaeModel::create(deferred, weights_);
+    QVERIFY2(dm.is_ok(), dm.status().to_string().c_str());
+    const VaeModel& amodel = *dm;
+    const StreamOptions sync{1, false}, async{1, true};
+    auto same = [&](const char* what, const Result<HostTensor>& a, const Result<HostTensor>& b) {
+      QVERIFY2(a.is_ok(), a.is_ok() ? "" : a.status().to_string().c_str());
+      QVERIFY2(b.is_ok(), b.is_ok() ? "" : b.status().to_string().c_str());
+      for (float v : a->f32()) QVERIFY2(std::isfinite(v), what);
+      auto d = compare(*a, *b);
+      QVERIFY(d.is_ok());
+      QVERIFY2(d->max_abs == 0.0, fmt(what, *d).c_str());
+    };
+    auto expect_overlap = [&](const char* what) {
+      QVERIFY2(deferred.started > 0 && deferred.started == deferred.waited, what);
+      QVERIFY2(deferred.in_flight == 0, what);
+      QVERIFY2(deferred.max_in_flight >= 2, what);
+      deferred.started = deferred.waited = deferred.max_in_flight = 0;
+    };
+
+    const HostTensor z = random_tensor({1, 16, 5, 10, 7}, 3);
+    // untiled streaming
+    auto ref = decode_latent(*model_, z, sync);
+    same("decode_latent", decode_latent(amodel, z, async), ref);
+    expect_overlap("decode_latent");
+    same("decode_latent (sync through the wrapper)", decode_latent(amodel, z, sync), ref);
+    QCOMPARE(deferred.started, 0);  // off: the synchronous download_frames path
+    // blend tiling, both orders (chunk-major parks the tiles' states through the pipeline)
+    TileOptions o;
+    o.mode = TilingMode::kBlend;
+    o.spec = {40, 32, 16, 8};
+    for (TileOrder order : {TileOrder::kChunkMajor, TileOrder::kTileMajor}) {
+      o.order = order;
+      const char* what = order == TileOrder::kChunkMajor ? "blend decode, chunk-major"
+                                                         : "blend decode, tile-major";
+      int tiles = 0;
+      TileHooks th;
+      th.on_tile = [&](const TileEvent& ev) {
+        ++tiles;
+        for (float v : ev.data->f32()) {
+          if (!std::isfinite(v)) return internal_error("tile data read before its copy landed");
+        }
+        return Status::ok();
+      };
+      same(what, tiled_decode(amodel, z, o, async, {}, &th), tiled_decode(*model_, z, o, sync));
+      QVERIFY(tiles > 0);
+      expect_overlap(what);
+    }
+    // encode: whole clip in memory, blend tiles, and a frame source (encode_stream) whose parts
+    // vector grows while copies are in flight
+    const HostTensor x = synthetic_video(13, 48, 40, 4);
+    const auto eref = encode_video(*model_, x, sync);
+    same("encode_video", encode_video(amodel, x, async), eref);
+    expect_overlap("encode_video");
+    TileOptions e;
+    e.mode = TilingMode::kBlend;
+    e.spec = {24, 24, 8, 8};
+    e.order = TileOrder::kChunkMajor;
+    same("blend encode", tiled_encode(amodel, x, e, async), tiled_encode(*model_, x, e, sync));
+    expect_overlap("blend encode");
+    struct Slices final : FrameSource {
+      const HostTensor& v;
+      int64_t at = 0;
+      explicit Slices(const HostTensor& video) : v(video) {}
+      Result<HostTensor> next(int64_t max_frames) override {
+        const int64_t n = std::min(max_frames, v.shape()[2] - at);
+        if (n <= 0) return HostTensor();
+        at += n;
+        return slice_time(v, at - n, at);
+      }
+    } source(x);
+    same("encode_stream", encode_stream(amodel, source, async), eref);
+    expect_overlap("encode_stream");
+
+    // cancel mid-run: the copy still pending is dropped, nothing stays in flight
+    CancelToken cancel;
+    StreamHooks hooks{&cancel, nullptr};
+    int chunks = 0;
+    hooks.on_chunk = [&](int64_t, const HostTensor&) {
+      if (++chunks == 2) cancel.request();
+      return Status::ok();
+    };
+    o.order = TileOrder::kChunkMajor;  // chunks stream out (tile-major calls on_chunk at the end)
+    auto c = tiled_decode(amodel, z, o, async, hooks);
+    QVERIFY(!c.is_ok());
+    QCOMPARE(c.status().code(), StatusCode::kCancelled);
+    QCOMPARE(deferred.in_flight, 0);
+    cancel.reset();
+    chunks = 0;
+    auto c2 = decode_latent(amodel, z, async, hooks);
+    QVERIFY(!c2.is_ok());
+    QCOMPARE(c2.status().code(), StatusCode::kCancelled);
+    QCOMPARE(deferred.in_flight, 0);
   }
 
   // Exact mode holds a tile's worth of activations: its backend peak grows far slower than the

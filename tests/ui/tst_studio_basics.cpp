@@ -90,6 +90,7 @@ class tst_StudioBasics : public QObject {
     s.temporal_pad = "repeat-last";
     s.spatial_multiple = 16;
     s.prefetch = false;
+    s.async_tiles = false;
     QStringList warnings;
     const EngineSettings back = EngineSettings::from_json(s.to_json(), &warnings);
     QVERIFY2(warnings.isEmpty(), qPrintable(warnings.join("; ")));
@@ -114,6 +115,29 @@ class tst_StudioBasics : public QObject {
     QVERIFY(EngineSettings::from_json(wrong, &warnings).prefetch);
     QCOMPARE(warnings.size(), 1);
     warnings.clear();
+    // Async tiles: the same (on by default and for older presets, round-trips off, summary and
+    // view label say when it is off, a wrong type warns).
+    QVERIFY(EngineSettings{}.async_tiles);
+    QVERIFY(!back.async_tiles);
+    QCOMPARE(s.to_json().value("async_tiles").toBool(true), false);
+    QVERIFY(s.summary().contains("no async tiles"));
+    QVERIFY(s.short_label().contains("no async tiles"));
+    QVERIFY(!EngineSettings{}.summary().contains("async"));
+    QVERIFY(!EngineSettings{}.short_label().contains("async"));
+    QJsonObject old_async = s.to_json();
+    old_async.remove("async_tiles");
+    QVERIFY(EngineSettings::from_json(old_async, &warnings).async_tiles);
+    QVERIFY(warnings.isEmpty());
+    EngineSettings flipped = s;
+    flipped.async_tiles = true;
+    QVERIFY(flipped != s);
+    QCOMPARE(EngineSettings::from_json(flipped.to_json()), flipped);
+    QJsonObject wrong_async = s.to_json();
+    wrong_async["async_tiles"] = 1;
+    QVERIFY(EngineSettings::from_json(wrong_async, &warnings).async_tiles);
+    QCOMPARE(warnings.size(), 1);
+    QVERIFY(warnings.first().contains("async_tiles"));
+    warnings.clear();
 
     QJsonObject bad = s.to_json();
     bad["tile_width"] = 1;       // below the minimum
@@ -132,6 +156,7 @@ class tst_StudioBasics : public QObject {
     s.chunk_latents = 0;
     s.tiling = TilingMode::kBlend;
     s.overlap_width = 48;
+    s.async_tiles = false;
     QString error;
     QVERIFY2(store.save_preset("fast / whole clip", s, &error), qPrintable(error));
     QVERIFY(store.preset_names().contains("fast _ whole clip"));
@@ -321,6 +346,54 @@ class tst_StudioBasics : public QObject {
     QCOMPARE(panel.settings(), off);
     QVERIFY(!prefetch_unavailable_reason(off, true).isEmpty());
     QVERIFY(prefetch_unavailable_reason(off, false).isEmpty());
+  }
+
+  void asyncTilesCheckboxFollowsTiling() {
+    SettingsPanel panel(std::make_shared<CpuCatalog>());
+    auto* box = panel.findChild<QCheckBox*>("asyncTilesCheck");
+    QVERIFY(box);
+    QCOMPARE(box, panel.asyncTilesCheck());
+    QVERIFY(box->isChecked());  // on by default
+    QVERIFY(panel.settings().async_tiles);
+    // Untiled (the sample clip or a file alike): enabled, with what it does in the tooltip.
+    QVERIFY(box->isEnabled());
+    QVERIFY2(box->toolTip().contains("overlap") && !box->toolTip().contains("Not available"),
+             qPrintable(box->toolTip()));
+    QSignalSpy changed(&panel, &SettingsPanel::settingsChanged);
+    box->setChecked(false);
+    QCOMPARE(changed.count(), 1);
+    QVERIFY(!changed.last().first().value<EngineSettings>().async_tiles);
+    QVERIFY(!panel.settings().async_tiles);
+    box->setChecked(true);
+    // Blend tiling: still enabled; exact tiling: disabled with the reason (the flag is kept).
+    auto* tiling = panel.findChild<QComboBox*>("tilingCombo");
+    tiling->setCurrentIndex(tiling->findData(QString("blend")));
+    QVERIFY(box->isEnabled());
+    tiling->setCurrentIndex(tiling->findData(QString("exact")));
+    QVERIFY(!box->isEnabled());
+    QVERIFY2(box->toolTip().contains("Not available") && box->toolTip().contains("exact tiling"),
+             qPrintable(box->toolTip()));
+    QVERIFY(panel.settings().async_tiles);
+    tiling->setCurrentIndex(tiling->findData(QString("off")));
+    QVERIFY(box->isEnabled());
+    // Presets restore the flag, and setSettings() does not emit.
+    EngineSettings off = panel.settings();
+    off.async_tiles = false;
+    const int before = changed.count();
+    panel.setSettings(off);
+    QCOMPARE(changed.count(), before);
+    QVERIFY(!box->isChecked());
+    QCOMPARE(panel.settings(), off);
+    off.async_tiles = true;
+    panel.setSettings(off);
+    QVERIFY(box->isChecked());
+    QCOMPARE(panel.settings(), off);
+    EngineSettings exact = off;
+    exact.tiling = TilingMode::kExact;
+    QVERIFY(async_tiles_unavailable_reason(exact).contains("exact tiling"));
+    exact.tiling = TilingMode::kBlend;
+    QVERIFY(async_tiles_unavailable_reason(exact).isEmpty());
+    QVERIFY(async_tiles_unavailable_reason(EngineSettings{}).isEmpty());
   }
 
   void predictionFromPlannerAndDryRun() {

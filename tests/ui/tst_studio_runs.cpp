@@ -38,6 +38,29 @@ class tst_StudioRuns : public QObject {
     return r;
   }
 
+  // Writes the report of `runs` (no video) into dir_/<name> and reads back report.md and the
+  // "runs" array of report.json ({} when any step failed, which the caller's checks then catch).
+  struct WrittenReport {
+    QString markdown;
+    QJsonArray runs;
+  };
+  WrittenReport write_and_read_report(const QString& name, const QList<RunSummary>& runs) {
+    ReportJob job;
+    job.directory = dir_.filePath(name);
+    job.runs = runs;
+    job.write_video = false;
+    const ReportResult r = write_report(job, nullptr);
+    if (!r.ok) qWarning("write_report: %s", qPrintable(r.error));
+    WrittenReport out;
+    QFile md(job.directory + "/report.md");
+    if (md.open(QIODevice::ReadOnly)) out.markdown = QString::fromUtf8(md.readAll());
+    QFile json(job.directory + "/report.json");
+    if (json.open(QIODevice::ReadOnly)) {
+      out.runs = QJsonDocument::fromJson(json.readAll()).object().value("runs").toArray();
+    }
+    return out;
+  }
+
  private slots:
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
@@ -322,27 +345,94 @@ class tst_StudioRuns : public QObject {
     QVERIFY2(sample.prefetch_note.contains("sample clip"), qPrintable(sample.prefetch_note));
 
     // The report's run table and report.json.
-    ReportJob job;
-    job.directory = dir_.filePath("prefetch-report");
-    job.runs = {a, b};
-    job.write_video = false;
-    const ReportResult r = write_report(job, nullptr);
-    QVERIFY2(r.ok, qPrintable(r.error));
-    QFile md(job.directory + "/report.md");
-    QVERIFY(md.open(QIODevice::ReadOnly));
-    const QString text = QString::fromUtf8(md.readAll());
+    const WrittenReport rep = write_and_read_report("prefetch-report", {a, b});
+    const QString& text = rep.markdown;
     QVERIFY2(text.contains("| Frame prefetch | on: reading overlapped encoding") &&
                  text.contains("not used (off)"),
              qPrintable(text));
-    QFile json(job.directory + "/report.json");
-    QVERIFY(json.open(QIODevice::ReadOnly));
-    const QJsonArray runs = QJsonDocument::fromJson(json.readAll()).object().value("runs").toArray();
+    const QJsonArray& runs = rep.runs;
     QCOMPARE(runs.size(), 2);
     QCOMPARE(runs.at(0).toObject().value("prefetch").toObject().value("used").toBool(), true);
     QCOMPARE(runs.at(1).toObject().value("prefetch").toObject().value("used").toBool(), false);
     QCOMPARE(runs.at(1).toObject().value("prefetch").toObject().value("note").toString(), QString("off"));
     QVERIFY(runs.at(0).toObject().value("seconds").toObject().contains("read_overlapped"));
     QCOMPARE(runs.at(0).toObject().value("settings").toObject().value("prefetch").toBool(), true);
+  }
+
+  // Async tiles on and off give bit-identical reconstructions (and the same frames in the
+  // preview store), untiled in temporal chunks and with blend tiling; exact tiling ignores the
+  // flag and says so; the report's run table and report.json show which ran.
+  void asyncTilesMatchSynchronous() {
+    auto run_once = [&](const RunRequest& r) {
+      RunController c(std::make_shared<CpuCatalog>());
+      QSignalSpy finished(&c, &RunController::runFinished);
+      if (c.start(r) == 0) return RunSummary{};
+      if (!finished.wait(120000)) return RunSummary{};
+      return finished.first().first().value<RunSummary>();
+    };
+    auto same_frames = [](const RunSummary& x, const RunSummary& y) {
+      if (!x.reconstruction || !y.reconstruction || !(x.reconstruction->shape() == y.reconstruction->shape())) {
+        return false;
+      }
+      const auto fx = x.reconstruction->f32(), fy = y.reconstruction->f32();
+      for (size_t i = 0; i < fx.size(); ++i) {
+        if (fx[i] != fy[i]) return false;
+      }
+      if (x.store->available() != y.store->available()) return false;
+      for (qint64 i = 0; i < x.store->available(); ++i) {
+        if (x.store->frame(i) != y.store->frame(i)) return false;
+      }
+      return true;
+    };
+    // 13 frames, chunk 1: three temporal chunks, so the pipeline has a next chunk to queue.
+    RunRequest untiled = request(sample_input(64, 64, 13), 1);
+    RunRequest blend = untiled;
+    blend.settings.tiling = TilingMode::kBlend;
+    blend.settings.tile_width = blend.settings.tile_height = 32;
+    blend.settings.overlap_width = blend.settings.overlap_height = 8;
+    QVector<RunSummary> ons;
+    for (const RunRequest& base : {untiled, blend}) {
+      RunRequest on = base, off = base;
+      on.settings.async_tiles = true;
+      off.settings.async_tiles = false;
+      const RunSummary a = run_once(on);
+      const RunSummary b = run_once(off);
+      QVERIFY2(a.ok, qPrintable(a.error));
+      QVERIFY2(b.ok, qPrintable(b.error));
+      QVERIFY(a.async_tiles);
+      QVERIFY(a.async_tiles_note.isEmpty());
+      QVERIFY(!b.async_tiles);
+      QCOMPARE(b.async_tiles_note, QString("off"));
+      QCOMPARE(a.tiled(), base.settings.tiling == TilingMode::kBlend);
+      QCOMPARE(a.reconstruction->shape(), (Shape{1, 3, 13, 64, 64}));
+      QCOMPARE(a.store->available(), qint64{13});
+      QVERIFY2(same_frames(a, b), qPrintable(tiling_mode_name(base.settings.tiling)));
+      QCOMPARE(a.vs_original.psnr_db, b.vs_original.psnr_db);
+      if (a.tiled()) QCOMPARE(a.seam_energy, b.seam_energy);
+      ons << a << b;
+    }
+    // Exact tiling: the flag is kept but does not apply.
+    RunRequest exact = untiled;
+    exact.settings.tiling = TilingMode::kExact;
+    exact.settings.tile_width = exact.settings.tile_height = 32;
+    const RunSummary e = run_once(exact);
+    QVERIFY2(e.ok, qPrintable(e.error));
+    QVERIFY(e.settings.async_tiles);
+    QVERIFY(!e.async_tiles);
+    QVERIFY2(e.async_tiles_note.startsWith("does not apply: exact tiling"), qPrintable(e.async_tiles_note));
+
+    // The report's run table and report.json.
+    const WrittenReport rep = write_and_read_report("async-tiles-report", {ons.at(2), ons.at(3), e});
+    QVERIFY2(rep.markdown.contains("| Async tiles | on | off | does not apply: exact tiling"),
+             qPrintable(rep.markdown));
+    const QJsonArray& runs = rep.runs;
+    QCOMPARE(runs.size(), 3);
+    QCOMPARE(runs.at(0).toObject().value("async_tiles").toObject().value("used").toBool(), true);
+    QCOMPARE(runs.at(1).toObject().value("async_tiles").toObject().value("used").toBool(), false);
+    QCOMPARE(runs.at(1).toObject().value("async_tiles").toObject().value("note").toString(), QString("off"));
+    QVERIFY(runs.at(2).toObject().value("async_tiles").toObject().value("note").toString().contains("exact tiling"));
+    QCOMPARE(runs.at(0).toObject().value("settings").toObject().value("async_tiles").toBool(), true);
+    QCOMPARE(runs.at(1).toObject().value("settings").toObject().value("async_tiles").toBool(), false);
   }
 
   // Cancel while the prefetch thread is reading ahead: the run ends promptly as cancelled (the

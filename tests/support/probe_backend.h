@@ -1,0 +1,134 @@
+// A Backend that forwards every op to another backend and probes the contracts the CPU backend's
+// no-op defaults cannot show:
+//  * download_frames_async is truly deferred (the async-tiles contract, core/schedule/
+//    copy_pipeline.h): at the call the destination frames are poisoned with NaN and the real data
+//    only lands in PendingCopy::wait() -- a scheduler that reads a tile or chunk before waiting
+//    for it, or drops a copy it still needs, produces NaNs. Copies started, waited and in flight
+//    are counted.
+//  * offload_hint calls are recorded (the storages hinted, in order), so tests can check that the
+//    model hints exactly the causal state it keeps, once, after its last use in the chunk.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend/backend.h"
+
+namespace seedvae::test {
+
+class ProbeBackend final : public Backend {
+ public:
+  explicit ProbeBackend(Backend& inner) : inner_(inner) {}
+
+  int started = 0, waited = 0, in_flight = 0, max_in_flight = 0;
+  std::vector<const Storage*> hinted;  // offload_hint, in call order
+
+  std::string name() const override { return "deferred copies over " + inner_.name(); }
+  DType activation_dtype() const override { return inner_.activation_dtype(); }
+  Result<Tensor> upload(const HostTensor& host) override { return inner_.upload(host); }
+  Result<Tensor> upload_weight(const HostTensor& host, std::string_view name) override {
+    return inner_.upload_weight(host, name);
+  }
+  Result<HostTensor> download(const Tensor& t) override { return inner_.download(t); }
+  Status download_frames(const Tensor& t, HostTensor& dst, int64_t frame_offset) override {
+    return inner_.download_frames(t, dst, frame_offset);
+  }
+
+  Result<std::unique_ptr<PendingCopy>> download_frames_async(const Tensor& t, HostTensor& dst,
+                                                             int64_t frame_offset) override {
+    SEEDVAE_TRY(check_download_frames(t.shape, dst, frame_offset));
+    auto copy = std::make_unique<Copy>(*this, t, dst, frame_offset);
+    // poison the destination frames until wait()
+    const Shape& s = t.shape;
+    const int64_t plane = s[2] * s[3] * s[4], stride = dst.shape()[2] * s[3] * s[4];
+    float* base = dst.data<float>() + frame_offset * s[3] * s[4];
+    for (int64_t i = 0; i < s[0] * s[1]; ++i) {
+      std::fill_n(base + i * stride, plane, std::numeric_limits<float>::quiet_NaN());
+    }
+    ++started;
+    max_in_flight = std::max(max_in_flight, ++in_flight);
+    return std::unique_ptr<PendingCopy>(std::move(copy));
+  }
+
+  Result<Tensor> conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
+                        const Conv3dParams& p) override {
+    return inner_.conv3d(x, w, b, p);
+  }
+  Result<Tensor> causal_pad(const Tensor& x, const Tensor* memory, int frames) override {
+    return inner_.causal_pad(x, memory, frames);
+  }
+  Result<Tensor> slice_frames(const Tensor& x, int64_t begin, int64_t end) override {
+    return inner_.slice_frames(x, begin, end);
+  }
+  Result<Tensor> concat_frames(const Tensor& a, const Tensor& b) override {
+    return inner_.concat_frames(a, b);
+  }
+  Result<Tensor> group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const GroupNormParams& p) override {
+    return inner_.group_norm(x, gamma, beta, p);
+  }
+  Status add_inplace(Tensor& acc, const Tensor& x) override { return inner_.add_inplace(acc, x); }
+  Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1) override {
+    return inner_.depth_to_space(x, temporal_factor, drop_frame_1);
+  }
+  Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) override {
+    return inner_.attention(x, w);
+  }
+  Status offload_hint(const Tensor& t) override {
+    hinted.push_back(t.storage.get());
+    return inner_.offload_hint(t);
+  }
+  Status synchronize() override { return inner_.synchronize(); }
+  MemoryStats memory_stats() const override { return inner_.memory_stats(); }
+  void reset_peak() override { inner_.reset_peak(); }
+
+ private:
+  class Copy final : public PendingCopy {
+   public:
+    Copy(ProbeBackend& b, Tensor t, HostTensor& dst, int64_t offset)
+        : b_(b), t_(std::move(t)), dst_(static_cast<float*>(dst.raw())), dst_shape_(dst.shape()),
+          offset_(offset) {}
+    ~Copy() override {
+      if (!done_) --b_.in_flight;
+    }
+    Status wait() override {
+      if (done_) return status_;
+      done_ = true;
+      --b_.in_flight;
+      ++b_.waited;
+      // download into a scratch clip of the destination's shape, then copy the frames over
+      // (the destination's bytes are addressed directly: the HostTensor may have moved)
+      auto scratch = HostTensor::create(DType::kF32, dst_shape_);
+      if (!scratch) return status_ = scratch.take_status();
+      status_ = b_.inner_.download_frames(t_, *scratch, offset_);
+      if (!status_) return status_;
+      const Shape& s = t_.shape;
+      const int64_t frame = s[3] * s[4], plane = s[2] * frame, stride = dst_shape_[2] * frame;
+      for (int64_t i = 0; i < s[0] * s[1]; ++i) {
+        std::memcpy(dst_ + i * stride + offset_ * frame,
+                    scratch->data<float>() + i * stride + offset_ * frame,
+                    static_cast<size_t>(plane) * sizeof(float));
+      }
+      t_ = {};
+      return status_;
+    }
+
+   private:
+    ProbeBackend& b_;
+    Tensor t_;
+    float* dst_;
+    Shape dst_shape_;
+    int64_t offset_;
+    bool done_ = false;
+    Status status_;
+  };
+
+  Backend& inner_;
+};
+
+}  // namespace seedvae::test
