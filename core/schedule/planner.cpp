@@ -278,18 +278,23 @@ class Sim {
   // VaeModel::in_pieces: stage(input, consume) returns its output and releases its input when
   // `consume`. `owned`: x is released once consumed; otherwise someone else holds it (the
   // upload), so only the piece copies are released.
+  // `first_piece` > 0: a first piece of that many frames, then `piece` (default hires_) each.
   template <typename Stage>
-  A in_pieces(const A& x, bool owned, Stage stage) {
-    if (hires_ <= 0 || x.t <= hires_) return stage(x, owned);
+  A in_pieces(const A& x, bool owned, Stage stage, int64_t first_piece = 0, int64_t piece = -1) {
+    const int64_t n = piece < 0 ? hires_ : piece;
+    const bool split = n > 0 && (first_piece > 0 ? x.t > first_piece : x.t > n);
+    if (!split) return stage(x, owned);
     std::vector<A> pieces;
-    for (int64_t b = 0; b < x.t; b += hires_) {
-      pieces.push_back({x.c, std::min<int64_t>(hires_, x.t - b), x.h, x.w});
+    for (int64_t b = 0; b < x.t;) {
+      const int64_t len = b == 0 && first_piece > 0 ? first_piece : n;
+      pieces.push_back({x.c, std::min<int64_t>(len, x.t - b), x.h, x.w});
       alloc(bytes(pieces.back()), "slice_frames");
+      b += len;
     }
     if (owned) release(bytes(x));
     A out;
-    for (const A& piece : pieces) {
-      const A y = stage(piece, true);
+    for (const A& pc : pieces) {
+      const A y = stage(pc, true);
       if (out.t == 0) {
         out = y;
       } else {
@@ -324,28 +329,27 @@ class Sim {
       }
       return in;
     };
-    A h = in_pieces(x, false, [&](A in, bool consume) {
+    auto head = [&](A in, bool consume) {
       A y = causal_conv(in, "encoder.conv_in", ch[0], 3, 3, 1, 1, false);
       if (consume) release(bytes(in));
       for (int l = 0; l < split; ++l) y = down_block(y, l);
       return y;
-    });
-    A n;
-    for (int l = split; l < c.levels(); ++l) {
-      const std::string p = "encoder.down_blocks." + std::to_string(l);
-      for (int j = 0; j < c.layers_per_block; ++j) {
-        n = resnet(h, ch[static_cast<size_t>(l)], p + ".resnets." + std::to_string(j));
-        release(bytes(h));
-        h = n;
-      }
-      if (l < c.levels() - 1) {
-        const bool temporal = c.encoder_temporal_down(l);
-        n = causal_conv(h, p + ".downsamplers.0.conv", ch[static_cast<size_t>(l)], temporal ? 3 : 1,
-                        3, temporal ? 2 : 1, 2, true);
-        release(bytes(h));
-        h = n;
-      }
+    };
+    A h;
+    int next = split;
+    if (hires_ > 0 && split < c.levels() - 1) {  // VaeModel: the first temporal level in pairs
+      const int64_t outer = std::max<int64_t>(2, (hires_ + 1) / 2 * 2);
+      const int64_t first = !started && x.t % 2 == 1 ? 1 : 0;
+      h = in_pieces(
+          x, false,
+          [&](A in, bool consume) { return down_block(in_pieces(in, consume, head), split); },
+          first, outer);
+      next = split + 1;
+    } else {
+      h = in_pieces(x, false, head);
     }
+    A n;
+    for (int l = next; l < c.levels(); ++l) h = down_block(h, l);
     const int64_t top = ch.back();
     n = resnet(h, top, "encoder.mid_block.resnets.0");
     release(bytes(h));

@@ -134,7 +134,7 @@ Result<Tensor> VaeModel::causal_conv(const Tensor& x, const std::string& prefix,
 Status VaeModel::keep_memory(CausalState& state, const std::string& key, Tensor memory) const {
   Tensor& slot = state.memory[key];
   slot = std::move(memory);
-  return last_piece_ ? backend_->offload_hint(slot) : Status::ok();
+  return piece_stage_ ? Status::ok() : backend_->offload_hint(slot);
 }
 
 Result<Tensor> VaeModel::norm_silu(const Tensor& x, const std::string& prefix) const {
@@ -268,20 +268,26 @@ Result<Tensor> VaeModel::encode_chunk(const Tensor& x, CausalState& state) const
   start_stage_clock();
   int first_level = 0;  // levels before the first temporal downsampling run in encoder_head
   while (first_level < c.levels() - 1 && !c.encoder_temporal_down(first_level)) ++first_level;
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, in_pieces(x, [&](Tensor piece) {
-                             return encoder_head(std::move(piece), state);
-                           }));
-  for (int l = first_level; l < c.levels(); ++l) {
-    const std::string p = "encoder.down_blocks." + std::to_string(l);
-    for (int j = 0; j < c.layers_per_block; ++j) {
-      SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, p + ".resnets." + std::to_string(j), state));
-    }
-    if (l < c.levels() - 1) {
-      const bool temporal = c.encoder_temporal_down(l);
-      SEEDVAE_ASSIGN_OR_RETURN(
-          h, causal_conv(h, p + ".downsamplers.0.conv", temporal ? 2 : 1, 2, true, state));
-    }
-    SEEDVAE_TRY(observe(p, h));
+  auto head = [&](Tensor piece) { return encoder_head(std::move(piece), state); };
+  Tensor h;
+  int next_level = first_level;
+  if (hires_chunk_frames_ > 0 && first_level < c.levels() - 1) {
+    // The first temporal level in pieces around the head's: pairs of frames (its stride-2
+    // downsampler makes one frame of each pair, carrying one frame of memory), the first chunk's
+    // extra first frame alone.
+    const int64_t n = hires_chunk_frames_;
+    const int64_t outer = std::max<int64_t>(2, (n + 1) / 2 * 2);
+    const int64_t first = !state.started && x.shape[2] % 2 == 1 ? 1 : 0;
+    SEEDVAE_ASSIGN_OR_RETURN(h, in_pieces(x, [&](Tensor piece) -> Result<Tensor> {
+                               SEEDVAE_ASSIGN_OR_RETURN(Tensor y, in_pieces(std::move(piece), head));
+                               return encoder_level(std::move(y), first_level, state);
+                             }, first, outer));
+    next_level = first_level + 1;
+  } else {
+    SEEDVAE_ASSIGN_OR_RETURN(h, in_pieces(x, head));
+  }
+  for (int l = next_level; l < c.levels(); ++l) {
+    SEEDVAE_ASSIGN_OR_RETURN(h, encoder_level(std::move(h), l, state));
   }
   SEEDVAE_ASSIGN_OR_RETURN(h, mid_block(h, "encoder.mid_block", state));
   SEEDVAE_TRY(observe("encoder.mid_block", h));
@@ -342,6 +348,22 @@ Result<Tensor> VaeModel::up_block(Tensor h, int l, CausalState& state) const {
   return h;
 }
 
+// encoder.down_blocks.<l>: its resnets, then its downsampler (all levels but the last).
+Result<Tensor> VaeModel::encoder_level(Tensor h, int l, CausalState& state) const {
+  const auto& c = config_;
+  const std::string p = "encoder.down_blocks." + std::to_string(l);
+  for (int j = 0; j < c.layers_per_block; ++j) {
+    SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, p + ".resnets." + std::to_string(j), state));
+  }
+  if (l < c.levels() - 1) {
+    const bool temporal = c.encoder_temporal_down(l);
+    SEEDVAE_ASSIGN_OR_RETURN(
+        h, causal_conv(h, p + ".downsamplers.0.conv", temporal ? 2 : 1, 2, true, state));
+  }
+  SEEDVAE_TRY(observe(p, h));
+  return h;
+}
+
 // conv_in and the encoder levels before the first temporal downsampling (all at full frame rate).
 Result<Tensor> VaeModel::encoder_head(Tensor x, CausalState& state) const {
   const auto& c = config_;
@@ -360,25 +382,32 @@ Result<Tensor> VaeModel::encoder_head(Tensor x, CausalState& state) const {
 }
 
 template <typename Stage>
-Result<Tensor> VaeModel::in_pieces(Tensor x, Stage stage) const {
+Result<Tensor> VaeModel::in_pieces(Tensor x, Stage stage, int64_t first_piece,
+                                   int64_t piece) const {
   const int64_t t = x.shape[2];
-  const int64_t n = hires_chunk_frames_;
-  if (n <= 0 || t <= n) return stage(std::move(x));  // x is not held while the stage runs
+  const int64_t n = piece < 0 ? hires_chunk_frames_ : piece;
+  // Chunked upsampling: the stage's memory is read by every piece, so it stays on the device.
+  const bool was_piece_stage = piece_stage_;
+  piece_stage_ = hires_chunk_frames_ > 0;
+  struct Restore {
+    bool& flag;
+    bool value;
+    ~Restore() { flag = value; }
+  } restore{piece_stage_, was_piece_stage};
+  const bool split = n > 0 && (first_piece > 0 ? t > first_piece : t > n);
+  if (!split) return stage(std::move(x));  // x is not held while the stage runs
   // Slice every piece first and drop x, so the whole chunk is not held while the pieces run.
   std::vector<Tensor> pieces;
-  for (int64_t b = 0; b < t; b += n) {
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor piece, backend_->slice_frames(x, b, std::min(t, b + n)));
-    pieces.push_back(std::move(piece));
+  for (int64_t b = 0; b < t;) {
+    const int64_t len = b == 0 && first_piece > 0 ? first_piece : n;
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor p, backend_->slice_frames(x, b, std::min(t, b + len)));
+    pieces.push_back(std::move(p));
+    b += len;
   }
   x = {};
   Tensor out;
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    // the causal memory stored by a piece is read by the next one: only the last piece's may
-    // leave the device (offload_hint)
-    last_piece_ = i + 1 == pieces.size();
-    Result<Tensor> yr = stage(std::move(pieces[i]));
-    last_piece_ = true;
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, std::move(yr));
+  for (Tensor& p : pieces) {
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, stage(std::move(p)));
     if (!out.defined()) {
       out = std::move(y);
     } else {

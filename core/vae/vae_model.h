@@ -71,7 +71,9 @@ class VaeModel {
   // and the two highest resolutions -- the decoder after its last temporal upsampling
   // (up_blocks.2 on), the encoder before its first temporal downsampling (conv_in and
   // down_blocks.0) -- run on pieces of at most this many frames, one after another, with the causal
-  // state carried between pieces. Exact (GroupNorm is per frame, the convolutions are causal in
+  // state carried between pieces. The encoder's first temporal level (down_blocks.1, whose
+  // stride-2 downsampler needs an even number of frames) runs on pieces of max(2, N rounded up to
+  // even) frames around them (a first chunk's odd first frame alone). Exact (GroupNorm is per frame, the convolutions are causal in
   // time); it bounds the largest activations by the piece instead of the chunk. 0 = off.
   void set_hires_chunk_frames(int frames) { hires_chunk_frames_ = frames < 0 ? 0 : frames; }
   int hires_chunk_frames() const { return hires_chunk_frames_; }
@@ -103,11 +105,16 @@ class VaeModel {
   Result<Tensor> encoder_head(Tensor x, CausalState& state) const;
   Result<Tensor> decoder_tail(Tensor h, CausalState& state) const;
   Result<Tensor> up_block(Tensor h, int level, CausalState& state) const;
-  // Runs `stage` on consecutive frame pieces of x (hires_chunk_frames_ each) and concatenates.
+  // Runs `stage` on consecutive frame pieces of x and concatenates: a first piece of
+  // `first_piece` frames if > 0, then `piece` frames each (default hires_chunk_frames_; <= 0 or
+  // >= the frame count: one call on the whole x). While chunked upsampling is on, the stage's
+  // causal memory is read by every piece and is never offered to Backend::offload_hint.
   template <typename Stage>
-  Result<Tensor> in_pieces(Tensor x, Stage stage) const;
-  // Stores a conv's causal memory in `state` and, when this is its last use in the chunk (not in
-  // pieces, or the last piece), hints the backend that it may move it off the device.
+  Result<Tensor> in_pieces(Tensor x, Stage stage, int64_t first_piece = 0,
+                           int64_t piece = -1) const;
+  Result<Tensor> encoder_level(Tensor h, int level, CausalState& state) const;
+  // Stores a conv's causal memory in `state` and, outside the piece stages (whose memory every
+  // piece reads), hints the backend that it may move it off the device until the next chunk.
   Status keep_memory(CausalState& state, const std::string& key, Tensor memory) const;
   Status observe(std::string_view block, const Tensor& t) const;
   void start_stage_clock() const;
@@ -120,7 +127,7 @@ class VaeModel {
   TelemetrySink* telemetry_ = nullptr;
   mutable int64_t chunk_label_ = -1, tile_label_ = -1;
   int hires_chunk_frames_ = 0;
-  mutable bool last_piece_ = true;  // in_pieces(): the running piece is the chunk's last
+  mutable bool piece_stage_ = false;  // inside in_pieces() with chunked upsampling on
   mutable std::chrono::steady_clock::time_point stage_start_;
   mutable int64_t stage_span_ = -1;  // Backend::begin_device_span handle of the running stage
 };

@@ -171,10 +171,11 @@ GPU_TEST(chunked_upsampling_equals_whole_chunk_on_gpu) {
   }
 }
 
-// Chunked upsampling with the causal state offloaded: only the memory a chunk keeps for the next
-// chunk is offloaded (Backend::offload_hint after its last use), so the bytes moved do not depend
-// on the piece size (before, every piece's memory made the round trip), and the output equals the
-// whole chunk's.
+// Chunked upsampling with the causal state offloaded: only the memory of the whole-chunk stages
+// is offloaded, once per chunk (Backend::offload_hint after its last use; the piece stages' memory
+// is read by every piece and stays), so the bytes moved are fewer than without pieces and the
+// same for every piece size (before, every piece's memory made the round trip), and the output
+// equals the whole chunk's.
 GPU_TEST(offloaded_state_moves_once_per_chunk_with_pieces) {
   const Reference& ref = reference();
   CudaOptions o;
@@ -193,6 +194,7 @@ GPU_TEST(offloaded_state_moves_once_per_chunk_with_pieces) {
   CHECK(dec.is_ok() && enc.is_ok());
   const int64_t whole_bytes = moved() - m0;
   CHECK(whole_bytes > 0);
+  int64_t piece_bytes = -1;
   for (int pieces : {1, 2}) {
     m->set_hires_chunk_frames(pieces);
     m0 = moved();
@@ -201,14 +203,15 @@ GPU_TEST(offloaded_state_moves_once_per_chunk_with_pieces) {
     CHECK(d.is_ok() && e.is_ok());
     if (!d || !e || !dec || !enc) continue;
     const int64_t bytes = moved() - m0;
-    CHECK_MSG(bytes == whole_bytes, "pieces of " + std::to_string(pieces) + ": " +
-                                        std::to_string(bytes) + " bytes offloaded vs " +
-                                        std::to_string(whole_bytes) + " without pieces");
+    CHECK_MSG(bytes > 0 && bytes < whole_bytes && (piece_bytes < 0 || bytes == piece_bytes),
+              "pieces of " + std::to_string(pieces) + ": " + std::to_string(bytes) +
+                  " bytes offloaded vs " + std::to_string(whole_bytes) + " without pieces");
+    piece_bytes = bytes;
     auto dd = compare(*d, *dec);
     auto de = compare(*e, *enc);
     CHECK(dd.is_ok() && de.is_ok() && dd->max_abs <= 1e-4 && de->max_abs <= 1e-4);
-    std::printf("    offload + pieces of %d: %lld bytes moved (same as whole chunks)\n", pieces,
-                static_cast<long long>(bytes));
+    std::printf("    offload + pieces of %d: %lld bytes moved (whole chunks: %lld)\n", pieces,
+                static_cast<long long>(bytes), static_cast<long long>(whole_bytes));
   }
 }
 
