@@ -44,11 +44,10 @@ struct ParkedState {
   }
 };
 
-// Parked on the host in the backend's activation dtype: lossless (the values are of that dtype)
-// and half the host memory for fp16/bf16 backends.
-// park() through a CopyPipeline: the state's downloads join the step being built and the
-// conversion to `dtype` runs when that step is finished (before the state is unparked, which is
-// at least one chunk later: the scheduler drains the pipeline at the end of every chunk).
+// Moves a tile's causal state to the host through `pipe`: its downloads join the step being built,
+// and convert_parked() turns it into the backend's activation dtype (lossless, half the host
+// memory for fp16/bf16) when that step is finished -- before the state is unparked, at least one
+// chunk later, since the scheduler drains the pipeline at the end of every chunk.
 Status park_async(CopyPipeline& pipe, CausalState& state, ParkedState& parked) {
   parked.started = state.started;
   parked.memory.clear();
