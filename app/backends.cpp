@@ -58,6 +58,7 @@ Result<std::unique_ptr<Backend>> make_backend(const BackendRequest& r) {
     o.fuse_bias = r.fuse_bias;
     o.offload_state = r.offload_state;
     o.offload_window_mib = r.offload_window_mib;
+    o.cuda_graphs = r.cuda_graphs;
     o.workspace_mib = r.cudnn_workspace_mib;
     return gpu::create_cuda_backend(o);
 #else

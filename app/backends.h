@@ -29,6 +29,7 @@ struct BackendRequest {
   bool fuse_bias = true;
   bool offload_state = false;  // causal state in pinned host memory between chunks
   int offload_window_mib = 1024;  // at most this much of it prefetched back ahead of use
+  bool cuda_graphs = false;  // record a chunk once, replay it for later chunks (VaeModel)
   int cudnn_workspace_mib = 512;
 };
 

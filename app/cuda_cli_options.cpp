@@ -47,6 +47,11 @@ void add_backend_options(CLI::App* cmd, BackendRequest& r) {
                   "ahead of use (MiB, default 1024); larger prefetches earlier, smaller saves more")
       ->check(CLI::Range(0, 1 << 20))
       ->group(g);
+  cmd->add_flag("--cuda-graphs", r.cuda_graphs,
+                "record each chunk's GPU work once per chunk shape and replay it for later chunks "
+                "(one launch instead of ~250); needs the state on the device (not with "
+                "--offload-state)")
+      ->group(g);
   cmd->add_option("--cudnn-workspace-mib", r.cudnn_workspace_mib,
                   "cuDNN workspace limit per convolution (MiB, default 512)")
       ->check(CLI::Range(0, 1 << 20))

@@ -36,33 +36,74 @@ std::string format_bytes(int64_t bytes) {
 }
 
 DeviceBlock::~DeviceBlock() {
-  if (owner) owner->give_back(ptr, capacity, bytes);
+  if (owner) {
+    owner->give_back(*this);
+  } else if (free_after != nullptr) {
+    cudaEventDestroy(free_after);
+  }
 }
 
-DeviceAllocator::~DeviceAllocator() { release_cached(); }
+void* DeviceAllocator::take_cached(FreeList& list, FreeList::iterator it) {
+  // Prefer a block of the same capacity that is free already: a wait on a pending copy stalls the
+  // compute stream.
+  for (auto j = it; j != list.end() && j->first == it->first; ++j) {
+    if (j->second.ready == nullptr) {
+      it = j;
+      break;
+    }
+    if (cudaEventQuery(j->second.ready) == cudaSuccess) {
+      cudaEventDestroy(j->second.ready);
+      j->second.ready = nullptr;
+      it = j;
+      break;
+    }
+    cudaGetLastError();  // cudaErrorNotReady is not an error
+  }
+  Cached c = it->second;
+  list.erase(it);
+  if (c.ready != nullptr) {
+    // Stream-ordered free: the compute stream's later work waits for the other stream's use.
+    // Should the wait fail to queue, waiting here on the host keeps the reuse safe.
+    if (cudaStreamWaitEvent(stream_, c.ready, 0) != cudaSuccess) {
+      cudaGetLastError();
+      cudaEventSynchronize(c.ready);
+    }
+    cudaEventDestroy(c.ready);
+    ++stats_.stream_waits;
+  }
+  return c.ptr;
+}
+
+DeviceAllocator::~DeviceAllocator() {
+  release_cached();
+  release_graph_pool();
+}
 
 Result<BlockPtr> DeviceAllocator::allocate(size_t bytes, std::string_view what) {
   auto block = std::make_shared<DeviceBlock>();
   block->bytes = bytes;
   if (bytes == 0) return block;  // no owner: nothing to give back
-  const size_t cap = caching_ ? round_size(bytes) : bytes;
+  // The captures' pool always caches: its memory must outlive the capture for the replays.
+  const bool caching = caching_ || in_graph_pool_;
+  FreeList& list = in_graph_pool_ ? graph_free_ : free_;
+  const size_t cap = caching ? round_size(bytes) : bytes;
   void* ptr = nullptr;
   size_t got = cap;
-  if (caching_) {
-    auto it = free_.lower_bound(cap);
+  if (caching) {
+    auto it = list.lower_bound(cap);
     // Large blocks may serve requests up to 1/4 smaller (e.g. the first chunk's 5+2-frame
     // tensors serve later chunks' 4+2-frame ones), small ones up to half.
     const size_t slack = cap <= kSmall ? cap : cap / 4;
-    if (it != free_.end() && it->first <= cap + slack) {
-      ptr = it->second;
+    if (it != list.end() && it->first <= cap + slack) {
       got = it->first;
-      free_.erase(it);
+      ptr = take_cached(list, it);
       ++stats_.cache_hits;
     }
   }
   if (ptr == nullptr) {
     cudaError_t err = cudaMalloc(&ptr, cap);
-    if (err == cudaErrorMemoryAllocation && caching_ && !free_.empty()) {
+    // (no release-and-retry while capturing: cudaFree is not allowed then)
+    if (err == cudaErrorMemoryAllocation && caching_ && !in_graph_pool_ && !free_.empty()) {
       cudaGetLastError();
       release_cached();
       err = cudaMalloc(&ptr, cap);
@@ -83,23 +124,40 @@ Result<BlockPtr> DeviceAllocator::allocate(size_t bytes, std::string_view what) 
       return cuda_status(err, "cudaMalloc for " + std::string(what));
     }
     ++stats_.driver_allocs;
+    if (in_graph_pool_) graph_reserved_ += static_cast<int64_t>(cap);
     stats_.reserved_bytes += static_cast<int64_t>(cap);
     stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
   }
   block->ptr = ptr;
   block->capacity = got;
+  block->graph_pool = in_graph_pool_;
   block->owner = shared_from_this();
   stats_.live_bytes += static_cast<int64_t>(bytes);
   stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, stats_.live_bytes);
   return block;
 }
 
-void DeviceAllocator::give_back(void* ptr, size_t capacity, size_t bytes) {
-  stats_.live_bytes -= static_cast<int64_t>(bytes);
-  if (ptr == nullptr) return;
+void DeviceAllocator::give_back(const DeviceBlock& b) {
+  void* ptr = b.ptr;
+  const size_t capacity = b.capacity;
+  CUevent_st* ready = b.free_after;
+  stats_.live_bytes -= static_cast<int64_t>(b.bytes);
+  if (ptr == nullptr) {
+    if (ready != nullptr) cudaEventDestroy(ready);
+    return;
+  }
+  if (b.graph_pool) {
+    graph_free_.emplace(capacity, Cached{ptr, ready});
+    return;
+  }
+  if (in_graph_pool_) ++eager_frees_in_capture_;
   if (caching_) {
-    free_.emplace(capacity, ptr);
+    free_.emplace(capacity, Cached{ptr, ready});
   } else {
+    if (ready != nullptr) {  // plain cudaMalloc/cudaFree: the other stream's use must end first
+      cudaEventSynchronize(ready);
+      cudaEventDestroy(ready);
+    }
     cudaFree(ptr);
     stats_.reserved_bytes -= static_cast<int64_t>(capacity);
   }
@@ -109,11 +167,45 @@ void DeviceAllocator::release_cached() {
   if (free_.empty()) return;
   // Work queued on the stream may still use freed blocks' memory only if it was freed while in
   // flight; the backend frees blocks in stream order, and cudaFree itself synchronises the device.
-  for (auto& [cap, p] : free_) {
-    cudaFree(p);
+  // Blocks freed in stream order wait for their other stream's use first.
+  for (auto& [cap, c] : free_) {
+    if (c.ready != nullptr) {
+      cudaEventSynchronize(c.ready);
+      cudaEventDestroy(c.ready);
+    }
+    cudaFree(c.ptr);
     stats_.reserved_bytes -= static_cast<int64_t>(cap);
   }
   free_.clear();
+}
+
+void DeviceAllocator::begin_graph_pool() {
+  in_graph_pool_ = true;
+  eager_frees_in_capture_ = 0;
+}
+
+int64_t DeviceAllocator::end_graph_pool() {
+  in_graph_pool_ = false;
+  return eager_frees_in_capture_;
+}
+
+void DeviceAllocator::note_graph_replay() {
+  int64_t idle = 0;
+  for (const auto& [cap, c] : graph_free_) idle += static_cast<int64_t>(cap);
+  stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, stats_.live_bytes + idle);
+}
+
+void DeviceAllocator::release_graph_pool() {
+  for (auto& [cap, c] : graph_free_) {
+    if (c.ready != nullptr) {
+      cudaEventSynchronize(c.ready);
+      cudaEventDestroy(c.ready);
+    }
+    cudaFree(c.ptr);
+    stats_.reserved_bytes -= static_cast<int64_t>(cap);
+    graph_reserved_ -= static_cast<int64_t>(cap);
+  }
+  graph_free_.clear();
 }
 
 }  // namespace seedvae::gpu

@@ -4,7 +4,11 @@
 // Caching: freed blocks go to a size-ordered free list and are handed out again to requests of the
 // same size class (sizes are rounded up to 512 B below 1 MiB and to 2 MiB above; a cached block is
 // reused for a request when the request is at most 1/4 smaller). Everything runs on the one stream of the
-// owning thread, so a block freed here may be reused by the next launch without events. When
+// owning thread, so a block freed here may be reused by the next launch without events. A block
+// whose last use is on another stream (an offloaded causal-state slice still being copied to the
+// host) is freed in stream order instead: it carries that use's event (`DeviceBlock::free_after`),
+// and the request that reuses it makes the compute stream wait for the event — what PyTorch's
+// record_stream gives, without holding the memory until the host sees the copy finish. When
 // cudaMalloc fails, every cached block is returned to the driver and the allocation retried once;
 // if it still fails the caller gets an out-of-memory Status naming what was being allocated.
 //
@@ -21,6 +25,10 @@
 
 #include "core/base/status.h"
 
+// cudaStream_t and cudaEvent_t, without the CUDA headers in this one.
+struct CUstream_st;
+struct CUevent_st;
+
 namespace seedvae::gpu {
 
 class DeviceAllocator;
@@ -34,6 +42,11 @@ struct DeviceBlock {
   // The backend's in-place causal padding writes the frames before a tensor's data into spare room
   // at the start of its block; set once that room is taken so it is never written twice.
   bool headroom_claimed = false;
+  // An event recorded after this block's last use on a stream other than the compute stream; the
+  // block goes back to the allocator with it (stream-ordered free). Owned: destroyed by the
+  // allocator.
+  CUevent_st* free_after = nullptr;
+  bool graph_pool = false;  // from the pool of CUDA-graph captures (see DeviceAllocator)
 
   DeviceBlock() = default;
   DeviceBlock(const DeviceBlock&) = delete;
@@ -49,19 +62,35 @@ struct AllocatorStats {
   int64_t peak_reserved_bytes = 0;
   int64_t driver_allocs = 0;  // cudaMalloc calls
   int64_t cache_hits = 0;
+  int64_t stream_waits = 0;  // reuses of a block whose other-stream use had not finished yet
 };
 
 class DeviceAllocator : public std::enable_shared_from_this<DeviceAllocator> {
  public:
-  explicit DeviceAllocator(bool caching) : caching_(caching) {}
+  // `stream`: the compute stream; a reused block's pending `free_after` event is waited for there.
+  DeviceAllocator(bool caching, CUstream_st* stream) : caching_(caching), stream_(stream) {}
   ~DeviceAllocator();
   DeviceAllocator(const DeviceAllocator&) = delete;
   DeviceAllocator& operator=(const DeviceAllocator&) = delete;
 
   // `what` names the allocation in an out-of-memory message ("conv3d output [1, 128, 4, ...]").
   Result<BlockPtr> allocate(size_t bytes, std::string_view what);
-  // Returns every cached (unused) block to the driver.
+  // Returns every cached (unused) block of the eager pool to the driver.
   void release_cached();
+
+  // CUDA graphs: between begin_graph_pool() and end_graph_pool() (a stream capture) requests are
+  // served from a second pool that only captures use, so the addresses a graph records are never
+  // handed to a tensor outside a capture and replays overwrite nothing else. Blocks of that pool
+  // go back to it when freed (also after the capture) and stay reserved until
+  // release_graph_pool(), called once no graph exists. end_graph_pool() returns how many eager
+  // blocks were freed during the capture: a graph that released such memory would write it again
+  // on every replay, so the backend discards it.
+  void begin_graph_pool();
+  int64_t end_graph_pool();
+  void release_graph_pool();
+  int64_t graph_pool_bytes() const { return graph_reserved_; }
+  // A replay uses every block of the captures' pool: counts the idle ones as live for the peak.
+  void note_graph_replay();
   bool caching() const { return caching_; }
 
   AllocatorStats stats() const { return stats_; }
@@ -72,10 +101,23 @@ class DeviceAllocator : public std::enable_shared_from_this<DeviceAllocator> {
 
  private:
   friend struct DeviceBlock;
-  void give_back(void* ptr, size_t capacity, size_t bytes);
+  struct Cached {
+    void* ptr = nullptr;
+    CUevent_st* ready = nullptr;  // pending other-stream use (null: free now)
+  };
+  using FreeList = std::multimap<size_t, Cached>;  // capacity -> block
+  void give_back(const DeviceBlock& block);
+  // Takes the cached block at `it` of `list` (of the range of equal capacity starting there, one
+  // whose event has completed if any), making the compute stream wait for a pending event.
+  void* take_cached(FreeList& list, FreeList::iterator it);
 
   bool caching_;
-  std::multimap<size_t, void*> free_;  // capacity -> pointer
+  CUstream_st* stream_;
+  FreeList free_;
+  FreeList graph_free_;  // the captures' pool
+  bool in_graph_pool_ = false;
+  int64_t eager_frees_in_capture_ = 0;
+  int64_t graph_reserved_ = 0;
   AllocatorStats stats_;
 };
 

@@ -67,6 +67,7 @@ std::string describe_options(const CudaOptions& o) {
   s += o.buffer_reuse ? ", buffer reuse" : ", fresh buffers";
   s += o.fuse_bias ? ", fused bias" : ", separate bias pass";
   if (o.offload_state) s += ", causal state offloaded to host";
+  if (o.cuda_graphs) s += ", CUDA graphs";
   return s;
 }
 
@@ -76,6 +77,12 @@ Status validate_options(const CudaOptions& o) {
   if (o.max_conv_elements < 0) return invalid_argument("max_conv_elements must be >= 0");
   if (o.offload_window_mib < 0 || o.offload_min_bytes < 0) {
     return invalid_argument("the offload window and threshold must be >= 0");
+  }
+  if (o.cuda_graphs && o.offload_state) {
+    return invalid_argument(
+        "CUDA graphs need the causal state on the device: a graph replays fixed addresses, and "
+        "--offload-state moves the state to the host and back between chunks (use one or the "
+        "other)");
   }
   // buffer_reuse with NCDHW is accepted (it is the default) but has no effect: in NCDHW a
   // tensor's frames are not contiguous, so there are no spare frames to pad into.
@@ -296,7 +303,7 @@ class CudaBackend final : public Backend {
       b->h2d_stream_ = h2d;
       b->pinned_pool_ = std::make_shared<PinnedPool>();
     }
-    b->alloc_ = std::make_shared<DeviceAllocator>(o.caching_allocator);
+    b->alloc_ = std::make_shared<DeviceAllocator>(o.caching_allocator, s);
     SEEDVAE_ASSIGN_OR_RETURN(b->gemm_, Gemm::create(s, b->alloc_));
     int driver = 0;
     cudaDriverGetVersion(&driver);
@@ -331,8 +338,8 @@ class CudaBackend final : public Backend {
     if (d2h_stream_) cudaStreamSynchronize(d2h_stream_);
     if (h2d_stream_) cudaStreamSynchronize(h2d_stream_);
     if (copy_out_stream_) cudaStreamSynchronize(copy_out_stream_);
-    for (auto& [blk, ev] : pending_d2h_) cudaEventDestroy(ev);
-    pending_d2h_.clear();
+    for (auto& [id, exec] : graphs_) cudaGraphExecDestroy(exec);
+    graphs_.clear();
     if (chunk_start_) cudaEventDestroy(chunk_start_);
     if (chunk_end_) cudaEventDestroy(chunk_end_);
     for (SpanSlot& sl : spans_) {
@@ -365,6 +372,7 @@ class CudaBackend final : public Backend {
     r.peak_reserved_bytes = a.peak_reserved_bytes;
     r.driver_allocs = a.driver_allocs;
     r.cache_hits = a.cache_hits;
+    r.stream_waits = a.stream_waits;
     const ConvAlgoStats c = conv_->stats();
     r.conv_searched = c.searched;
     r.conv_heuristic = c.heuristic;
@@ -383,6 +391,11 @@ class CudaBackend final : public Backend {
     r.device_ms = device_ms_;
     r.upload_bytes = upload_bytes_;
     r.async_downloads = async_downloads_;
+    r.graphs_captured = graphs_captured_;
+    r.graphs_discarded = graphs_discarded_;
+    r.graph_launches = graph_launches_;
+    r.graph_pool_bytes = alloc_->graph_pool_bytes();
+    r.graph_discard_reason = graph_discard_reason_;
     r.download_bytes = download_bytes_;
     return r;
   }
@@ -1208,6 +1221,108 @@ class CudaBackend final : public Backend {
     return y;
   }
 
+  Status copy_frames_into(Tensor& dst, int64_t dst_frame, const Tensor& src, int64_t src_frame,
+                          int64_t count) override {
+    constexpr std::string_view op = "copy_frames_into";
+    SEEDVAE_TRY(check_thread(op));
+    SEEDVAE_TRY(check_frame_copy(dst.shape, dst_frame, src.shape, src_frame, count));
+    SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * ds, activation_of(dst, op, "destination"));
+    SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * ss, activation_of(src, op, "source"));
+    if (ds->layout != ss->layout) {
+      return invalid_argument("copy_frames_into: source and destination differ in layout");
+    }
+    return copy_frames(dst, dst_frame, src, src_frame, count,
+                       "copy_frames_into " + str(src.shape) + " -> " + str(dst.shape));
+  }
+
+  // ---- CUDA graphs ---------------------------------------------------------------------------
+  // A capture records the compute stream's work (relaxed mode: the captures' pool may still
+  // cudaMalloc). Everything a chunk does is on that stream; the ops never synchronise.
+
+  bool graphs_enabled() const override { return opt_.cuda_graphs; }
+
+  Status begin_capture() override {
+    SEEDVAE_TRY(check_thread("begin_capture"));
+    if (!opt_.cuda_graphs) return unsupported("CUDA graphs are off (--cuda-graphs)");
+    if (capturing_) return internal_error("begin_capture: a capture is already running");
+    // The eager pool's idle blocks go back to the driver first (this waits for queued work), so
+    // the captures' pool reuses that memory instead of adding to it.
+    SEEDVAE_CUDA_TRY(cudaStreamSynchronize(stream_), "begin_capture");
+    alloc_->release_cached();
+    cudaGetLastError();
+    SEEDVAE_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed),
+                     "cudaStreamBeginCapture");
+    alloc_->begin_graph_pool();
+    capturing_ = true;
+    return Status::ok();
+  }
+
+  Result<int64_t> end_capture(bool keep) override {
+    SEEDVAE_TRY(check_thread("end_capture"));
+    if (!capturing_) return internal_error("end_capture without begin_capture");
+    capturing_ = false;
+    const int64_t eager_frees = alloc_->end_graph_pool();
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    cudaGetLastError();  // a capture invalidated by an illegal call reports it here
+    std::string why;
+    if (ended != cudaSuccess || graph == nullptr) {
+      why = std::string("the capture failed (") + cudaGetErrorString(ended) + ")";
+    } else if (!keep) {
+      why = "the recorded chunk failed";
+    } else if (eager_frees > 0) {
+      why = "the chunk freed " + std::to_string(eager_frees) +
+            " blocks allocated outside the capture, which every replay would write again";
+    }
+    cudaGraphExec_t exec = nullptr;
+    if (why.empty()) {
+      const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+      if (inst != cudaSuccess) {
+        cudaGetLastError();
+        exec = nullptr;
+        why = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(inst);
+      }
+    }
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (!why.empty()) {
+      ++graphs_discarded_;
+      graph_discard_reason_ = why;
+      if (graphs_.empty()) alloc_->release_graph_pool();
+      return unsupported("CUDA graph discarded: " + why);
+    }
+    const int64_t id = next_graph_id_++;
+    graphs_.emplace(id, exec);
+    ++graphs_captured_;
+    return id;
+  }
+
+  Status launch_graph(int64_t id) override {
+    SEEDVAE_TRY(check_thread("launch_graph"));
+    auto it = graphs_.find(id);
+    if (it == graphs_.end()) return internal_error("launch_graph: no graph " + std::to_string(id));
+    SEEDVAE_CUDA_TRY(cudaGraphLaunch(it->second, stream_), "cudaGraphLaunch");
+    alloc_->note_graph_replay();
+    ++graph_launches_;
+    return Status::ok();
+  }
+
+  void release_graph(int64_t id) override {
+    auto it = graphs_.find(id);
+    if (it == graphs_.end()) return;
+    cudaStreamSynchronize(stream_);  // a launch in flight still uses it
+    cudaGraphExecDestroy(it->second);
+    graphs_.erase(it);
+    // The last graph gone: its pool goes back too (blocks still held by tensors return to the
+    // pool when dropped and are released with the allocator).
+    if (graphs_.empty() && !capturing_) alloc_->release_graph_pool();
+  }
+
+  uintptr_t address_of(const Tensor& t) const override {
+    auto* s = dynamic_cast<CudaStorage*>(t.storage.get());
+    if (s == nullptr || !s->block) return Backend::address_of(t);
+    return reinterpret_cast<uintptr_t>(s->ptr());
+  }
+
   // ---- synchronisation and telemetry -------------------------------------------------------
 
   Status synchronize() override {
@@ -1409,7 +1524,11 @@ class CudaBackend final : public Backend {
     SEEDVAE_CUDA_TRY(cudaEventRecord(hc->d2h_done, d2h_stream_), what);
     SEEDVAE_CUDA_TRY(cudaEventCreateWithFlags(&pend, cudaEventDisableTiming), what);
     SEEDVAE_CUDA_TRY(cudaEventRecord(pend, d2h_stream_), what);
-    pending_d2h_.emplace_back(std::move(st->block), pend);  // freed once the copy is done
+    // Freed in stream order: the block goes back to the allocator now, and whoever reuses it on
+    // the compute stream waits for this copy (allocator.h). Holding it until the host saw the copy
+    // finish kept a chunk's worth of state alive, since the host runs a chunk ahead.
+    if (st->block->free_after != nullptr) cudaEventDestroy(st->block->free_after);
+    st->block->free_after = pend;
     st->block = nullptr;
     st->offset = 0;
     st->head_frames = 0;
@@ -1450,16 +1569,6 @@ class CudaBackend final : public Backend {
   }
 
   void pump() {
-    for (size_t i = 0; i < pending_d2h_.size();) {
-      if (cudaEventQuery(pending_d2h_[i].second) == cudaSuccess) {
-        cudaEventDestroy(pending_d2h_[i].second);
-        pending_d2h_[i] = std::move(pending_d2h_.back());
-        pending_d2h_.pop_back();
-      } else {
-        cudaGetLastError();  // cudaErrorNotReady is not an error
-        ++i;
-      }
-    }
     while (!offloaded_.empty()) {
       auto sp = offloaded_.front().lock();
       if (sp && sp->host && !sp->host->consumed) break;
@@ -1772,7 +1881,6 @@ class CudaBackend final : public Backend {
   int64_t async_downloads_ = 0;
   std::shared_ptr<PinnedPool> pinned_pool_;
   std::deque<std::weak_ptr<CudaStorage>> offloaded_;
-  std::vector<std::pair<BlockPtr, cudaEvent_t>> pending_d2h_;
   int64_t offloaded_bytes_ = 0, prefetched_bytes_ = 0, offload_stalls_ = 0;
   double upload_ms_ = 0, download_ms_ = 0, download_alloc_ms_ = 0, device_ms_ = 0;
   cudaEvent_t chunk_start_ = nullptr, chunk_end_ = nullptr;
@@ -1783,6 +1891,10 @@ class CudaBackend final : public Backend {
   cudaEvent_t pinned_ev_[2] = {nullptr, nullptr};
   int64_t upload_bytes_ = 0, download_bytes_ = 0;
   std::string attention_kernel_;
+  bool capturing_ = false;
+  std::map<int64_t, cudaGraphExec_t> graphs_;
+  int64_t next_graph_id_ = 0, graphs_captured_ = 0, graphs_discarded_ = 0, graph_launches_ = 0;
+  std::string graph_discard_reason_;
 };
 
 Status AsyncDownload::wait() {

@@ -86,6 +86,10 @@ struct CudaOptions {
   bool offload_state = false;
   int offload_window_mib = 1024;
   int64_t offload_min_bytes = int64_t{16} << 20;
+  // CUDA graphs: VaeModel records a chunk's work once per chunk shape and state addresses and
+  // replays it for later chunks (one launch instead of ~250). Needs the state on the device
+  // (refused with offload_state); chunks with block observers run without.
+  bool cuda_graphs = false;
   // cuDNN workspace limit per convolution.
   int workspace_mib = 512;
   // Testing: largest element count per cuDNN call (0: 2^31 - 1), to exercise temporal splitting.
@@ -109,6 +113,7 @@ struct CudaBackendReport {
   int64_t live_bytes = 0, peak_live_bytes = 0;
   int64_t reserved_bytes = 0, peak_reserved_bytes = 0;
   int64_t driver_allocs = 0, cache_hits = 0;
+  int64_t stream_waits = 0;  // reused blocks freed in stream order whose copy was still running
   int64_t conv_searched = 0, conv_heuristic = 0, conv_cache_loaded = 0;
   std::string autotune_cache_file;
   int64_t fused_attention_calls = 0, materialised_attention_calls = 0;
@@ -122,6 +127,9 @@ struct CudaBackendReport {
   int64_t offloaded_bytes = 0, prefetched_bytes = 0, offload_stalls = 0, pinned_bytes = 0;
   int64_t upload_bytes = 0, download_bytes = 0;
   int64_t async_downloads = 0;  // download_frames_async calls (async tiles)
+  // CUDA graphs: recordings kept, recordings discarded, launches, and the captures' memory pool.
+  int64_t graphs_captured = 0, graphs_discarded = 0, graph_launches = 0, graph_pool_bytes = 0;
+  std::string graph_discard_reason;  // the last one
 };
 std::optional<CudaBackendReport> cuda_backend_report(const Backend& backend);
 

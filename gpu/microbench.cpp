@@ -51,7 +51,7 @@ Result<DeviceRates> measure_device_rates(int device) {
   cudaStream_t s = nullptr, s2 = nullptr;
   SEEDVAE_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
   SEEDVAE_CUDA_TRY(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), "stream");
-  auto alloc = std::make_shared<DeviceAllocator>(true);
+  auto alloc = std::make_shared<DeviceAllocator>(true, s);
   {
     SEEDVAE_ASSIGN_OR_RETURN(auto gemm, Gemm::create(s, alloc));
     constexpr int64_t n = 8192;

@@ -18,7 +18,8 @@
 # plus the default row), HIRES_VARIANTS ('|'-separated --hires-chunk arguments, default
 # "1|2|1 --offload-state|2 --offload-state"), HIRES_VERIFY (0: skip the fp32 pieces golden
 # check), HIRES_512_CHUNKS (default "0 2"; "" for none), BENCH_VARIANT (bench options for a
-# second run of each bench size, e.g. "--no-async-tiles").
+# second run of each bench size, e.g. "--no-async-tiles"), VERIFY_PRECISIONS (default
+# "fp32 bf16 fp16 tf32").
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -34,7 +35,7 @@ if [ "${1:-}" = "dist" ]; then
   mkdir -p "$DIST/bin" "$DIST/lib" "$DIST/golden/real" "$DIST/golden/tiny"
   # DIST_CLI=0 leaves out the CLI (4.7 MB, only the `cli` phase needs it): with the repository's
   # ~20 MB of tracked files the full dist (~49 MB) exceeds the device tool's 64 MiB carry limit.
-  bins="gpu/seedvae_gpu_bench gpu/tests/test_gpu_backend_ops gpu/tests/test_gpu_model gpu/tests/test_gpu_telemetry"
+  bins="gpu/seedvae_gpu_bench gpu/tests/test_gpu_backend_ops gpu/tests/test_gpu_model gpu/tests/test_gpu_telemetry gpu/tests/test_gpu_allocator"
   [ "${DIST_CLI:-1}" = 0 ] || bins="app/seedvae $bins"
   for b in $bins; do
     [ -f "$BUILD/$b" ] && strip -o "$DIST/bin/$(basename "$b")" "$BUILD/$b"
@@ -120,14 +121,21 @@ if phase tests; then
   grep -E "^(FAIL|PASS|SKIP)|passed,|FAILED" "$LOGS/test_model.log" | head -30
   step test_telemetry 120 "$BIN/test_gpu_telemetry"
   grep -E "^(FAIL|PASS|SKIP)|passed,|FAILED" "$LOGS/test_telemetry.log" | head -30
+  step test_allocator 60 "$BIN/test_gpu_allocator"
+  grep -E "^(FAIL|PASS|SKIP)|passed,|FAILED" "$LOGS/test_allocator.log" | head -10
 fi
 
 if phase verify; then
-  for p in fp32 bf16 fp16 tf32; do
+  for p in ${VERIFY_PRECISIONS:-fp32 bf16 fp16 tf32}; do
     step "verify_$p" 180 "$BIN/seedvae_gpu_bench" verify --reference "$GOLDEN" --precision "$p" \
       --json "$WORK/verify_$p.json"
     grep -E "^verify|FAIL" "$LOGS/verify_$p.log" | head -8
   done
+  # CUDA graphs record whole chunks, so the golden check runs without intermediates (observers
+  # turn graphs off)
+  step verify_fp32_graphs 180 "$BIN/seedvae_gpu_bench" verify --reference "$GOLDEN" --precision fp32 \
+    --cuda-graphs --no-intermediates --json "$WORK/verify_fp32_graphs.json"
+  grep -E "^verify|FAIL" "$LOGS/verify_fp32_graphs.log" | head -8
 fi
 
 if phase bench; then

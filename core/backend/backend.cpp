@@ -68,4 +68,35 @@ Result<std::unique_ptr<PendingCopy>> Backend::download_frames_async(const Tensor
   return std::unique_ptr<PendingCopy>(std::make_unique<FinishedCopy>());
 }
 
+Status Backend::copy_frames_into(Tensor& dst, int64_t dst_frame, const Tensor& src,
+                                 int64_t src_frame, int64_t count) {
+  (void)dst, (void)dst_frame, (void)src, (void)src_frame, (void)count;
+  return unsupported(name() + " cannot copy frames in place");
+}
+
+Status Backend::begin_capture() { return unsupported(name() + " does not record graphs"); }
+
+Result<int64_t> Backend::end_capture(bool keep) {
+  (void)keep;
+  return unsupported(name() + " does not record graphs");
+}
+
+Status Backend::launch_graph(int64_t id) {
+  (void)id;
+  return unsupported(name() + " does not record graphs");
+}
+
+Status check_frame_copy(const Shape& dst, int64_t dst_frame, const Shape& src, int64_t src_frame,
+                        int64_t count) {
+  const bool same_rest = dst.rank() == 5 && src.rank() == 5 && dst[0] == src[0] &&
+                         dst[1] == src[1] && dst[3] == src[3] && dst[4] == src[4];
+  if (!same_rest || count < 0 || dst_frame < 0 || src_frame < 0 || dst_frame + count > dst[2] ||
+      src_frame + count > src[2]) {
+    return invalid_argument("copy_frames_into: frames [" + std::to_string(src_frame) + ", +" +
+                            std::to_string(count) + ") of " + src.to_string() + " do not fit at " +
+                            std::to_string(dst_frame) + " of " + dst.to_string());
+  }
+  return Status::ok();
+}
+
 }  // namespace seedvae

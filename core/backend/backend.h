@@ -86,6 +86,9 @@ Status check_download_frames(const Shape& src, const HostTensor& dst, int64_t fr
 // Validates Backend::depth_to_space's arguments for a rank-5 input and returns its output shape
 // (shared by every backend, so all refuse the same inputs with the same message).
 Result<Shape> depth_to_space_shape(const Shape& x, int temporal_factor, bool drop_frame_1);
+// Validates Backend::copy_frames_into's shapes and ranges (shared by every backend).
+Status check_frame_copy(const Shape& dst, int64_t dst_frame, const Shape& src, int64_t src_frame,
+                        int64_t count);
 
 class Backend {
  public:
@@ -128,6 +131,12 @@ class Backend {
   virtual Result<Tensor> causal_pad(const Tensor& x, const Tensor* memory, int frames) = 0;
   // Frames [begin, end) of x (a copy).
   virtual Result<Tensor> slice_frames(const Tensor& x, int64_t begin, int64_t end) = 0;
+  // Copies frames [src_frame, src_frame + count) of src into frames [dst_frame, +count) of dst,
+  // in place (same N, C, H, W; dst and src may be one tensor if the ranges do not overlap).
+  // VaeModel updates causal state with it when chunks run as graphs, so the state keeps its
+  // memory addresses. The default refuses (a backend without graphs needs it nowhere).
+  virtual Status copy_frames_into(Tensor& dst, int64_t dst_frame, const Tensor& src,
+                                  int64_t src_frame, int64_t count);
   // [a, b] along T (same N, C, H, W).
   virtual Result<Tensor> concat_frames(const Tensor& a, const Tensor& b) = 0;
   // Per-frame GroupNorm with affine gamma/beta [C], optionally followed by SiLU.
@@ -152,6 +161,28 @@ class Backend {
   virtual Status offload_hint(const Tensor& t) {
     (void)t;
     return Status::ok();
+  }
+
+  // ---- graphs: record a chunk's queued work once, replay it for later chunks ----------------
+  // True when the backend records and replays work and the user enabled it (the CUDA backend
+  // with CudaOptions::cuda_graphs). VaeModel then runs chunks through begin_capture/end_capture
+  // and launch_graph (vae_model.h says when); other backends never see these calls.
+  virtual bool graphs_enabled() const { return false; }
+  // Between begin_capture() and end_capture() ops are recorded, not run: their outputs hold no
+  // data until the graph is launched, and memory they allocate comes from a pool that only
+  // graphs use, so a replay never overwrites a tensor allocated outside a capture.
+  virtual Status begin_capture();
+  // Ends the recording. With `keep` (and a recording that succeeded) returns a graph id for
+  // launch_graph(); otherwise discards it and returns an error saying why. Nothing recorded has
+  // run either way, and the backend is usable afterwards.
+  virtual Result<int64_t> end_capture(bool keep);
+  // Queues the recorded work again: the same ops on the same memory addresses.
+  virtual Status launch_graph(int64_t id);
+  virtual void release_graph(int64_t id) { (void)id; }
+  // Where a tensor's data lives (a device address on the CUDA backend): a recorded graph is valid
+  // for state tensors at the addresses it was recorded with. Default: the storage's identity.
+  virtual uintptr_t address_of(const Tensor& t) const {
+    return reinterpret_cast<uintptr_t>(t.storage.get());
   }
 
   // ---- synchronisation and telemetry --------------------------------------------------------

@@ -220,6 +220,22 @@ class CpuBackend final : public Backend {
     return y;
   }
 
+  Status copy_frames_into(Tensor& dst, int64_t dst_frame, const Tensor& src, int64_t src_frame,
+                          int64_t count) override {
+    constexpr std::string_view op = "copy_frames_into";
+    SEEDVAE_TRY(check_frame_copy(dst.shape, dst_frame, src.shape, src_frame, count));
+    SEEDVAE_ASSIGN_OR_RETURN(CpuStorage * d, storage_of(dst, op, "destination"));
+    if (d->layout != Layout::kChannelsLast) {
+      return invalid_argument("copy_frames_into: the destination " + str(dst.shape) +
+                              " is not an activation (channels-last)");
+    }
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn sin, activation_in(src, op, "source"));
+    cpu::copy_frames_cl(d->f32(), dst.shape.t(), dst_frame, sin.data, dims5(src.shape), src_frame,
+                        count, threads_);
+    return Status::ok();
+  }
+
   Result<Tensor> concat_frames(const Tensor& a, const Tensor& b) override {
     return concat_impl(a, b, "concat_frames");
   }

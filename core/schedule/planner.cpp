@@ -131,9 +131,10 @@ class Sim {
     alloc(bytes(ext), key);
     const int64_t keep = kt - st;
     if (keep > 0 && store_memory) {
+      // as VaeModel: the old memory goes before the new one is sliced
+      if (auto it = memory.find(key); it != memory.end()) release(bytes(it->second));
       const A m{x.c, keep, x.h, x.w};
       alloc(bytes(m), key);
-      if (auto it = memory.find(key); it != memory.end()) release(bytes(it->second));
       memory[key] = m;
     }
     const A y = conv(ext, cout, kt, k, st, s, down, key);

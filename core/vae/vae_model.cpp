@@ -15,6 +15,8 @@ Result<VaeModel> VaeModel::create(Backend& backend, const VaeWeights& weights) {
   SEEDVAE_TRY(weights.config.validate());
   VaeModel m;
   m.backend_ = &backend;
+  m.graph_cache_ = std::make_shared<GraphCache>();
+  m.graph_cache_->backend = &backend;
   m.config_ = weights.config;
   for (const auto& p : weights.config.parameters()) {
     auto it = weights.tensors.find(p.name);
@@ -52,7 +54,7 @@ void VaeModel::emit_sample(std::string_view stage, double wall_ms, double device
 // A stage ends here and the next one starts: device span first (it waits for its own end mark),
 // then the wall clock after the queue has drained, so the device span lies inside the wall span.
 Status VaeModel::observe(std::string_view block, const Tensor& t) const {
-  if (telemetry_) {
+  if (telemetry_ && !capturing_) {
     const double device_ms = backend_->end_device_span(stage_span_);
     SEEDVAE_TRY(backend_->synchronize());
     const auto now = std::chrono::steady_clock::now();
@@ -65,7 +67,7 @@ Status VaeModel::observe(std::string_view block, const Tensor& t) const {
 }
 
 void VaeModel::start_stage_clock() const {
-  if (telemetry_) {
+  if (telemetry_ && !capturing_) {
     stage_start_ = std::chrono::steady_clock::now();
     stage_span_ = backend_->begin_device_span();  // an earlier span left open simply expires
   }
@@ -124,11 +126,35 @@ Result<Tensor> VaeModel::causal_conv(const Tensor& x, const std::string& prefix,
   const int keep = kt - stride_t;
   if (keep > 0 && memory_mode == Memory::kStore) {
     const int64_t tx = ext.shape[2];
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor m, backend_->slice_frames(ext, tx - keep, tx));
-    // the conv below reads `ext`, not the memory: hinting it now is safe
-    SEEDVAE_TRY(keep_memory(state, prefix, std::move(m)));
+    // `ext` holds a copy of the old memory now, so it may be overwritten (graphs) or released
+    SEEDVAE_ASSIGN_OR_RETURN(const bool updated,
+                             update_memory_in_place(state, prefix, ext, tx - keep));
+    if (!updated) {
+      // release the old memory before the new one is sliced, so the two never coexist (at 1080p
+      // a full-resolution memory is 1 GiB)
+      if (memory != nullptr) state.memory.erase(prefix);
+      memory = nullptr;
+      SEEDVAE_ASSIGN_OR_RETURN(Tensor m, backend_->slice_frames(ext, tx - keep, tx));
+      // the conv below reads `ext`, not the memory: hinting it now is safe
+      SEEDVAE_TRY(keep_memory(state, prefix, std::move(m)));
+    }
   }
   return backend_->conv3d(ext, weight, bias, p);
+}
+
+Result<bool> VaeModel::update_memory_in_place(CausalState& state, const std::string& key,
+                                              const Tensor& src, int64_t begin) const {
+  if (!in_place_state()) return false;
+  auto it = state.memory.find(key);
+  if (it == state.memory.end()) return false;
+  Tensor& slot = it->second;
+  const int64_t n = slot.shape.rank() == 5 ? slot.shape[2] : -1;
+  Shape want = src.shape;
+  if (want.rank() != 5 || begin < 0 || begin + n > want[2]) return false;
+  want[2] = n;
+  if (slot.shape != want || slot.dtype != src.dtype) return false;
+  SEEDVAE_TRY(backend_->copy_frames_into(slot, 0, src, begin, n));
+  return true;
 }
 
 Status VaeModel::keep_memory(CausalState& state, const std::string& key, Tensor memory) const {
@@ -207,8 +233,14 @@ Result<Tensor> VaeModel::upsample(const Tensor& x, const std::string& p, bool te
   const auto low_it = state.memory.find(low);
   const bool have_low = low_it != state.memory.end();
   const int64_t t = x.shape[2];
+  // With graphs the kept frames overwrite the old ones at the end (after their last read below);
+  // a one-frame spatial call keeps [old frame 1, x].
+  const bool in_place =
+      in_place_state() && have_low && low_it->second.shape[2] == (temporal ? 1 : 2);
   Tensor keep;  // the low-resolution frames the next call needs
-  if (!temporal) {
+  if (in_place) {
+    // nothing to slice now
+  } else if (!temporal) {
     if (t >= 2) {
       SEEDVAE_ASSIGN_OR_RETURN(keep, backend_->slice_frames(x, t - 2, t));
     } else if (have_low) {
@@ -240,7 +272,17 @@ Result<Tensor> VaeModel::upsample(const Tensor& x, const std::string& p, bool te
                                               keep.defined() ? Memory::kKeepElsewhere
                                                              : Memory::kStore));
   }
-  if (keep.defined()) {
+  if (in_place) {
+    Tensor& slot = state.memory[low];
+    if (temporal) {
+      SEEDVAE_TRY(backend_->copy_frames_into(slot, 0, x, t - 1, 1));
+    } else if (t >= 2) {
+      SEEDVAE_TRY(backend_->copy_frames_into(slot, 0, x, t - 2, 2));
+    } else {
+      SEEDVAE_TRY(backend_->copy_frames_into(slot, 0, slot, 1, 1));
+      SEEDVAE_TRY(backend_->copy_frames_into(slot, 1, x, 0, 1));
+    }
+  } else if (keep.defined()) {
     state.memory.erase(conv);
     SEEDVAE_TRY(keep_memory(state, low, std::move(keep)));
   }
@@ -248,6 +290,16 @@ Result<Tensor> VaeModel::upsample(const Tensor& x, const std::string& p, bool te
 }
 
 Result<Tensor> VaeModel::encode_chunk(const Tensor& x, CausalState& state) const {
+  return graphed("encoder", x, state,
+                 [&](const Tensor& in) { return encode_chunk_eager(in, state); });
+}
+
+Result<Tensor> VaeModel::decode_chunk(const Tensor& z, CausalState& state) const {
+  return graphed("decoder", z, state,
+                 [&](const Tensor& in) { return decode_chunk_eager(in, state); });
+}
+
+Result<Tensor> VaeModel::encode_chunk_eager(const Tensor& x, CausalState& state) const {
   // x: [1, 3, T, H, W]
   const auto& c = config_;
   if (x.shape.rank() != 5 || x.shape[1] != c.in_channels) {
@@ -298,7 +350,7 @@ Result<Tensor> VaeModel::encode_chunk(const Tensor& x, CausalState& state) const
   return h;
 }
 
-Result<Tensor> VaeModel::decode_chunk(const Tensor& z, CausalState& state) const {
+Result<Tensor> VaeModel::decode_chunk_eager(const Tensor& z, CausalState& state) const {
   // z: [1, 16, t, h, w]
   const auto& c = config_;
   if (z.shape.rank() != 5 || z.shape[1] != c.latent_channels) {
@@ -379,6 +431,135 @@ Result<Tensor> VaeModel::encoder_head(Tensor x, CausalState& state) const {
     SEEDVAE_TRY(observe(p, h));
   }
   return h;
+}
+
+// ---- CUDA graphs -----------------------------------------------------------------------------
+
+namespace {
+
+// The causal state's names and shapes ("layout"), and where its tensors live.
+std::string state_layout(const CausalState& state) {
+  std::string s = state.started ? "started" : "first";
+  for (const auto& [key, t] : state.memory) s += ";" + key + t.shape.to_string();
+  return s;
+}
+
+std::string state_addresses(const Backend& backend, const CausalState& state) {
+  std::string s;
+  for (const auto& [key, t] : state.memory) s += std::to_string(backend.address_of(t)) + ",";
+  return s;
+}
+
+constexpr size_t kMaxGraphs = 32;  // e.g. one per tile with blended tiles; then start over
+
+}  // namespace
+
+void VaeModel::GraphCache::clear() {
+  for (auto& [key, rec] : graphs) {
+    rec.in = {};
+    rec.out = {};
+    if (backend != nullptr) backend->release_graph(rec.id);
+  }
+  graphs.clear();
+}
+
+VaeModel::GraphStats VaeModel::graph_stats() const {
+  return graph_cache_ ? graph_cache_->stats : GraphStats{};
+}
+
+template <typename Run>
+Result<Tensor> VaeModel::graphed(std::string_view coder, const Tensor& x, CausalState& state,
+                                 Run run) const {
+  if (!graphs_on() || !graph_cache_ || !state.started) return run(x);
+  GraphCache& cache = *graph_cache_;
+  const std::string layout = state_layout(state);
+  const std::string shape_layout = std::string(coder) + x.shape.to_string() + "|pieces " +
+                                   std::to_string(hires_chunk_frames_) + "|" + layout;
+  const std::string addresses = state_addresses(*backend_, state);
+  const std::string key = shape_layout + "|" + addresses;
+  const int64_t frames = x.shape[2];
+
+  if (auto it = cache.graphs.find(key); it != cache.graphs.end()) {
+    GraphCache::Record& rec = it->second;
+    const auto wall0 = std::chrono::steady_clock::now();
+    const int64_t span = telemetry_ ? backend_->begin_device_span() : -1;
+    SEEDVAE_TRY(backend_->copy_frames_into(rec.in, 0, x, 0, frames));
+    SEEDVAE_TRY(backend_->launch_graph(rec.id));
+    ++cache.stats.replayed;
+    if (telemetry_) {
+      const double device_ms = backend_->end_device_span(span);
+      SEEDVAE_TRY(backend_->synchronize());
+      emit_sample(std::string(coder) + ".graph",
+                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0)
+                      .count(),
+                  device_ms);
+    }
+    return backend_->slice_frames(rec.out, 0, rec.out.shape[2]);
+  }
+
+  if (cache.stable.count(shape_layout) == 0) {
+    // First chunk of this shape and layout: eager (autotunes the convolutions); does it keep its
+    // state where it is?
+    ++cache.stats.eager;
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, run(x));
+    if (state_layout(state) == layout &&
+        state_addresses(*backend_, state) == addresses) {
+      cache.stable.insert(shape_layout);
+    }
+    return y;
+  }
+
+  // Record this chunk, then launch the recording.
+  if (cache.graphs.size() >= kMaxGraphs) cache.clear();
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor in, backend_->slice_frames(x, 0, frames));  // fixed input
+  const std::map<std::string, Tensor> saved_memory = state.memory;
+  if (Status begun = backend_->begin_capture(); !begun.is_ok()) {
+    ++cache.stats.discarded;
+    cache.stats.last_discard = begun.to_string();
+    ++cache.stats.eager;
+    return run(x);
+  }
+  capturing_ = true;
+  Tensor out;
+  Status run_status = Status::ok();
+  {
+    Result<Tensor> y = run(in);
+    if (y.is_ok()) {
+      // a copy inside the recording: any deferred work on the output (a pending bias) is done
+      // by the graph itself, and the output's address is the recording's own
+      Result<Tensor> o = backend_->slice_frames(y.value(), 0, y.value().shape[2]);
+      if (o.is_ok()) {
+        out = std::move(o).value();
+      } else {
+        run_status = o.status();
+      }
+    } else {
+      run_status = y.status();
+    }
+  }
+  capturing_ = false;
+  const bool kept_state = state_layout(state) == layout &&
+                          state_addresses(*backend_, state) == addresses;
+  Result<int64_t> id = backend_->end_capture(run_status.is_ok() && kept_state);
+  if (!id.is_ok() || !kept_state) {
+    // nothing recorded has run: put the state back as it was and run the chunk eagerly
+    state.memory = saved_memory;
+    state.started = true;
+    ++cache.stats.discarded;
+    cache.stats.last_discard =
+        !kept_state ? "the chunk moved its causal state" : id.status().to_string();
+    if (!kept_state) cache.stable.erase(shape_layout);
+    if (id.is_ok()) backend_->release_graph(id.value());
+    ++cache.stats.eager;
+    return run(x);
+  }
+  GraphCache::Record& rec = cache.graphs[key];
+  rec.id = id.value();
+  rec.in = std::move(in);
+  rec.out = std::move(out);
+  ++cache.stats.captured;
+  SEEDVAE_TRY(backend_->launch_graph(rec.id));
+  return backend_->slice_frames(rec.out, 0, rec.out.shape[2]);
 }
 
 template <typename Stage>

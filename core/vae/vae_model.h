@@ -11,6 +11,8 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -78,6 +80,20 @@ class VaeModel {
   void set_hires_chunk_frames(int frames) { hires_chunk_frames_ = frames < 0 ? 0 : frames; }
   int hires_chunk_frames() const { return hires_chunk_frames_; }
 
+  // CUDA graphs (Backend::graphs_enabled(), no block observer installed): a chunk is recorded
+  // once and replayed for later chunks with the same input shape, state layout (names and
+  // shapes) and state addresses. To keep the addresses, later chunks update the causal state in
+  // place (Backend::copy_frames_into). Per shape and state layout, the first chunk runs eagerly
+  // (it also autotunes the convolutions) and shows whether the layout and addresses survive a
+  // chunk; once they do, the next chunk is recorded, its recording launched, and every chunk after
+  // it that finds its state at the same addresses replays it. While recording, stage telemetry
+  // is skipped (it synchronises); a replayed chunk reports one "<encoder|decoder>.graph" stage.
+  struct GraphStats {
+    int64_t eager = 0, captured = 0, replayed = 0, discarded = 0;
+    std::string last_discard;  // why the last recording was not kept
+  };
+  GraphStats graph_stats() const;
+
   // x: [1, C_in, T, H, W], H and W multiples of 8. First chunk (state.started == false): T = 4k+1;
   // later chunks: T = 4k. Returns the moments [1, 2*latent, t, H/8, W/8] (mean = first half).
   Result<Tensor> encode_chunk(const Tensor& x, CausalState& state) const;
@@ -117,6 +133,19 @@ class VaeModel {
   // piece reads), hints the backend that it may move it off the device until the next chunk.
   Status keep_memory(CausalState& state, const std::string& key, Tensor memory) const;
   Status observe(std::string_view block, const Tensor& t) const;
+  Result<Tensor> encode_chunk_eager(const Tensor& x, CausalState& state) const;
+  Result<Tensor> decode_chunk_eager(const Tensor& z, CausalState& state) const;
+  // Runs `run` on x as a recorded graph where it can (see GraphStats above), eagerly otherwise.
+  template <typename Run>
+  Result<Tensor> graphed(std::string_view coder, const Tensor& x, CausalState& state,
+                         Run run) const;
+  bool graphs_on() const { return backend_->graphs_enabled() && !observer_; }
+  // Whether causal memory is updated in place (when graphs are on).
+  bool in_place_state() const { return graphs_on(); }
+  // Writes frames [begin, begin + slot frames) of src into the causal memory `key` in place if
+  // in_place_state() and the slot has that shape; returns false (nothing done) otherwise.
+  Result<bool> update_memory_in_place(CausalState& state, const std::string& key,
+                                      const Tensor& src, int64_t begin) const;
   void start_stage_clock() const;
   void emit_sample(std::string_view stage, double wall_ms, double device_ms) const;
 
@@ -130,6 +159,22 @@ class VaeModel {
   mutable bool piece_stage_ = false;  // inside in_pieces() with chunked upsampling on
   mutable std::chrono::steady_clock::time_point stage_start_;
   mutable int64_t stage_span_ = -1;  // Backend::begin_device_span handle of the running stage
+  mutable bool capturing_ = false;   // recording a graph: no stage telemetry
+
+  // Recorded chunks (shared so the model stays movable; released through the backend).
+  struct GraphCache {
+    struct Record {
+      int64_t id = -1;
+      Tensor in, out;  // the recording's input and output (fixed addresses)
+    };
+    Backend* backend = nullptr;
+    std::map<std::string, Record> graphs;  // shape | state layout | state addresses -> recording
+    std::set<std::string> stable;          // shape | state layout whose chunks keep their state
+    GraphStats stats;
+    void clear();
+    ~GraphCache() { clear(); }
+  };
+  std::shared_ptr<GraphCache> graph_cache_;
 };
 
 }  // namespace seedvae

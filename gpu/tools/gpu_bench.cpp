@@ -9,7 +9,8 @@
 //
 // Toggles (verify, bench): --precision fp32|tf32|fp16|bf16, --no-autotune, --no-channels-last,
 // --no-fused-gn, --no-fused-attention, --no-caching-allocator, --no-buffer-reuse,
-// --workspace-mib N, --autotune-cache PATH, --offload-state, --offload-window-mib N; bench:
+// --workspace-mib N, --autotune-cache PATH, --offload-state, --offload-window-mib N,
+// --cuda-graphs; bench:
 // --no-async-tiles (StreamOptions::async_tiles).
 // Results are printed and written as JSON (--json).
 //
@@ -80,6 +81,7 @@ Result<CudaOptions> options_from(const Args& a) {
   o.buffer_reuse = !a.flag("--no-buffer-reuse");
   o.offload_state = a.flag("--offload-state");
   o.offload_window_mib = a.geti("--offload-window-mib", o.offload_window_mib);
+  o.cuda_graphs = a.flag("--cuda-graphs");
   o.fuse_bias = !a.flag("--no-fused-bias");
   o.workspace_mib = a.geti("--workspace-mib", 512);
   o.autotune_cache = a.get("--autotune-cache", "auto");
@@ -95,6 +97,12 @@ Json report_json(const Backend& b) {
          {"peak_reserved_mib", r->peak_reserved_bytes / 1048576.0},
          {"driver_allocs", r->driver_allocs},
          {"cache_hits", r->cache_hits},
+         {"stream_waits", r->stream_waits},
+         {"graphs_captured", r->graphs_captured},
+         {"graphs_discarded", r->graphs_discarded},
+         {"graph_launches", r->graph_launches},
+         {"graph_pool_mib", r->graph_pool_bytes / 1048576.0},
+         {"graph_discard_reason", r->graph_discard_reason},
          {"conv_searched", r->conv_searched},
          {"conv_heuristic", r->conv_heuristic},
          {"conv_cache_loaded", r->conv_cache_loaded},
@@ -180,6 +188,13 @@ int cmd_verify(const Args& a) {
                     {"max_abs", r.max_abs}, {"rms", r.rms}, {"seconds", r.seconds}, {"note", r.note}});
   });
   if (!rep) return fail(rep.status());
+  if (o->cuda_graphs) {
+    if (auto r = gpu::cuda_backend_report(**b)) {
+      std::printf("CUDA graphs: %lld recorded, %lld launches, %lld discarded %s\n",
+                  static_cast<long long>(r->graphs_captured), static_cast<long long>(r->graph_launches),
+                  static_cast<long long>(r->graphs_discarded), r->graph_discard_reason.c_str());
+    }
+  }
   std::printf("verify %s: %d passed, %d failed, %d skipped\n",
               std::string(gpu::precision_name(o->precision)).c_str(), rep->passed(), rep->failed(),
               rep->skipped());
@@ -427,6 +442,7 @@ int cmd_ablate(const Args& a) {
   add("no buffer reuse", [](CudaOptions& o) { o.buffer_reuse = false; });
   add("no fused bias", [](CudaOptions& o) { o.fuse_bias = false; });
   add("offload state (on)", [](CudaOptions& o) { o.offload_state = true; });
+  add("CUDA graphs (on)", [](CudaOptions& o) { o.cuda_graphs = true; });
   rows.push_back({"no async tiles", def, 0, false});
   // Blended tiles: a pair of its own, since tiling changes the output (seams are blended).
   rows.push_back({"blend tiles 512 (async)", def, 0, true, 512});

@@ -2,6 +2,7 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -226,6 +227,54 @@ class tst_Streaming : public QObject {
       }
     }
     pm->set_hires_chunk_frames(0);
+  }
+
+  // With graphs on, VaeModel keeps its causal state at fixed addresses: later chunks overwrite
+  // the memory in place (Backend::copy_frames_into) instead of slicing new tensors. The output
+  // must equal the plain run bit for bit, the state tensors must keep their storage from the
+  // chunk where they appear on, and a backend that refuses to record must leave eager chunks
+  // (the model asks to record once a chunk shape proves stable, and reports why it could not).
+  void inPlaceStateForGraphsMatchesFreshState() {
+    test::ProbeBackend probe(*tiny_.backend);
+    probe.graphs = true;
+    auto pm = VaeModel::create(probe, synthesize_weights(VaeConfig::tiny(), 7));
+    auto plain = VaeModel::create(*tiny_.backend, synthesize_weights(VaeConfig::tiny(), 7));
+    QVERIFY(pm.is_ok() && plain.is_ok());
+    const HostTensor x = random_tensor({1, 3, 25, 32, 40}, 6, 0.5f);
+    const HostTensor z = random_tensor({1, 16, 7, 4, 3}, 7);
+    for (int pieces : {0, 1, 2}) {
+      pm->set_hires_chunk_frames(pieces);
+      plain->set_hires_chunk_frames(pieces);
+      const std::string tag = "pieces " + std::to_string(pieces);
+      auto e = encode_video(*pm, x, {1});
+      auto d = decode_latent(*pm, z, {1});
+      auto e0 = encode_video(*plain, x, {1});
+      auto d0 = decode_latent(*plain, z, {1});
+      QVERIFY2(e.is_ok() && d.is_ok(), (tag + " " + (e.is_ok() ? d : e).status().to_string()).c_str());
+      QVERIFY(e0.is_ok() && d0.is_ok());
+      QVERIFY2(compare(*e, *e0)->max_abs == 0.0, tag.c_str());
+      QVERIFY2(compare(*d, *d0)->max_abs == 0.0, tag.c_str());
+    }
+    // the state's storage survives chunks 3.. (chunk 2 still changes its layout: the temporal
+    // upsamplers switch from high- to low-resolution memory)
+    pm->set_hires_chunk_frames(0);
+    CausalState state;
+    std::map<std::string, const Storage*> seen;
+    for (int64_t c = 0; c < z.shape()[2]; ++c) {
+      auto t = probe.upload(slice_time(z, c, c + 1));
+      QVERIFY(t.is_ok());
+      QVERIFY(pm->decode_chunk(*t, state).is_ok());
+      if (c >= 2) {
+        for (const auto& [k, m] : state.memory) {
+          if (c > 2) QVERIFY2(seen[k] == m.storage.get(), k.c_str());
+          seen[k] = m.storage.get();
+        }
+      }
+    }
+    const auto st = pm->graph_stats();
+    QVERIFY(probe.capture_attempts > 0);
+    QVERIFY(st.discarded == probe.capture_attempts && st.captured == 0 && st.replayed == 0);
+    QVERIFY2(st.last_discard.find("records no graphs") != std::string::npos, st.last_discard.c_str());
   }
 
   void singleFrameAndChunkSink() {

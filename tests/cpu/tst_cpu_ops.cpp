@@ -295,6 +295,23 @@ class tst_CpuOps : public QObject {
     ASSIGN_OK(Tensor c, be_->concat_frames(m, x));
     QVERIFY(bit_equal(down(c), ref::concat_frames(hm, hx)));
 
+    // copy_frames_into (causal-state update in place): frames of x into a copy of m, then
+    // within one tensor; ranges past either end are refused and leave the destination as it was.
+    {
+      ASSIGN_OK(Tensor d, be_->slice_frames(m, 0, hm.shape()[2]));
+      QVERIFY(be_->copy_frames_into(d, 0, x, 3, 1).is_ok());
+      HostTensor want = ref::concat_frames(ref::slice_frames(hx, 3, 4),
+                                           ref::slice_frames(hm, 1, hm.shape()[2]));
+      QVERIFY(bit_equal(down(d), want));
+      QVERIFY(be_->copy_frames_into(d, 1, d, 0, 1).is_ok());
+      want = ref::concat_frames(ref::slice_frames(hx, 3, 4), ref::slice_frames(hx, 3, 4));
+      QVERIFY(bit_equal(down(d), want));
+      const auto past = be_->copy_frames_into(d, 1, x, 0, 2);
+      QCOMPARE(past.code(), StatusCode::kInvalidArgument);
+      QVERIFY(bit_equal(down(d), want));
+      QVERIFY(!be_->copy_frames_into(d, 0, x, 4, 1).is_ok());
+    }
+
     // add_inplace: float addition is exact to round-off, and the input is untouched.
     const HostTensor hy = random_tensor(hx.shape(), rng);
     Tensor acc = up(hx);

@@ -290,6 +290,19 @@ GPU_TEST(causal_pad_slice_concat_match_cpu) {
                       g.slice_frames(x.g, s.t() - 1, s.t()), "slice_frames " + tag);
       compare_results(g, cfg, cpu().concat_frames(m.c, x.c), g.concat_frames(m.g, x.g),
                       "concat_frames " + tag);
+      // in place (the causal-state update of CUDA graphs): the last frame of x into frame 0 of a
+      // copy of m, then frame 0 over frame 1 of the same tensor
+      auto dc = cpu().slice_frames(m.c, 0, 2);
+      auto dg = g.slice_frames(m.g, 0, 2);
+      CHECK(dc.is_ok() && dg.is_ok());
+      if (!dc || !dg) return;
+      CHECK_OK(cpu().copy_frames_into(*dc, 0, x.c, s.t() - 1, 1));
+      CHECK_OK(g.copy_frames_into(*dg, 0, x.g, s.t() - 1, 1));
+      CHECK_OK(cpu().copy_frames_into(*dc, 1, *dc, 0, 1));
+      CHECK_OK(g.copy_frames_into(*dg, 1, *dg, 0, 1));
+      compare_results(g, cfg, *dc, *dg, "copy_frames_into " + tag);
+      CHECK(!g.copy_frames_into(*dg, 1, x.g, 0, 2).is_ok());  // past the destination's end
+      CHECK(!cpu().copy_frames_into(*dc, 1, x.c, 0, 2).is_ok());
     });
   }
 }

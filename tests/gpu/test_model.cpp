@@ -280,6 +280,85 @@ GPU_TEST(async_tiles_match_synchronous_copies) {
   }
 }
 
+// CUDA graphs (VaeModel::graphed, CudaBackend::begin_capture/launch_graph): a 7-latent clip
+// streams through eager chunks, one recording and replays; the output must equal the eager
+// backend's bit for bit (same kernels and algorithms: heuristic choice on both sides), with and
+// without chunked upsampling, for a second stream (new state) and for blended tiles (a graph per
+// tile where the tile's state stays on the device). Graphs must really be recorded and replayed.
+GPU_TEST(cuda_graphs_replay_the_eager_result) {
+  const HostTensor latent = test::random_tensor(Shape{1, 16, 7, 4, 6}, 7);
+  const HostTensor video = test::random_tensor(Shape{1, 3, 25, 32, 48}, 8);
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    CudaOptions eager_opt = base(p);
+    eager_opt.autotune = false;
+    CudaOptions graph_opt = eager_opt;
+    graph_opt.cuda_graphs = true;
+    auto be = gpu::create_cuda_backend(eager_opt);
+    auto bg = gpu::create_cuda_backend(graph_opt);
+    CHECK_MSG(be.is_ok() && bg.is_ok(), (be.is_ok() ? bg.status() : be.status()).to_string());
+    if (!be || !bg) return;
+    auto me = VaeModel::create(**be, test::tiny_weights());
+    auto mg = VaeModel::create(**bg, test::tiny_weights());
+    CHECK(me.is_ok() && mg.is_ok());
+    if (!me || !mg) return;
+    const char* pn = p == Precision::kFp32 ? "fp32" : "bf16";
+    auto same = [&](const std::string& what, const Result<HostTensor>& g, const Result<HostTensor>& e) {
+      CHECK_MSG(g.is_ok() && e.is_ok(),
+                what + ": " + (g.is_ok() ? e.status() : g.status()).to_string());
+      if (!g || !e) return;
+      auto d = compare(*g, *e);
+      CHECK_MSG(d.is_ok() && d->max_abs == 0.0,
+                what + ": max abs " + std::to_string(d ? d->max_abs : -1.0));
+      std::printf("    %s %s: %s\n", pn, what.c_str(),
+                  d && d->max_abs == 0.0 ? "identical" : "DIFFERENT");
+    };
+    for (int pieces : {0, 1}) {
+      me->set_hires_chunk_frames(pieces);
+      mg->set_hires_chunk_frames(pieces);
+      const std::string tag = pieces ? " (pieces of 1)" : "";
+      const auto before = mg->graph_stats();
+      for (int run = 0; run < 2; ++run) {  // the second run streams with a new state
+        const std::string r = run ? ", second stream" : "";
+        same("decode" + tag + r, decode_latent(*mg, latent, {1}), decode_latent(*me, latent, {1}));
+        same("encode" + tag + r, encode_video(*mg, video, {1}), encode_video(*me, video, {1}));
+      }
+      const auto st = mg->graph_stats();
+      std::printf("    %s graphs%s: %lld eager, %lld recorded, %lld replayed, %lld discarded %s\n",
+                  pn, tag.c_str(), static_cast<long long>(st.eager - before.eager),
+                  static_cast<long long>(st.captured - before.captured),
+                  static_cast<long long>(st.replayed - before.replayed),
+                  static_cast<long long>(st.discarded - before.discarded), st.last_discard.c_str());
+      CHECK_MSG(st.captured > before.captured, "no chunk was recorded");
+      CHECK_MSG(st.replayed > before.replayed, "no recording was replayed");
+      CHECK_MSG(st.discarded == before.discarded, "discarded: " + st.last_discard);
+    }
+    me->set_hires_chunk_frames(0);
+    mg->set_hires_chunk_frames(0);
+    TileOptions t;
+    t.mode = TilingMode::kBlend;
+    t.spec = {24, 24, 8, 8};
+    for (TileOrder order : {TileOrder::kTileMajor, TileOrder::kChunkMajor}) {
+      t.order = order;
+      same(order == TileOrder::kTileMajor ? "blend decode tile-major" : "blend decode chunk-major",
+           tiled_decode(*mg, latent, t, {1}), tiled_decode(*me, latent, t, {1}));
+    }
+    const auto rep = gpu::cuda_backend_report(**bg);
+    CHECK(rep && rep->graph_launches > 0 && rep->graph_pool_bytes > 0);
+    if (rep) {
+      std::printf("    %s backend: %lld graphs kept, %lld discarded, %lld launches, pool %.1f MiB\n",
+                  pn, static_cast<long long>(rep->graphs_captured),
+                  static_cast<long long>(rep->graphs_discarded),
+                  static_cast<long long>(rep->graph_launches), rep->graph_pool_bytes / 1048576.0);
+    }
+  }
+  // Incompatible with the state offload: refused with a reason.
+  CudaOptions o = base(Precision::kBf16);
+  o.cuda_graphs = true;
+  o.offload_state = true;
+  auto refused = gpu::create_cuda_backend(o);
+  CHECK(!refused.is_ok() && refused.status().to_string().find("--offload-state") != std::string::npos);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

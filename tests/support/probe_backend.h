@@ -27,6 +27,11 @@ class ProbeBackend final : public Backend {
 
   int started = 0, waited = 0, in_flight = 0, max_in_flight = 0;
   std::vector<const Storage*> hinted;  // offload_hint, in call order
+  // graphs_enabled() answers `graphs`, so VaeModel updates causal state in place
+  // (copy_frames_into, forwarded); begin_capture() refuses and is counted, so the model must fall
+  // back to eager chunks.
+  bool graphs = false;
+  int capture_attempts = 0;
 
   std::string name() const override { return "deferred copies over " + inner_.name(); }
   DType activation_dtype() const override { return inner_.activation_dtype(); }
@@ -61,6 +66,15 @@ class ProbeBackend final : public Backend {
   }
   Result<Tensor> causal_pad(const Tensor& x, const Tensor* memory, int frames) override {
     return inner_.causal_pad(x, memory, frames);
+  }
+  bool graphs_enabled() const override { return graphs; }
+  Status begin_capture() override {
+    ++capture_attempts;
+    return unsupported("the probe backend records no graphs");
+  }
+  Status copy_frames_into(Tensor& dst, int64_t dst_frame, const Tensor& src, int64_t src_frame,
+                          int64_t count) override {
+    return inner_.copy_frames_into(dst, dst_frame, src, src_frame, count);
   }
   Result<Tensor> slice_frames(const Tensor& x, int64_t begin, int64_t end) override {
     return inner_.slice_frames(x, begin, end);

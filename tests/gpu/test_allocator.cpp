@@ -1,0 +1,122 @@
+// The caching allocator's stream-ordered free (gpu/allocator.h): a block whose last use is a copy
+// on another stream goes back to the cache at once, and the compute stream waits for that copy
+// before it reuses the memory. The copy is held back by a host callback, so without the wait the
+// compute stream's overwrite would land first and the host would read the new bytes.
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu/allocator.h"
+#include "gpu/cuda_backend.h"
+#include "tests/gpu/gpu_test.h"
+
+namespace {
+
+using seedvae::gpu::BlockPtr;
+using seedvae::gpu::DeviceAllocator;
+
+void sleep_200ms(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+
+struct Streams {
+  cudaStream_t compute = nullptr, copy = nullptr, gate = nullptr;
+  Streams() {
+    cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&gate, cudaStreamNonBlocking);
+  }
+  ~Streams() {
+    for (cudaStream_t s : {compute, copy, gate}) {
+      cudaStreamSynchronize(s);
+      cudaStreamDestroy(s);
+    }
+  }
+};
+
+// Fills `block` with `before` on the compute stream, queues its copy to the host on the copy
+// stream behind a 200 ms host callback, frees the block with the copy's event, reuses it at once
+// and overwrites it with `after` on the compute stream. Returns the bytes that reached the host.
+std::vector<unsigned char> copy_then_reuse(bool caching, int64_t* waits, bool* same_ptr) {
+  constexpr size_t kBytes = size_t{8} << 20;
+  std::vector<unsigned char> host_out;
+  Streams s;
+  auto alloc = std::make_shared<DeviceAllocator>(caching, s.compute);
+  void* pinned = nullptr;
+  if (cudaMallocHost(&pinned, kBytes) != cudaSuccess) return host_out;
+  std::memset(pinned, 0, kBytes);
+  {
+    auto a = alloc->allocate(kBytes, "test block");
+    if (!a.is_ok()) return host_out;
+    BlockPtr block = std::move(a).value();
+    void* first_ptr = block->ptr;
+    cudaMemsetAsync(block->ptr, 0xAB, kBytes, s.compute);
+    cudaEvent_t filled = nullptr, gate_open = nullptr, copied = nullptr;
+    cudaEventCreateWithFlags(&filled, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&gate_open, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&copied, cudaEventDisableTiming);
+    cudaEventRecord(filled, s.compute);
+    cudaLaunchHostFunc(s.gate, sleep_200ms, nullptr);
+    cudaEventRecord(gate_open, s.gate);
+    cudaStreamWaitEvent(s.copy, filled, 0);
+    cudaStreamWaitEvent(s.copy, gate_open, 0);
+    cudaMemcpyAsync(pinned, block->ptr, kBytes, cudaMemcpyDeviceToHost, s.copy);
+    cudaEventRecord(copied, s.copy);
+    block->free_after = copied;  // the allocator owns the event now
+    block.reset();
+
+    auto b = alloc->allocate(kBytes, "reused block");
+    if (!b.is_ok()) return host_out;
+    BlockPtr again = std::move(b).value();
+    *same_ptr = again->ptr == first_ptr;
+    cudaMemsetAsync(again->ptr, 0x00, kBytes, s.compute);
+    cudaStreamSynchronize(s.compute);
+    cudaStreamSynchronize(s.copy);
+    cudaEventDestroy(filled);
+    cudaEventDestroy(gate_open);
+  }
+  *waits = alloc->stats().stream_waits;
+  host_out.assign(static_cast<unsigned char*>(pinned), static_cast<unsigned char*>(pinned) + kBytes);
+  cudaFreeHost(pinned);
+  return host_out;
+}
+
+int64_t count_not(const std::vector<unsigned char>& v, unsigned char value) {
+  int64_t n = 0;
+  for (unsigned char c : v) n += c != value;
+  return n;
+}
+
+GPU_TEST(stream_ordered_free_waits_for_the_other_streams_copy) {
+  int64_t waits = -1;
+  bool same = false;
+  const auto host = copy_then_reuse(true, &waits, &same);
+  CHECK(!host.empty());
+  CHECK_MSG(same, "the freed block was not reused from the cache");
+  CHECK_MSG(waits == 1, "stream waits: " + std::to_string(waits));
+  const int64_t wrong = count_not(host, 0xAB);
+  CHECK_MSG(wrong == 0, std::to_string(wrong) + " bytes reached the host after the reuse overwrote them");
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+GPU_TEST(plain_cudamalloc_frees_after_the_other_streams_copy) {
+  int64_t waits = -1;
+  bool same = false;
+  const auto host = copy_then_reuse(false, &waits, &same);
+  CHECK(!host.empty());
+  CHECK(waits == 0);
+  const int64_t wrong = count_not(host, 0xAB);
+  CHECK_MSG(wrong == 0, std::to_string(wrong) + " bytes wrong on the host");
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto info = seedvae::gpu::runtime_info();
+  if (!info.error.empty()) gpu_test::skip_all(info.error.c_str());
+  return gpu_test::run_all(argc, argv);
+}
