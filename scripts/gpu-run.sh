@@ -8,7 +8,7 @@
 #                                       (xz) and the golden data into build-gpu/dist (~49 MB;
 #                                       DIST_CLI=0: without the CLI, ~44 MB, see below)
 #   scripts/gpu-run.sh [phase ...]      (on the GPU machine) phases: info tests verify bench
-#                                       hires ablate cli (default: all)
+#                                       hires extra ablate cli (default: all)
 #
 # Environment: OUT (results folder, default /tmp/seedvae-out), DIST (default build-gpu/dist),
 # BUILD (default build-gpu), GOLDEN_SRC (default ../shared/golden), BUDGET_S (stop starting new
@@ -19,7 +19,8 @@
 # "1|2|1 --offload-state|2 --offload-state"), HIRES_VERIFY (0: skip the fp32 pieces golden
 # check), HIRES_512_CHUNKS (default "0 2"; "" for none), BENCH_VARIANT (bench options for a
 # second run of each bench size, e.g. "--no-async-tiles"), VERIFY_PRECISIONS (default
-# "fp32 bf16 fp16 tf32").
+# "fp32 bf16 fp16 tf32"), EXTRA_BENCH ('|'-separated bench argument lists for the extra phase,
+# e.g. "--size 1920x1080 --offload-state --offload-window-mib 256").
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -58,7 +59,7 @@ LOGS=$WORK/logs
 rm -rf "$WORK"
 mkdir -p "$LOGS" "$OUT"
 START=$(date +%s)
-PHASES=${*:-info tests verify bench hires ablate cli}
+PHASES=${*:-info tests verify bench hires extra ablate cli}
 
 # ---- libraries: cuDNN / cuBLAS from python's NVIDIA wheels, oneDNN carried (xz) ----------------
 SITE=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || true)
@@ -181,6 +182,19 @@ if phase hires; then
       --precision bf16 --chunk "$c" --repeats 5 --warmup 1 --gemm-tflops "$GEMM" \
       --json "$WORK/bench_512_chunk$c.json"
     grep -E "^(encode|decode|memory)|error" "$LOGS/bench_512_chunk$c.log"
+  done
+fi
+
+if phase extra; then
+  # EXTRA_BENCH: '|'-separated argument lists for more bench runs (bf16, 17 frames unless given)
+  IFS='|' read -r -a extras <<< "${EXTRA_BENCH:-}"
+  for v in "${extras[@]}"; do
+    [ -n "$v" ] || continue
+    tag=$(echo "$v" | tr -d ' -')
+    # shellcheck disable=SC2086
+    step "bench_extra_$tag" 240 "$BIN/seedvae_gpu_bench" bench --precision bf16 --repeats 3 --warmup 1 \
+      $v --json "$WORK/bench_extra_$tag.json"
+    grep -E "^(encode|decode|memory)|error" "$LOGS/bench_extra_$tag.log"
   done
 fi
 
