@@ -163,21 +163,25 @@ void DeviceAllocator::give_back(const DeviceBlock& b) {
   }
 }
 
-void DeviceAllocator::release_cached() {
-  if (free_.empty()) return;
+int64_t DeviceAllocator::free_list(FreeList& list) {
   // Work queued on the stream may still use freed blocks' memory only if it was freed while in
   // flight; the backend frees blocks in stream order, and cudaFree itself synchronises the device.
   // Blocks freed in stream order wait for their other stream's use first.
-  for (auto& [cap, c] : free_) {
+  int64_t freed = 0;
+  for (auto& [cap, c] : list) {
     if (c.ready != nullptr) {
       cudaEventSynchronize(c.ready);
       cudaEventDestroy(c.ready);
     }
     cudaFree(c.ptr);
-    stats_.reserved_bytes -= static_cast<int64_t>(cap);
+    freed += static_cast<int64_t>(cap);
   }
-  free_.clear();
+  list.clear();
+  stats_.reserved_bytes -= freed;
+  return freed;
 }
+
+void DeviceAllocator::release_cached() { free_list(free_); }
 
 void DeviceAllocator::begin_graph_pool() {
   in_graph_pool_ = true;
@@ -195,17 +199,6 @@ void DeviceAllocator::note_graph_replay() {
   stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, stats_.live_bytes + idle);
 }
 
-void DeviceAllocator::release_graph_pool() {
-  for (auto& [cap, c] : graph_free_) {
-    if (c.ready != nullptr) {
-      cudaEventSynchronize(c.ready);
-      cudaEventDestroy(c.ready);
-    }
-    cudaFree(c.ptr);
-    stats_.reserved_bytes -= static_cast<int64_t>(cap);
-    graph_reserved_ -= static_cast<int64_t>(cap);
-  }
-  graph_free_.clear();
-}
+void DeviceAllocator::release_graph_pool() { graph_reserved_ -= free_list(graph_free_); }
 
 }  // namespace seedvae::gpu

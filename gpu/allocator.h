@@ -110,6 +110,8 @@ class DeviceAllocator : public std::enable_shared_from_this<DeviceAllocator> {
   // Takes the cached block at `it` of `list` (of the range of equal capacity starting there, one
   // whose event has completed if any), making the compute stream wait for a pending event.
   void* take_cached(FreeList& list, FreeList::iterator it);
+  // Returns every block of `list` to the driver; the bytes released.
+  int64_t free_list(FreeList& list);
 
   bool caching_;
   CUstream_st* stream_;

@@ -106,6 +106,17 @@ void expect_close(const HostTensor& got, const HostTensor& want, const Config& c
   CHECK_MSG(d->max_abs <= c.tol_max && d->rms <= c.tol_rms && std::isfinite(d->max_abs), buf);
 }
 
+// Two runs' outputs must be bit-identical (both ran, same shape, max abs 0).
+void expect_identical(const std::string& what, const Result<HostTensor>& a,
+                      const Result<HostTensor>& b) {
+  CHECK_MSG(a.is_ok() && b.is_ok(), what + ": " + (a.is_ok() ? b.status() : a.status()).to_string());
+  if (!a || !b) return;
+  auto d = compare(*a, *b);
+  const bool same = d.is_ok() && d->max_abs == 0.0;
+  CHECK_MSG(same, what + ": max abs " + std::to_string(d ? d->max_abs : -1.0));
+  std::printf("    %s: %s\n", what.c_str(), same ? "identical" : "DIFFERENT");
+}
+
 GPU_TEST(tiny_vae_streamed_matches_cpu_in_every_mode) {
   const Reference& ref = reference();
   for (const Config& c : configs()) {
@@ -233,13 +244,7 @@ GPU_TEST(async_tiles_match_synchronous_copies) {
     if (!m) return;
     const StreamOptions sync{1, false}, async{1, true};
     auto same = [&](const char* what, const Result<HostTensor>& a, const Result<HostTensor>& s) {
-      CHECK_MSG(a.is_ok() && s.is_ok(), std::string(what) + ": " +
-                                            (a.is_ok() ? s.status() : a.status()).to_string());
-      if (!a || !s) return;
-      auto d = compare(*a, *s);
-      CHECK_MSG(d.is_ok() && d->max_abs == 0.0,
-                std::string(what) + ": max abs " + std::to_string(d ? d->max_abs : -1.0));
-      std::printf("    %s%s: identical\n", what, fp32_ncdhw ? " (fp32 ncdhw)" : " (bf16)");
+      expect_identical(std::string(what) + (fp32_ncdhw ? " (fp32 ncdhw)" : " (bf16)"), a, s);
     };
     const int64_t before = gpu::cuda_backend_report(**b)->async_downloads;
     same("decode_latent", decode_latent(*m, ref.latent, async), decode_latent(*m, ref.latent, sync));
@@ -303,14 +308,7 @@ GPU_TEST(cuda_graphs_replay_the_eager_result) {
     if (!me || !mg) return;
     const char* pn = p == Precision::kFp32 ? "fp32" : "bf16";
     auto same = [&](const std::string& what, const Result<HostTensor>& g, const Result<HostTensor>& e) {
-      CHECK_MSG(g.is_ok() && e.is_ok(),
-                what + ": " + (g.is_ok() ? e.status() : g.status()).to_string());
-      if (!g || !e) return;
-      auto d = compare(*g, *e);
-      CHECK_MSG(d.is_ok() && d->max_abs == 0.0,
-                what + ": max abs " + std::to_string(d ? d->max_abs : -1.0));
-      std::printf("    %s %s: %s\n", pn, what.c_str(),
-                  d && d->max_abs == 0.0 ? "identical" : "DIFFERENT");
+      expect_identical(std::string(pn) + " " + what, g, e);
     };
     for (int pieces : {0, 1}) {
       me->set_hires_chunk_frames(pieces);
