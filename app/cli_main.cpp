@@ -122,6 +122,8 @@ struct ModelOptions {
   std::string tile, overlap;   // WxH pixels
   double budget_gb = 0;        // pick the tile (and chunk) that fits this many GiB
   std::string async_tiles = "auto";  // auto | on | off (StreamOptions::async_tiles)
+  bool lone_head = false;   // StreamOptions::lone_head
+  bool lean_convs = false;  // VaeModel::set_lean_convs
 
   void add_to(CLI::App* c) {
     auto* w = c->add_option("--weights", weights, "SeedVR2 VAE checkpoint (.safetensors; fp16, bf16 or fp32)")
@@ -143,6 +145,15 @@ struct ModelOptions {
                   "after its last temporal upsampling, encoder before its first temporal "
                   "downsampling) N frames at a time; exact, less memory; 0 = off")
         ->check(CLI::Range(0, 1 << 20));
+    c->add_flag("--lone-head", lone_head,
+                "temporal chunks: the first frame (latent) alone, then --chunk latents each, so "
+                "no chunk is larger than the others (upstream: the first chunk has one latent "
+                "more); the same result, a smaller decode peak");
+    c->add_flag("--lean-convs", lean_convs,
+                "lean convolutions: the decoder's causal convolutions never build their "
+                "context-extended input (two cuDNN calls each, a few frame copies); exact, less "
+                "memory, somewhat slower. With --lone-head and --offload-state: the 1080p decode "
+                "in 12 GiB");
     c->add_flag("--quiet,-q", quiet, "no progress on stderr");
     c->add_flag("--json", json, "machine-readable output on stdout");
     c->add_option("--tiling", tiling,
@@ -167,6 +178,7 @@ struct ModelOptions {
     StreamOptions so;
     so.chunk_latents = chunk;
     so.async_tiles = async_tiles != "off";
+    so.lone_head = lone_head;
     if (tiling == "exact") {
       if (async_tiles == "on") {
         return invalid_argument("--async-tiles on does not apply to --tiling exact, which moves "
@@ -457,6 +469,7 @@ Result<Engine> make_engine(const ModelOptions& mo) {
   SEEDVAE_ASSIGN_OR_RETURN(e.backend, make_backend(mo.backend));
   SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(*e.backend, e.weights));
   m.set_hires_chunk_frames(mo.hires_chunk);
+  m.set_lean_convs(mo.lean_convs);
   e.model.emplace(std::move(m));
   if (!mo.quiet) {
     std::cerr << "weights: " << e.weights.source << " (" << e.weights.config.to_string() << ", "
@@ -518,7 +531,7 @@ Result<EncodeResult> run_encode(Engine& e, const VideoOptions& vo, const ModelOp
     so.temporal_pad = vo.pad_mode();
     so.prefetch = true;
     std::tie(so.first_chunk_frames, so.chunk_frames) =
-        media::encoder_chunk_frames(mo.chunk, e.weights.config.temporal_factor());
+        media::encoder_chunk_frames(mo.chunk, e.weights.config.temporal_factor(), mo.lone_head);
     so.keep_input = keep_input;
     SEEDVAE_ASSIGN_OR_RETURN(auto source, media::VideoFrameSource::open(vo.input, so, &g_cancel));
     const auto t0 = Clock::now();
@@ -773,6 +786,8 @@ int cmd_bench(const ModelOptions& mo, BenchOptions bo, const std::string& size,
   bo.chunk_latents = mo.chunk;
   bo.hires_chunk_frames = mo.hires_chunk;
   bo.async_tiles = mo.async_tiles != "off";
+  bo.lone_head = mo.lone_head;
+  bo.lean_convs = mo.lean_convs;
   auto weights = mo.load();
   if (!weights) return fail(weights.status());
   auto backend = make_backend(mo.backend);
@@ -787,7 +802,8 @@ int cmd_bench(const ModelOptions& mo, BenchOptions bo, const std::string& size,
   Json j{{"backend", r->backend}, {"config", r->config}, {"weights", weights->source},
          {"width", bo.width}, {"height", bo.height}, {"frames", bo.frames},
          {"chunk_latents", bo.chunk_latents}, {"hires_chunk_frames", bo.hires_chunk_frames},
-         {"async_tiles", bo.async_tiles}, {"warmup", bo.warmup}, {"repeats", bo.repeats},
+         {"async_tiles", bo.async_tiles}, {"lone_head", bo.lone_head},
+         {"lean_convs", bo.lean_convs}, {"warmup", bo.warmup}, {"repeats", bo.repeats},
          {"version", SEEDVAE_VERSION}};
   for (const auto& op : r->ops) {
     j["ops"].push_back({{"op", op.op}, {"total_ms", op.total_ms}, {"ms_per_frame", op.ms_per_frame},

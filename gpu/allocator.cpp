@@ -43,22 +43,22 @@ DeviceBlock::~DeviceBlock() {
   }
 }
 
-void* DeviceAllocator::take_cached(FreeList& list, FreeList::iterator it) {
-  // Prefer a block of the same capacity that is free already: a wait on a pending copy stalls the
-  // compute stream.
-  for (auto j = it; j != list.end() && j->first == it->first; ++j) {
-    if (j->second.ready == nullptr) {
-      it = j;
-      break;
-    }
+DeviceAllocator::FreeList::iterator DeviceAllocator::find_ready(FreeList& list,
+                                                               FreeList::iterator it,
+                                                               size_t max_capacity) {
+  for (auto j = it; j != list.end() && j->first <= max_capacity; ++j) {
+    if (j->second.ready == nullptr) return j;
     if (cudaEventQuery(j->second.ready) == cudaSuccess) {
       cudaEventDestroy(j->second.ready);
       j->second.ready = nullptr;
-      it = j;
-      break;
+      return j;
     }
     cudaGetLastError();  // cudaErrorNotReady is not an error
   }
+  return list.end();
+}
+
+void* DeviceAllocator::take_cached(FreeList& list, FreeList::iterator it) {
   Cached c = it->second;
   list.erase(it);
   if (c.ready != nullptr) {
@@ -89,51 +89,82 @@ Result<BlockPtr> DeviceAllocator::allocate(size_t bytes, std::string_view what) 
   const size_t cap = caching ? round_size(bytes) : bytes;
   void* ptr = nullptr;
   size_t got = cap;
+  // A cached block whose last use on another stream is still running (a state copy to the host)
+  // is the last resort: taking it stalls the compute stream until that copy ends, so a new block
+  // is tried first (what PyTorch's allocator does with record_stream blocks).
+  FreeList::iterator pending = list.end();
   if (caching) {
     auto it = list.lower_bound(cap);
     // Large blocks may serve requests up to 1/4 smaller (e.g. the first chunk's 5+2-frame
     // tensors serve later chunks' 4+2-frame ones), small ones up to half.
     const size_t slack = cap <= kSmall ? cap : cap / 4;
     if (it != list.end() && it->first <= cap + slack) {
-      got = it->first;
-      ptr = take_cached(list, it);
-      ++stats_.cache_hits;
+      auto ready = find_ready(list, it, cap + slack);
+      if (ready != list.end()) {
+        got = ready->first;
+        ptr = take_cached(list, ready);
+        ++stats_.cache_hits;
+      } else {
+        pending = it;
+      }
     }
   }
+  // Over the reserve limit (an emulated smaller card) a new block counts as no room.
+  auto driver_alloc = [&](void** p) {
+    if (reserve_limit_ > 0 && stats_.reserved_bytes + static_cast<int64_t>(cap) > reserve_limit_) {
+      return cudaErrorMemoryAllocation;
+    }
+    return cudaMalloc(p, cap);
+  };
   if (ptr == nullptr) {
-    cudaError_t err = cudaMalloc(&ptr, cap);
-    // (no release-and-retry while capturing: cudaFree is not allowed then)
-    if (err == cudaErrorMemoryAllocation && caching_ && !in_graph_pool_ && !free_.empty()) {
+    cudaError_t err = driver_alloc(&ptr);
+    if (err == cudaErrorMemoryAllocation && pending != list.end()) {
+      // no room for a new block: reuse the pending one in stream order
       cudaGetLastError();
-      release_cached();
-      err = cudaMalloc(&ptr, cap);
+      got = pending->first;
+      ptr = take_cached(list, pending);
+      ++stats_.cache_hits;
+      err = cudaSuccess;
+    } else {
+      // (no release-and-retry while capturing: cudaFree is not allowed then)
+      if (err == cudaErrorMemoryAllocation && caching_ && !in_graph_pool_ && !free_.empty()) {
+        cudaGetLastError();
+        release_cached();
+        err = driver_alloc(&ptr);
+      }
+      if (err != cudaSuccess) {
+        cudaGetLastError();  // an allocation failure is not sticky; clear it
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        const std::string limit =
+            reserve_limit_ > 0 ? ", limit " + format_bytes(reserve_limit_) : std::string();
+        const std::string msg =
+            "out of device memory allocating " + format_bytes(static_cast<int64_t>(cap)) +
+            " for " + std::string(what) + " (SeedVAE holds " + format_bytes(stats_.live_bytes) +
+            " live, " + format_bytes(stats_.reserved_bytes) + " reserved" + limit + "; device " +
+            format_bytes(static_cast<int64_t>(free_b)) + " free of " +
+            format_bytes(static_cast<int64_t>(total_b)) +
+            "). Try spatial tiles (smaller tile size), exact tiling, a smaller temporal chunk, or a "
+            "lower precision (--precision bf16)";
+        if (err == cudaErrorMemoryAllocation) return out_of_memory(msg);
+        return cuda_status(err, "cudaMalloc for " + std::string(what));
+      }
+      ++stats_.driver_allocs;
+      if (in_graph_pool_) graph_reserved_ += static_cast<int64_t>(cap);
+      stats_.reserved_bytes += static_cast<int64_t>(cap);
+      stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
     }
-    if (err != cudaSuccess) {
-      cudaGetLastError();  // an allocation failure is not sticky; clear it
-      size_t free_b = 0, total_b = 0;
-      cudaMemGetInfo(&free_b, &total_b);
-      const std::string msg =
-          "out of device memory allocating " + format_bytes(static_cast<int64_t>(cap)) + " for " +
-          std::string(what) + " (SeedVAE holds " + format_bytes(stats_.live_bytes) + " live, " +
-          format_bytes(stats_.reserved_bytes) + " reserved; device " +
-          format_bytes(static_cast<int64_t>(free_b)) + " free of " +
-          format_bytes(static_cast<int64_t>(total_b)) +
-          "). Try spatial tiles (smaller tile size), exact tiling, a smaller temporal chunk, or a "
-          "lower precision (--precision bf16)";
-      if (err == cudaErrorMemoryAllocation) return out_of_memory(msg);
-      return cuda_status(err, "cudaMalloc for " + std::string(what));
-    }
-    ++stats_.driver_allocs;
-    if (in_graph_pool_) graph_reserved_ += static_cast<int64_t>(cap);
-    stats_.reserved_bytes += static_cast<int64_t>(cap);
-    stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
   }
   block->ptr = ptr;
   block->capacity = got;
   block->graph_pool = in_graph_pool_;
   block->owner = shared_from_this();
   stats_.live_bytes += static_cast<int64_t>(bytes);
-  stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, stats_.live_bytes);
+  if (census_) census_live_[ptr] = {std::string(what), static_cast<int64_t>(bytes)};
+  if (stats_.live_bytes > stats_.peak_live_bytes) {
+    stats_.peak_live_bytes = stats_.live_bytes;
+    if (census_) snapshot_census();
+  }
   return block;
 }
 
@@ -142,6 +173,7 @@ void DeviceAllocator::give_back(const DeviceBlock& b) {
   const size_t capacity = b.capacity;
   CUevent_st* ready = b.free_after;
   stats_.live_bytes -= static_cast<int64_t>(b.bytes);
+  if (census_ && ptr != nullptr) census_live_.erase(ptr);
   if (ptr == nullptr) {
     if (ready != nullptr) cudaEventDestroy(ready);
     return;
@@ -197,6 +229,33 @@ void DeviceAllocator::note_graph_replay() {
   int64_t idle = 0;
   for (const auto& [cap, c] : graph_free_) idle += static_cast<int64_t>(cap);
   stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, stats_.live_bytes + idle);
+}
+
+void DeviceAllocator::set_census(bool on) {
+  census_ = on;
+  census_live_.clear();
+  census_peak_.clear();
+}
+
+void DeviceAllocator::snapshot_census() {
+  census_peak_.clear();
+  census_peak_.reserve(census_live_.size());
+  for (const auto& [ptr, e] : census_live_) census_peak_.push_back(e);
+}
+
+std::vector<DeviceAllocator::CensusEntry> DeviceAllocator::peak_census() const {
+  std::map<std::string, CensusEntry> merged;
+  for (const auto& [what, bytes] : census_peak_) {
+    CensusEntry& e = merged[what];
+    e.what = what;
+    ++e.count;
+    e.bytes += bytes;
+  }
+  std::vector<CensusEntry> out;
+  for (auto& [k, e] : merged) out.push_back(std::move(e));
+  std::sort(out.begin(), out.end(),
+            [](const CensusEntry& a, const CensusEntry& b) { return a.bytes > b.bytes; });
+  return out;
 }
 
 void DeviceAllocator::release_graph_pool() { graph_reserved_ -= free_list(graph_free_); }

@@ -6,9 +6,10 @@
 // reused for a request when the request is at most 1/4 smaller). Everything runs on the one stream of the
 // owning thread, so a block freed here may be reused by the next launch without events. A block
 // whose last use is on another stream (an offloaded causal-state slice still being copied to the
-// host) is freed in stream order instead: it carries that use's event (`DeviceBlock::free_after`),
-// and the request that reuses it makes the compute stream wait for the event — what PyTorch's
-// record_stream gives, without holding the memory until the host sees the copy finish. When
+// host) is freed in stream order instead: it carries that use's event (`DeviceBlock::free_after`).
+// A request takes such a block only when no other cached block fits and the driver has no room
+// for a new one; the compute stream then waits for the event — what PyTorch's record_stream
+// gives, without holding the memory until the host sees the copy finish. When
 // cudaMalloc fails, every cached block is returned to the driver and the allocation retried once;
 // if it still fails the caller gets an out-of-memory Status naming what was being allocated.
 //
@@ -22,6 +23,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "core/base/status.h"
 
@@ -92,12 +95,29 @@ class DeviceAllocator : public std::enable_shared_from_this<DeviceAllocator> {
   // A replay uses every block of the captures' pool: counts the idle ones as live for the peak.
   void note_graph_replay();
   bool caching() const { return caching_; }
+  // The most bytes this allocator reserves from the driver (0: no limit), to run as if the card
+  // were that small: a request beyond it reuses a pending cached block, returns the cache to the
+  // driver and retries, and only then fails with out of memory.
+  void set_reserve_limit(int64_t bytes) { reserve_limit_ = bytes; }
 
   AllocatorStats stats() const { return stats_; }
   void reset_peak() {
     stats_.peak_live_bytes = stats_.live_bytes;
     stats_.peak_reserved_bytes = stats_.reserved_bytes;
+    if (census_) snapshot_census();
   }
+
+  // Memory census (a diagnostic, off by default): while on, every live block is remembered with
+  // the name it was allocated under, and the list is copied whenever the live bytes reach a new
+  // peak, so peak_census() tells what was live at the peak since the last reset_peak(): entries
+  // of the same name are merged, largest total first.
+  struct CensusEntry {
+    std::string what;
+    int64_t count = 0;
+    int64_t bytes = 0;
+  };
+  void set_census(bool on);
+  std::vector<CensusEntry> peak_census() const;
 
  private:
   friend struct DeviceBlock;
@@ -107,8 +127,10 @@ class DeviceAllocator : public std::enable_shared_from_this<DeviceAllocator> {
   };
   using FreeList = std::multimap<size_t, Cached>;  // capacity -> block
   void give_back(const DeviceBlock& block);
-  // Takes the cached block at `it` of `list` (of the range of equal capacity starting there, one
-  // whose event has completed if any), making the compute stream wait for a pending event.
+  // The first block from `it` on (capacity <= max_capacity) that no other stream still uses, or
+  // list.end().
+  FreeList::iterator find_ready(FreeList& list, FreeList::iterator it, size_t max_capacity);
+  // Takes the cached block at `it` of `list`, making the compute stream wait for a pending event.
   void* take_cached(FreeList& list, FreeList::iterator it);
   // Returns every block of `list` to the driver; the bytes released.
   int64_t free_list(FreeList& list);
@@ -121,6 +143,11 @@ class DeviceAllocator : public std::enable_shared_from_this<DeviceAllocator> {
   int64_t eager_frees_in_capture_ = 0;
   int64_t graph_reserved_ = 0;
   AllocatorStats stats_;
+  void snapshot_census();
+  int64_t reserve_limit_ = 0;
+  bool census_ = false;
+  std::unordered_map<const void*, std::pair<std::string, int64_t>> census_live_;
+  std::vector<std::pair<std::string, int64_t>> census_peak_;
 };
 
 // "1.50 GiB", "12.0 MiB", "512 B".

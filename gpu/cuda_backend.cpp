@@ -67,6 +67,7 @@ std::string describe_options(const CudaOptions& o) {
   s += o.buffer_reuse ? ", buffer reuse" : ", fresh buffers";
   s += o.fuse_bias ? ", fused bias" : ", separate bias pass";
   if (o.offload_state) s += ", causal state offloaded to host";
+  if (o.memory_limit_mib > 0) s += ", memory limit " + std::to_string(o.memory_limit_mib) + " MiB";
   if (o.cuda_graphs) s += ", CUDA graphs";
   return s;
 }
@@ -74,6 +75,7 @@ std::string describe_options(const CudaOptions& o) {
 Status validate_options(const CudaOptions& o) {
   if (o.device < 0) return invalid_argument("--device must be >= 0");
   if (o.workspace_mib < 0) return invalid_argument("the cuDNN workspace limit must be >= 0 MiB");
+  if (o.memory_limit_mib < 0) return invalid_argument("the memory limit must be >= 0 MiB");
   if (o.max_conv_elements < 0) return invalid_argument("max_conv_elements must be >= 0");
   if (o.offload_window_mib < 0 || o.offload_min_bytes < 0) {
     return invalid_argument("the offload window and threshold must be >= 0");
@@ -304,6 +306,8 @@ class CudaBackend final : public Backend {
       b->pinned_pool_ = std::make_shared<PinnedPool>();
     }
     b->alloc_ = std::make_shared<DeviceAllocator>(o.caching_allocator, s);
+    b->alloc_->set_census(o.memory_census);
+    b->alloc_->set_reserve_limit(int64_t{o.memory_limit_mib} << 20);
     SEEDVAE_ASSIGN_OR_RETURN(b->gemm_, Gemm::create(s, b->alloc_));
     int driver = 0;
     cudaDriverGetVersion(&driver);
@@ -397,6 +401,7 @@ class CudaBackend final : public Backend {
     r.graph_pool_bytes = alloc_->graph_pool_bytes();
     r.graph_discard_reason = graph_discard_reason_;
     r.download_bytes = download_bytes_;
+    for (auto& e : alloc_->peak_census()) r.peak_census.push_back({std::move(e.what), e.count, e.bytes});
     return r;
   }
 
@@ -1000,8 +1005,15 @@ class CudaBackend final : public Backend {
   Result<Tensor> concat_frames(const Tensor& a, const Tensor& b) override {
     constexpr std::string_view op = "concat_frames";
     SEEDVAE_TRY(check_thread(op));
-    SEEDVAE_TRY(activation_of(a, op, "first").take_status());
-    SEEDVAE_TRY(activation_of(b, op, "second").take_status());
+    // Two outputs of one convolution (VaeModel's lean convolutions) carry the same pending bias:
+    // the concatenation carries it on, so its consumer still adds it in fp32 (fused bias).
+    const auto* pa = dynamic_cast<const CudaStorage*>(a.storage.get());
+    const auto* pb = dynamic_cast<const CudaStorage*>(b.storage.get());
+    const bool same_bias = pa && pb && pa->pending_bias && pa->pending_bias == pb->pending_bias;
+    const float* bias = same_bias ? pa->pending_bias : nullptr;
+    std::shared_ptr<Storage> bias_owner = same_bias ? pa->bias_owner : nullptr;
+    SEEDVAE_TRY(activation_of(a, op, "first", same_bias).take_status());
+    SEEDVAE_TRY(activation_of(b, op, "second", same_bias).take_status());
     const Shape& sa = a.shape;
     const Shape& sb = b.shape;
     if (sa.n() != sb.n() || sa.c() != sb.c() || sa.h() != sb.h() || sa.w() != sb.w()) {
@@ -1014,6 +1026,10 @@ class CudaBackend final : public Backend {
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(out_shape, 0, what));
     SEEDVAE_TRY(copy_frames(y, 0, a, 0, sa.t(), what));
     SEEDVAE_TRY(copy_frames(y, sa.t(), b, 0, sb.t(), what));
+    if (same_bias) {
+      storage(y)->pending_bias = bias;
+      storage(y)->bias_owner = std::move(bias_owner);
+    }
     return y;
   }
 
@@ -1038,11 +1054,43 @@ class CudaBackend final : public Backend {
     }
     const std::string what = "group_norm " + str(x.shape);
     // GroupNorm+SiLU feeds a causal convolution in the model: give it spare frames in front.
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(x.shape, p.silu ? 2 : 0, what + " output"));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(x.shape, p.silu ? std::max(p.context_frames, 0) : 0,
+                                                      what + " output"));
     if (x.shape.numel() == 0) return y;
     SEEDVAE_TRY(run_group_norm(xs->ptr(), storage(y)->ptr(), xs->layout, dims5(x.shape), g, bt,
                                p.groups, p.eps, p.silu, what, xs->pending_bias));
     return y;
+  }
+
+  Status group_norm_inplace(Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const GroupNormParams& p) override {
+    constexpr std::string_view op = "group_norm_inplace";
+    SEEDVAE_TRY(check_thread(op));
+    SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * xs, activation_of(x, op, "input", true));
+    const int64_t c = x.shape.c();
+    if (p.groups < 1 || c % p.groups != 0) {
+      return invalid_argument("group_norm_inplace: " + std::to_string(c) + " channels of " +
+                              str(x.shape) + " are not divisible into " + std::to_string(p.groups) +
+                              " groups");
+    }
+    if (!(p.eps >= 0.f)) return invalid_argument("group_norm_inplace: eps must be >= 0");
+    const float* g = nullptr;
+    const float* bt = nullptr;
+    if (gamma.defined()) {
+      SEEDVAE_ASSIGN_OR_RETURN(g, vector_of(gamma, c, op, "gamma"));
+    }
+    if (beta.defined()) {
+      SEEDVAE_ASSIGN_OR_RETURN(bt, vector_of(beta, c, op, "beta"));
+    }
+    if (x.shape.numel() == 0) return Status::ok();
+    // the kernels read every element before writing it (statistics and coefficients first, then
+    // one read and one write per element by the same thread), so the output may be the input
+    SEEDVAE_TRY(run_group_norm(xs->ptr(), xs->ptr(), xs->layout, dims5(x.shape), g, bt, p.groups,
+                               p.eps, p.silu, "group_norm_inplace " + str(x.shape),
+                               xs->pending_bias));
+    xs->pending_bias = nullptr;  // folded into the normalisation
+    xs->bias_owner.reset();
+    return Status::ok();
   }
 
   Status add_inplace(Tensor& acc, const Tensor& x) override {
@@ -1070,7 +1118,8 @@ class CudaBackend final : public Backend {
     return check_launch("add_inplace " + str(acc.shape));
   }
 
-  Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1) override {
+  Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1,
+                                int context_frames = 2) override {
     constexpr std::string_view op = "depth_to_space";
     SEEDVAE_TRY(check_thread(op));
     SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * xs, activation_of(x, op, "input"));
@@ -1078,7 +1127,8 @@ class CudaBackend final : public Backend {
     const Shape& s = x.shape;
     SEEDVAE_ASSIGN_OR_RETURN(const Shape out_shape, depth_to_space_shape(s, z, drop_frame_1));
     const std::string what = "depth_to_space " + str(s);
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(out_shape, 2, what + " output"));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(out_shape, std::max(context_frames, 0),
+                                                      what + " output"));
     DepthToSpaceArgs a;
     a.type = elem_of(act_);
     a.layout = xs->layout;

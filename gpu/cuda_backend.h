@@ -92,8 +92,16 @@ struct CudaOptions {
   bool cuda_graphs = false;
   // cuDNN workspace limit per convolution.
   int workspace_mib = 512;
+  // The most device memory the caching allocator reserves, in MiB (0: as much as the card has):
+  // runs as if the card had only this much (`seedvae_gpu_bench --memory-limit-mib`), so a memory
+  // target is shown to hold for reserved memory, not only for live tensors (cuDNN and cuBLAS
+  // workspaces come from this allocator too; the CUDA context and library handles are outside).
+  int memory_limit_mib = 0;
   // Testing: largest element count per cuDNN call (0: 2^31 - 1), to exercise temporal splitting.
   int64_t max_conv_elements = 0;
+  // Diagnostic: remember what every live allocation is, so the report can list what was live at
+  // the memory peak (CudaBackendReport::peak_census). Costs a hash-map update per allocation.
+  bool memory_census = false;
 };
 
 // Refuses invalid or incompatible settings with a reason (device capability included when a
@@ -105,6 +113,14 @@ std::string describe_options(const CudaOptions& options);
 // Creates the backend on the calling thread, which then owns the device, stream and library
 // handles; every later call must come from that thread.
 Result<std::unique_ptr<Backend>> create_cuda_backend(const CudaOptions& options);
+
+// What was live at the memory peak (CudaOptions::memory_census): allocations of the same name
+// ("conv3d output [1, 256, 4, 1088, 1920] bf16") merged.
+struct MemoryCensusEntry {
+  std::string what;
+  int64_t count = 0;
+  int64_t bytes = 0;
+};
 
 // Extra numbers of a CUDA backend (empty optional for other backends).
 struct CudaBackendReport {
@@ -130,6 +146,9 @@ struct CudaBackendReport {
   // CUDA graphs: recordings kept, recordings discarded, launches, and the captures' memory pool.
   int64_t graphs_captured = 0, graphs_discarded = 0, graph_launches = 0, graph_pool_bytes = 0;
   std::string graph_discard_reason;  // the last one
+  // With CudaOptions::memory_census: the live allocations at the peak since the last reset_peak(),
+  // largest first.
+  std::vector<MemoryCensusEntry> peak_census;
 };
 std::optional<CudaBackendReport> cuda_backend_report(const Backend& backend);
 

@@ -74,6 +74,13 @@ Status Backend::copy_frames_into(Tensor& dst, int64_t dst_frame, const Tensor& s
   return unsupported(name() + " cannot copy frames in place");
 }
 
+Status Backend::group_norm_inplace(Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                   const GroupNormParams& p) {
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, group_norm(x, gamma, beta, p));
+  x = std::move(y);
+  return Status::ok();
+}
+
 Status Backend::begin_capture() { return unsupported(name() + " does not record graphs"); }
 
 Result<int64_t> Backend::end_capture(bool keep) {

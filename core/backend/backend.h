@@ -51,6 +51,10 @@ struct GroupNormParams {
   int groups = 32;
   float eps = 1e-6f;
   bool silu = false;
+  // Frames of causal context a causal_pad() will put in front of a SiLU output (which feeds a
+  // causal convolution in the model): a backend may reserve that room in front of the output so
+  // the pad copies nothing. 0 when the output is not padded (VaeModel's lean convolutions).
+  int context_frames = 2;
 };
 
 // Weights of the mid-block spatial self-attention (one head, head_dim = C).
@@ -142,13 +146,19 @@ class Backend {
   // Per-frame GroupNorm with affine gamma/beta [C], optionally followed by SiLU.
   virtual Result<Tensor> group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                     const GroupNormParams& p) = 0;
+  // group_norm() written over x (whose old values nobody reads again: the caller owns x). The
+  // default computes a new tensor and makes x refer to it (correct, no memory saved); backends
+  // whose kernels allow it normalise in place.
+  virtual Status group_norm_inplace(Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                    const GroupNormParams& p);
   // acc += x, in place (same shape).
   virtual Status add_inplace(Tensor& acc, const Tensor& x) = 0;
   // Depth-to-space of Upsample3D: x [N, 4*Z*C, T, H, W] -> [N, C, T*Z, 2H, 2W] with input channel
   // k = ((ih*2 + iw)*Z + it)*C + c (vae_spec.md §2.1); if drop_frame_1 (Z = 2, first chunk) output
-  // frame 1 is removed, giving 2T-1 frames.
-  virtual Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor,
-                                        bool drop_frame_1) = 0;
+  // frame 1 is removed, giving 2T-1 frames. `context_frames`: as GroupNormParams::context_frames
+  // (the output feeds the upsampler's causal convolution; 0 when it is not padded).
+  virtual Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1,
+                                        int context_frames = 2) = 0;
   // x + to_out(softmax(q k^T / sqrt(C)) v) with q, k, v projections of GroupNorm(x), per frame,
   // tokens = H*W.
   virtual Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) = 0;

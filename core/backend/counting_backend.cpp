@@ -93,6 +93,11 @@ Result<Tensor> CountingBackend::concat_frames(const Tensor& a, const Tensor& b) 
   return make(s);
 }
 
+Status CountingBackend::copy_frames_into(Tensor& dst, int64_t dst_frame, const Tensor& src,
+                                         int64_t src_frame, int64_t count) {
+  return check_frame_copy(dst.shape, dst_frame, src.shape, src_frame, count);
+}
+
 Result<Tensor> CountingBackend::group_norm(const Tensor& x, const Tensor&, const Tensor&,
                                            const GroupNormParams&) {
   SEEDVAE_TRY(check5(x, "group_norm"));
@@ -104,7 +109,7 @@ Status CountingBackend::add_inplace(Tensor& acc, const Tensor& x) {
   return Status::ok();
 }
 
-Result<Tensor> CountingBackend::depth_to_space(const Tensor& x, int z, bool drop_frame_1) {
+Result<Tensor> CountingBackend::depth_to_space(const Tensor& x, int z, bool drop_frame_1, int) {
   SEEDVAE_TRY(check5(x, "depth_to_space"));
   SEEDVAE_ASSIGN_OR_RETURN(const Shape s, depth_to_space_shape(x.shape, z, drop_frame_1));
   return make(s);

@@ -26,10 +26,13 @@ class CountingBackend final : public Backend {
   Result<Tensor> causal_pad(const Tensor& x, const Tensor* memory, int frames) override;
   Result<Tensor> slice_frames(const Tensor& x, int64_t begin, int64_t end) override;
   Result<Tensor> concat_frames(const Tensor& a, const Tensor& b) override;
+  Status copy_frames_into(Tensor& dst, int64_t dst_frame, const Tensor& src, int64_t src_frame,
+                          int64_t count) override;
   Result<Tensor> group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                             const GroupNormParams& p) override;
   Status add_inplace(Tensor& acc, const Tensor& x) override;
-  Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1) override;
+  Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1,
+                                int context_frames = 2) override;
   Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) override;
 
   MemoryStats memory_stats() const override;

@@ -292,7 +292,8 @@ class CpuBackend final : public Backend {
     return Status::ok();
   }
 
-  Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1) override {
+  Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1,
+                                int /*context_frames: pads copy on this backend*/ = 2) override {
     constexpr std::string_view op = "depth_to_space";
     SEEDVAE_TRY(expect_rank5(x, op, "input"));
     const int z = temporal_factor;

@@ -117,13 +117,14 @@ PrefetchStats PrefetchReader::stats() const {
   return stats_;
 }
 
-std::pair<int64_t, int64_t> encoder_chunk_frames(int chunk_latents, int temporal_factor) {
+std::pair<int64_t, int64_t> encoder_chunk_frames(int chunk_latents, int temporal_factor,
+                                                 bool lone_head) {
   if (chunk_latents <= 0) {
     const int64_t all = std::numeric_limits<int64_t>::max();
     return {all, all};
   }
   const int64_t c = static_cast<int64_t>(chunk_latents) * temporal_factor;
-  return {c + 1, c};
+  return {lone_head ? 1 : c + 1, c};
 }
 
 // ---------------------------------------------------------------------------------------------

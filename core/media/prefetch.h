@@ -85,8 +85,10 @@ class PrefetchReader {
 };
 
 // The encoder's chunks in frames for chunk_latents (the first one, then each next one) with
-// temporal factor 4: {4c + 1, 4c}; the whole stream at once for c <= 0.
-std::pair<int64_t, int64_t> encoder_chunk_frames(int chunk_latents, int temporal_factor = 4);
+// temporal factor 4: {4c + 1, 4c} ({1, 4c} with StreamOptions::lone_head); the whole stream at
+// once for c <= 0.
+std::pair<int64_t, int64_t> encoder_chunk_frames(int chunk_latents, int temporal_factor = 4,
+                                                 bool lone_head = false);
 
 struct VideoSourceOptions {
   ReadOptions read;

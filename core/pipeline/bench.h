@@ -19,6 +19,8 @@ struct BenchOptions {
   int chunk_latents = 1;   // temporal chunk; 0 = whole clip
   int hires_chunk_frames = 0;  // VaeModel::set_hires_chunk_frames (0 = off)
   bool async_tiles = true;     // StreamOptions::async_tiles
+  bool lone_head = false;      // StreamOptions::lone_head
+  bool lean_convs = false;     // VaeModel::set_lean_convs
   int warmup = 1;
   int repeats = 3;         // median over repeats
   bool encode = true;

@@ -175,6 +175,7 @@ class ConfigRun {
 
     SEEDVAE_ASSIGN_OR_RETURN(VaeModel model, VaeModel::create(backend_, weights_));
     model.set_hires_chunk_frames(opt_.hires_chunk_frames);
+    model.set_lean_convs(opt_.lean_convs);
     model_ = &model;
     tiled_decode_ = cfg.value("tiled_decode", Json::object());
     tiled_encode_ = cfg.value("tiled_encode", Json::object());

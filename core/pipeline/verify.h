@@ -28,6 +28,7 @@ struct VerifyOptions {
   bool run_model = true;                  // false: check inputs and weights only
   bool intermediates = true;              // compare per-block intermediates where shipped
   int hires_chunk_frames = 0;             // VaeModel::set_hires_chunk_frames (0 = off)
+  bool lean_convs = false;                // VaeModel::set_lean_convs
 };
 
 struct VerifyRow {

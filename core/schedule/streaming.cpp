@@ -10,15 +10,17 @@
 
 namespace seedvae {
 
-std::vector<std::pair<int64_t, int64_t>> plan_chunks(int64_t latent_frames, int chunk_latents) {
+std::vector<std::pair<int64_t, int64_t>> plan_chunks(int64_t latent_frames, int chunk_latents,
+                                                     bool lone_head) {
   std::vector<std::pair<int64_t, int64_t>> out;
   if (latent_frames <= 0) return out;
-  if (chunk_latents <= 0 || latent_frames <= chunk_latents + 1) {
+  if (chunk_latents <= 0 || latent_frames <= (lone_head ? 1 : chunk_latents + 1)) {
     out.emplace_back(0, latent_frames);
     return out;
   }
   int64_t b = 0;
-  int64_t e = chunk_latents + 1;  // the first chunk carries the single causal head frame extra
+  // the first chunk carries the single causal head frame extra, or is that frame alone
+  int64_t e = lone_head ? 1 : chunk_latents + 1;
   while (b < latent_frames) {
     out.emplace_back(b, std::min(e, latent_frames));
     b = e;
@@ -134,7 +136,7 @@ Result<HostTensor> encode_video(const VaeModel& model, const HostTensor& video,
     return invalid_argument("encode needs a [1, 3, 4n+1, H, W] video, got " + s.to_string());
   }
   const int64_t latents = (s[2] - 1) / f + 1;
-  auto chunks = plan_chunks(latents, options.chunk_latents);
+  auto chunks = plan_chunks(latents, options.chunk_latents, options.lone_head);
   for (auto& [b, e] : chunks) {  // latent ranges -> frame ranges
     b = b == 0 ? 0 : (b - 1) * f + 1;
     e = (e - 1) * f + 1;
@@ -158,7 +160,7 @@ Result<HostTensor> encode_stream(const VaeModel& model, FrameSource& source,
   for (int64_t i = 0;; ++i) {
     if (hooks.cancel) SEEDVAE_TRY(hooks.cancel->check());
     const int64_t want = c <= 0 ? std::numeric_limits<int64_t>::max()
-                                : (i == 0 ? c * f + 1 : c * f);
+                                : (i == 0 ? (options.lone_head ? 1 : c * f + 1) : c * f);
     SEEDVAE_ASSIGN_OR_RETURN(HostTensor x_host, source.next(want));
     const Shape& s = x_host.shape();
     const int64_t k = x_host.empty() ? 0 : s[2];
@@ -223,7 +225,8 @@ Result<HostTensor> decode_latent(const VaeModel& model, const HostTensor& latent
     return invalid_argument("decode needs a [1, C, t, h, w] latent, got " + s.to_string());
   }
   const int f = model.config().temporal_factor();
-  return run_stream(model, latent, plan_chunks(s[2], options.chunk_latents), (s[2] - 1) * f + 1,
+  return run_stream(model, latent, plan_chunks(s[2], options.chunk_latents, options.lone_head),
+                    (s[2] - 1) * f + 1,
                     "decode", hooks, options.async_tiles,
                     [&](const Tensor& z, CausalState& st) { return model.decode_chunk(z, st); });
 }

@@ -27,6 +27,13 @@ struct StreamOptions {
   // asynchronous copies (the CPU backend) run the same order synchronously. Exact tiling ignores
   // it (its windows move through host memory layer by layer).
   bool async_tiles = true;
+  // The first chunk is the causal head alone (latent 0, video frame 0), then chunks of
+  // chunk_latents each, instead of upstream's first chunk of chunk_latents + 1 latents (4n+1
+  // frames). Every chunk then has at most 4*chunk_latents output frames, so the largest chunk,
+  // which sets the peak device memory of a streamed decode, is a fifth smaller (1 + 4 + 4 ...
+  // frames instead of 5 + 4 ...). The same result up to floating-point reassociation (any
+  // chunking aligned to latent frames is exact, vae_spec.md §4.3).
+  bool lone_head = false;
 };
 
 // Receives each finished chunk on the engine thread: frames [first_frame, first_frame + T) of the
@@ -40,8 +47,10 @@ struct StreamHooks {
   int64_t tile = -1;  // tile index for telemetry labels when called by the tiling scheduler
 };
 
-// Chunk boundaries in latent frames for `latent_frames` latents: [begin, end) pairs.
-std::vector<std::pair<int64_t, int64_t>> plan_chunks(int64_t latent_frames, int chunk_latents);
+// Chunk boundaries in latent frames for `latent_frames` latents: [begin, end) pairs
+// (StreamOptions::lone_head: a first chunk of latent 0 alone).
+std::vector<std::pair<int64_t, int64_t>> plan_chunks(int64_t latent_frames, int chunk_latents,
+                                                     bool lone_head = false);
 
 // video: [1, 3, T, H, W] with T = 4n+1 and H, W multiples of 8, any dtype. Returns the moments
 // [1, 2*latent, n+1, H/8, W/8] in fp32.
@@ -62,7 +71,8 @@ class FrameSource {
 };
 
 // encode_video() for a video that arrives chunk by chunk: pulls exactly the frames of each chunk
-// of plan_chunks() (the first chunk 4*chunk_latents + 1 frames, then 4*chunk_latents; the whole
+// of plan_chunks() (the first chunk 4*chunk_latents + 1 frames, or 1 with lone_head, then
+// 4*chunk_latents; the whole
 // stream at once for chunk_latents = 0) and runs it as encode_video() would, so the moments are
 // bit-identical to encode_video() of the concatenated frames. The chunk count is unknown in
 // advance: progress reports `total` as done + 1 until the source ends. Cancellation is checked

@@ -120,7 +120,7 @@ Result<HostTensor> run_blend(const BlendJob& job) {
 
   // Temporal chunks of the input (latents for decode, frames for encode).
   const int64_t latents = job.encode ? (is[2] - 1) / tf + 1 : is[2];
-  auto chunks = plan_chunks(latents, job.stream.chunk_latents);
+  auto chunks = plan_chunks(latents, job.stream.chunk_latents, job.stream.lone_head);
   std::vector<std::pair<int64_t, int64_t>> in_ranges = chunks;
   if (job.encode) {
     for (auto& [b, e] : in_ranges) {

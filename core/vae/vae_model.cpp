@@ -163,24 +163,91 @@ Status VaeModel::keep_memory(CausalState& state, const std::string& key, Tensor 
   return piece_stage_ ? Status::ok() : backend_->offload_hint(slot);
 }
 
-Result<Tensor> VaeModel::norm_silu(const Tensor& x, const std::string& prefix) const {
-  GroupNormParams gp{config_.norm_groups, config_.norm_eps, true};
+Result<Tensor> VaeModel::norm_silu(const Tensor& x, const std::string& prefix,
+                                   int context_frames) const {
+  GroupNormParams gp{config_.norm_groups, config_.norm_eps, true, context_frames};
   return backend_->group_norm(x, w(prefix + ".weight"), w(prefix + ".bias"), gp);
 }
 
-// ResnetBlock3D: SiLU(GN) -> conv1 -> SiLU(GN) -> conv2, plus the (1x1x1) shortcut of the raw x.
-Result<Tensor> VaeModel::resnet(const Tensor& x, const std::string& p, CausalState& state) const {
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, norm_silu(x, p + ".norm1"));
-  SEEDVAE_ASSIGN_OR_RETURN(h, causal_conv(h, p + ".conv1", 1, 1, false, state));
-  SEEDVAE_ASSIGN_OR_RETURN(h, norm_silu(h, p + ".norm2"));
-  SEEDVAE_ASSIGN_OR_RETURN(h, causal_conv(h, p + ".conv2", 1, 1, false, state));
-  if (w(p + ".conv_shortcut.weight").defined()) {
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor s, backend_->conv3d(x, w(p + ".conv_shortcut.weight"),
-                                                        w(p + ".conv_shortcut.bias"), {}));
-    SEEDVAE_TRY(backend_->add_inplace(h, s));
-  } else {
-    SEEDVAE_TRY(backend_->add_inplace(h, x));
+bool VaeModel::lean_applies(const std::string& conv, int64_t frames,
+                            const CausalState& state) const {
+  // the decoder's convolutions only: the encoder meets its memory target without (and its bf16
+  // error grew past PyTorch's own in one golden tensor with them, docs/gpu-notes.md §9)
+  if (!lean_convs_ || in_place_state() || frames < 4 || conv.rfind("decoder.", 0) != 0) {
+    return false;
   }
+  const Tensor& weight = w(conv + ".weight");
+  if (!weight.defined() || weight.shape[2] != 3) return false;
+  auto it = state.memory.find(conv);
+  return it != state.memory.end() && it->second.shape.rank() == 5 && it->second.shape[2] == 2;
+}
+
+template <typename WriteContext>
+Result<Tensor> VaeModel::split_context_conv(Tensor n, const std::string& conv,
+                                            WriteContext write_context) const {
+  const Tensor& weight = w(conv + ".weight");
+  const Tensor& bias = w(conv + ".bias");
+  Conv3dParams p;
+  p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = static_cast<int>(weight.shape[3]) / 2;
+  const int64_t t = n.shape[2];
+  // output frame i reads extended frames [i, i + 3) = [memory, n][i, i + 3): n alone from i = 2
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor late, backend_->conv3d(n, weight, bias, p));
+  // [memory, n0, n1] over n0..n3 (queued after the convolution that read them)
+  SEEDVAE_TRY(backend_->copy_frames_into(n, 2, n, 0, 2));
+  SEEDVAE_TRY(write_context(n));
+  Tensor head = n;
+  if (t > 4) {
+    SEEDVAE_ASSIGN_OR_RETURN(head, backend_->slice_frames(n, 0, 4));
+  }
+  n = {};
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor early, backend_->conv3d(head, weight, bias, p));
+  head = {};
+  return backend_->concat_frames(early, late);
+}
+
+Result<Tensor> VaeModel::norm_conv(Tensor x, const std::string& norm, const std::string& conv,
+                                   CausalState& state) const {
+  const bool lean = lean_applies(conv, x.shape[2], state);
+  Tensor n;
+  if (lean && x.storage.use_count() == 1) {
+    // nobody else holds x (a resnet's shortcut was taken first): normalise it in place
+    GroupNormParams gp{config_.norm_groups, config_.norm_eps, true, 0};
+    SEEDVAE_TRY(backend_->group_norm_inplace(x, w(norm + ".weight"), w(norm + ".bias"), gp));
+    n = std::move(x);
+  } else {
+    SEEDVAE_ASSIGN_OR_RETURN(n, norm_silu(x, norm, lean ? 0 : 2));
+    x = {};
+  }
+  if (!lean) return causal_conv(n, conv, 1, 1, false, state);
+  const int64_t t = n.shape[2];
+  Tensor memory = state.memory[conv];
+  // the next chunk's memory: the last two frames of the input, sliced before they are overwritten
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor keep, backend_->slice_frames(n, t - 2, t));
+  SEEDVAE_TRY(keep_memory(state, conv, std::move(keep)));
+  return split_context_conv(std::move(n), conv, [&](Tensor& dst) -> Status {
+    SEEDVAE_TRY(backend_->copy_frames_into(dst, 0, memory, 0, 2));
+    memory = {};
+    return Status::ok();
+  });
+}
+
+// ResnetBlock3D: SiLU(GN) -> conv1 -> SiLU(GN) -> conv2, plus the (1x1x1) shortcut of the raw x.
+Result<Tensor> VaeModel::resnet(Tensor x, const std::string& p, CausalState& state) const {
+  const bool projected = w(p + ".conv_shortcut.weight").defined();
+  Tensor shortcut;
+  if (projected && lean_convs_ && p.rfind("decoder.", 0) == 0) {
+    // lean: the shortcut first, so x is not held through the convolutions
+    SEEDVAE_ASSIGN_OR_RETURN(shortcut, backend_->conv3d(x, w(p + ".conv_shortcut.weight"),
+                                                        w(p + ".conv_shortcut.bias"), {}));
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, norm_conv(shortcut.defined() ? std::move(x) : x,
+                                               p + ".norm1", p + ".conv1", state));
+  SEEDVAE_ASSIGN_OR_RETURN(h, norm_conv(std::move(h), p + ".norm2", p + ".conv2", state));
+  if (projected && !shortcut.defined()) {
+    SEEDVAE_ASSIGN_OR_RETURN(shortcut, backend_->conv3d(x, w(p + ".conv_shortcut.weight"),
+                                                        w(p + ".conv_shortcut.bias"), {}));
+  }
+  SEEDVAE_TRY(backend_->add_inplace(h, projected ? shortcut : x));
   return h;
 }
 
@@ -206,10 +273,10 @@ Result<Tensor> VaeModel::mid_block(const Tensor& x, const std::string& p,
 }
 
 Result<Tensor> VaeModel::upscale(const Tensor& x, const std::string& p, bool temporal,
-                                 bool drop_frame_1) const {
+                                 bool drop_frame_1, int context_frames) const {
   SEEDVAE_ASSIGN_OR_RETURN(Tensor y, backend_->conv3d(x, w(p + ".upscale_conv.weight"),
                                                       w(p + ".upscale_conv.bias"), {}));
-  return backend_->depth_to_space(y, temporal ? 2 : 1, drop_frame_1);
+  return backend_->depth_to_space(y, temporal ? 2 : 1, drop_frame_1, context_frames);
 }
 
 // Upsample3D: 1x1x1 upscale_conv, depth-to-space (2x2 spatial, x2 temporal on temporal levels),
@@ -225,7 +292,7 @@ Result<Tensor> VaeModel::upscale(const Tensor& x, const std::string& p, bool tem
 // the kept frames). The one exception is a first chunk of one latent frame at a temporal level:
 // its frame 1 is dropped, the conv's memory is frame 0 twice, and that is kept as it is (high
 // resolution) until the next call.
-Result<Tensor> VaeModel::upsample(const Tensor& x, const std::string& p, bool temporal,
+Result<Tensor> VaeModel::upsample(Tensor x, const std::string& p, bool temporal,
                                   CausalState& state) const {
   const std::string conv = p + ".conv";
   const std::string low = p + ".upscale_conv";
@@ -253,7 +320,23 @@ Result<Tensor> VaeModel::upsample(const Tensor& x, const std::string& p, bool te
     SEEDVAE_ASSIGN_OR_RETURN(keep, backend_->slice_frames(x, t - 1, t));
   }
   Tensor out;
-  if (have_low) {  // a continued stream: never a first chunk, so nothing is dropped
+  if (have_low && !temporal && !in_place && lean_convs_ && t >= 4 &&
+      low_it->second.shape[2] == 2) {
+    // Lean (set_lean_convs): the conv's extended input is [upscale(memory), upscale(x)]; upscale
+    // x without room for the context, run the split convolution and upscale the two memory
+    // frames one at a time into place.
+    const Tensor low_memory = low_it->second;
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, upscale(x, p, false, false, 0));
+    x = {};
+    SEEDVAE_ASSIGN_OR_RETURN(out, split_context_conv(std::move(y), conv, [&](Tensor& dst) -> Status {
+      for (int64_t f = 0; f < 2; ++f) {
+        SEEDVAE_ASSIGN_OR_RETURN(Tensor frame, backend_->slice_frames(low_memory, f, f + 1));
+        SEEDVAE_ASSIGN_OR_RETURN(Tensor up, upscale(frame, p, false, false, 0));
+        SEEDVAE_TRY(backend_->copy_frames_into(dst, f, up, 0, 1));
+      }
+      return Status::ok();
+    }));
+  } else if (have_low) {  // a continued stream: never a first chunk, so nothing is dropped
     // The upscale is per frame, so the new frames and the kept ones are upscaled apart and joined
     // by causal_pad, which backends may do in place (the CUDA backend writes the two context
     // frames into spare frames in front of the depth-to-space output). Upscaling [memory, x] in
@@ -343,8 +426,7 @@ Result<Tensor> VaeModel::encode_chunk_eager(const Tensor& x, CausalState& state)
   }
   SEEDVAE_ASSIGN_OR_RETURN(h, mid_block(h, "encoder.mid_block", state));
   SEEDVAE_TRY(observe("encoder.mid_block", h));
-  SEEDVAE_ASSIGN_OR_RETURN(h, norm_silu(h, "encoder.conv_norm_out"));
-  SEEDVAE_ASSIGN_OR_RETURN(h, causal_conv(h, "encoder.conv_out", 1, 1, false, state));
+  SEEDVAE_ASSIGN_OR_RETURN(h, norm_conv(std::move(h), "encoder.conv_norm_out", "encoder.conv_out", state));
   SEEDVAE_TRY(observe("encoder.conv_out", h));
   state.started = true;
   return h;
@@ -380,8 +462,7 @@ Result<Tensor> VaeModel::decoder_tail(Tensor h, CausalState& state) const {
   for (; l < c.levels(); ++l) {
     SEEDVAE_ASSIGN_OR_RETURN(h, up_block(std::move(h), l, state));
   }
-  SEEDVAE_ASSIGN_OR_RETURN(h, norm_silu(h, "decoder.conv_norm_out"));
-  SEEDVAE_ASSIGN_OR_RETURN(h, causal_conv(h, "decoder.conv_out", 1, 1, false, state));
+  SEEDVAE_ASSIGN_OR_RETURN(h, norm_conv(std::move(h), "decoder.conv_norm_out", "decoder.conv_out", state));
   SEEDVAE_TRY(observe("decoder.conv_out", h));
   return h;
 }
@@ -391,10 +472,11 @@ Result<Tensor> VaeModel::up_block(Tensor h, int l, CausalState& state) const {
   const auto& c = config_;
   const std::string p = "decoder.up_blocks." + std::to_string(l);
   for (int j = 0; j < c.layers_per_block + 1; ++j) {
-    SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, p + ".resnets." + std::to_string(j), state));
+    SEEDVAE_ASSIGN_OR_RETURN(h, resnet(std::move(h), p + ".resnets." + std::to_string(j), state));
   }
   if (l < c.levels() - 1) {
-    SEEDVAE_ASSIGN_OR_RETURN(h, upsample(h, p + ".upsamplers.0", c.decoder_temporal_up(l), state));
+    SEEDVAE_ASSIGN_OR_RETURN(
+        h, upsample(std::move(h), p + ".upsamplers.0", c.decoder_temporal_up(l), state));
   }
   SEEDVAE_TRY(observe(p, h));
   return h;
@@ -405,7 +487,7 @@ Result<Tensor> VaeModel::encoder_level(Tensor h, int l, CausalState& state) cons
   const auto& c = config_;
   const std::string p = "encoder.down_blocks." + std::to_string(l);
   for (int j = 0; j < c.layers_per_block; ++j) {
-    SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, p + ".resnets." + std::to_string(j), state));
+    SEEDVAE_ASSIGN_OR_RETURN(h, resnet(std::move(h), p + ".resnets." + std::to_string(j), state));
   }
   if (l < c.levels() - 1) {
     const bool temporal = c.encoder_temporal_down(l);
@@ -425,7 +507,7 @@ Result<Tensor> VaeModel::encoder_head(Tensor x, CausalState& state) const {
   for (int l = 0; l < c.levels() - 1 && !c.encoder_temporal_down(l); ++l) {
     const std::string p = "encoder.down_blocks." + std::to_string(l);
     for (int j = 0; j < c.layers_per_block; ++j) {
-      SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, p + ".resnets." + std::to_string(j), state));
+      SEEDVAE_ASSIGN_OR_RETURN(h, resnet(std::move(h), p + ".resnets." + std::to_string(j), state));
     }
     SEEDVAE_ASSIGN_OR_RETURN(h, causal_conv(h, p + ".downsamplers.0.conv", 1, 2, true, state));
     SEEDVAE_TRY(observe(p, h));

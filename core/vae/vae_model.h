@@ -80,6 +80,20 @@ class VaeModel {
   void set_hires_chunk_frames(int frames) { hires_chunk_frames_ = frames < 0 ? 0 : frames; }
   int hires_chunk_frames() const { return hires_chunk_frames_; }
 
+  // Lean convolutions: in a continued stream, a 3x3x3 causal convolution of the decoder over a
+  // chunk of T >= 4 frames never builds its extended input [memory, x] (T + 2 frames). It convolves x alone for
+  // its output frames 2.., then writes [memory, x0, x1] over x's first four frames (read by then)
+  // and convolves those for frames 0 and 1. Its GroupNorm or upscale output is then made without
+  // room for context frames; a resnet with a 1x1 shortcut computes the shortcut first and drops
+  // its input before the first convolution; the spatial upsampler upscales its two context frames
+  // one at a time. Exact (the same products and sums per output), two cuDNN calls per
+  // convolution and a few frame copies; at 1080p it takes the largest tensors of the decoder's
+  // full-resolution levels from input + extended input + output to input + output
+  // (docs/gpu-notes.md §9). Off for graphs (which update the state in place) and for the first
+  // chunk (no memory).
+  void set_lean_convs(bool on) { lean_convs_ = on; }
+  bool lean_convs() const { return lean_convs_; }
+
   // CUDA graphs (Backend::graphs_enabled(), no block observer installed): a chunk is recorded
   // once and replayed for later chunks with the same input shape, state layout (names and
   // shapes) and state addresses. To keep the addresses, later chunks update the causal state in
@@ -110,14 +124,27 @@ class VaeModel {
   Result<Tensor> causal_conv(const Tensor& x, const std::string& prefix, int stride_t,
                              int stride_hw, bool downsample_pad, CausalState& state,
                              Memory memory_mode = Memory::kStore) const;
-  Result<Tensor> resnet(const Tensor& x, const std::string& prefix, CausalState& state) const;
+  // GroupNorm+SiLU `norm`, then the causal convolution `conv` (lean where it applies).
+  Result<Tensor> norm_conv(Tensor x, const std::string& norm, const std::string& conv,
+                           CausalState& state) const;
+  // Whether the causal convolution `conv` runs lean on a chunk of `frames` frames (see
+  // set_lean_convs).
+  bool lean_applies(const std::string& conv, int64_t frames, const CausalState& state) const;
+  // The lean convolution itself: `n` is the convolution's input (owned: its first four frames
+  // are overwritten); `write_context` puts the two context frames into frames 0 and 1 of n.
+  template <typename WriteContext>
+  Result<Tensor> split_context_conv(Tensor n, const std::string& conv,
+                                    WriteContext write_context) const;
+  Result<Tensor> resnet(Tensor x, const std::string& prefix, CausalState& state) const;
   Result<Tensor> mid_block(const Tensor& x, const std::string& prefix, CausalState& state) const;
-  Result<Tensor> upsample(const Tensor& x, const std::string& prefix, bool temporal,
+  Result<Tensor> upsample(Tensor x, const std::string& prefix, bool temporal,
                           CausalState& state) const;
-  // Upsample3D's 1x1x1 upscale_conv and depth-to-space.
+  // Upsample3D's 1x1x1 upscale_conv and depth-to-space (`context_frames`: see
+  // Backend::depth_to_space).
   Result<Tensor> upscale(const Tensor& x, const std::string& prefix, bool temporal,
-                         bool drop_frame_1) const;
-  Result<Tensor> norm_silu(const Tensor& x, const std::string& prefix) const;
+                         bool drop_frame_1, int context_frames = 2) const;
+  Result<Tensor> norm_silu(const Tensor& x, const std::string& prefix,
+                           int context_frames = 2) const;
   Result<Tensor> encoder_head(Tensor x, CausalState& state) const;
   Result<Tensor> decoder_tail(Tensor h, CausalState& state) const;
   Result<Tensor> up_block(Tensor h, int level, CausalState& state) const;
@@ -156,6 +183,7 @@ class VaeModel {
   TelemetrySink* telemetry_ = nullptr;
   mutable int64_t chunk_label_ = -1, tile_label_ = -1;
   int hires_chunk_frames_ = 0;
+  bool lean_convs_ = false;
   mutable bool piece_stage_ = false;  // inside in_pieces() with chunked upsampling on
   mutable std::chrono::steady_clock::time_point stage_start_;
   mutable int64_t stage_span_ = -1;  // Backend::begin_device_span handle of the running stage

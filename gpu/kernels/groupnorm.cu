@@ -218,7 +218,8 @@ __global__ void __launch_bounds__(kThreads) finalize_kernel(const T* __restrict_
 }
 
 template <typename T, int V, bool kSilu>
-__global__ void apply_last_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t nvec,
+// x and y may be the same buffer (in-place GroupNorm): no __restrict__ on them.
+__global__ void apply_last_kernel(const T* x, T* y, int64_t nvec,
                                   int64_t c, int64_t frame_elems,
                                   const float* __restrict__ coef) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nvec;
@@ -248,7 +249,7 @@ __global__ void apply_last_kernel(const T* __restrict__ x, T* __restrict__ y, in
 }
 
 template <typename T, bool kSilu>
-__global__ void apply_first_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n,
+__global__ void apply_first_kernel(const T* x, T* y, int64_t n,
                                    Dims5 d, const float* __restrict__ coef) {
   const int64_t hw = d.hw();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;

@@ -10,8 +10,10 @@
 // Toggles (verify, bench): --precision fp32|tf32|fp16|bf16, --no-autotune, --no-channels-last,
 // --no-fused-gn, --no-fused-attention, --no-caching-allocator, --no-buffer-reuse,
 // --workspace-mib N, --autotune-cache PATH, --offload-state, --offload-window-mib N,
-// --cuda-graphs; bench:
-// --no-async-tiles (StreamOptions::async_tiles).
+// --cuda-graphs, --census (what was live at the memory peak), --memory-limit-mib N (reserve at
+// most N MiB, as on a smaller card); bench:
+// --no-async-tiles (StreamOptions::async_tiles), --lone-head (StreamOptions::lone_head);
+// verify and bench: --lean-convs (VaeModel::set_lean_convs).
 // Results are printed and written as JSON (--json).
 //
 // bench also measures each stage's device time (CUDA events, the stage telemetry's device_ms):
@@ -85,6 +87,8 @@ Result<CudaOptions> options_from(const Args& a) {
   o.fuse_bias = !a.flag("--no-fused-bias");
   o.workspace_mib = a.geti("--workspace-mib", 512);
   o.autotune_cache = a.get("--autotune-cache", "auto");
+  o.memory_census = a.flag("--census");
+  o.memory_limit_mib = a.geti("--memory-limit-mib", 0);
   return o;
 }
 
@@ -118,6 +122,9 @@ Json report_json(const Backend& b) {
          {"device_ms", r->device_ms},
          {"upload_mib", r->upload_bytes / 1048576.0},
          {"download_mib", r->download_bytes / 1048576.0}};
+    for (const auto& e : r->peak_census) {
+      j["peak_census"].push_back({{"what", e.what}, {"count", e.count}, {"mib", e.bytes / 1048576.0}});
+    }
   }
   return j;
 }
@@ -179,6 +186,7 @@ int cmd_verify(const Args& a) {
   vo.tolerance = std::stod(a.get("--tolerance", "1e-4"));
   vo.intermediates = !a.flag("--no-intermediates");
   vo.hires_chunk_frames = a.geti("--hires-chunk", 0);
+  vo.lean_convs = a.flag("--lean-convs");
   Json rows = Json::array();
   auto rep = run_verify(**b, vo, [&](const VerifyRow& r) {
     std::printf("  %-5s %-28s %-5s max abs %.3e rms %.3e %s\n", r.config.c_str(), r.tensor.c_str(),
@@ -262,6 +270,7 @@ Result<std::vector<StageDevice>> stage_device_times(Backend& b, const VaeWeights
   if (runs <= 0) return out;
   SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(b, w));
   m.set_hires_chunk_frames(bo.hires_chunk_frames);
+  m.set_lean_convs(bo.lean_convs);
   const VaeConfig& c = w.config;
   const int f = c.temporal_factor(), sf = c.spatial_factor();
   for (const bool enc : {true, false}) {
@@ -274,7 +283,7 @@ Result<std::vector<StageDevice>> stage_device_times(Backend& b, const VaeWeights
     for (int i = 0; i < runs; ++i) {
       StageClock clock(b);
       m.set_telemetry(&clock);
-      const StreamOptions so{bo.chunk_latents, bo.async_tiles};
+      const StreamOptions so{bo.chunk_latents, bo.async_tiles, bo.lone_head};
       auto r = enc ? encode_video(m, x, so) : decode_latent(m, x, so);
       m.set_telemetry(nullptr);
       if (!r) return r.take_status();
@@ -309,6 +318,8 @@ int cmd_bench(const Args& a) {
   bo.encode = !a.flag("--no-encode");
   bo.decode = !a.flag("--no-decode");
   bo.async_tiles = !a.flag("--no-async-tiles");
+  bo.lone_head = a.flag("--lone-head");
+  bo.lean_convs = a.flag("--lean-convs");
   const VaeWeights w = load_weights_for(a);
   auto b = gpu::create_cuda_backend(*o);
   if (!b) return fail(b.status());
@@ -324,6 +335,7 @@ int cmd_bench(const Args& a) {
   Json j{{"backend", r->backend}, {"width", bo.width}, {"height", bo.height},
          {"frames", bo.frames}, {"chunk_latents", bo.chunk_latents},
          {"hires_chunk_frames", bo.hires_chunk_frames}, {"async_tiles", bo.async_tiles},
+         {"lone_head", bo.lone_head}, {"lean_convs", bo.lean_convs},
          {"repeats", bo.repeats}, {"stage_device_runs", stage_runs}, {"report", rep}};
   for (const auto& op : r->ops) {
     std::printf("%s %dx%d: %.1f ms (%.2f ms/frame), %.1f TFLOP, %.0f TFLOP/s%s, peak %.2f GiB\n",
@@ -374,6 +386,19 @@ int cmd_bench(const Args& a) {
               rep.value("attention_kernel", std::string("?")).c_str(), rep.value("upload_ms", 0.0),
               rep.value("upload_mib", 0.0), rep.value("download_ms", 0.0),
               rep.value("download_mib", 0.0), rep.value("download_alloc_ms", 0.0));
+  if (rep.contains("peak_census")) {
+    double total = 0;
+    for (const auto& e : rep["peak_census"]) total += e.value("mib", 0.0);
+    std::printf("live at the last op's memory peak (--census), %.2f GiB, largest first:\n",
+                total / 1024);
+    int shown = 0;
+    for (const auto& e : rep["peak_census"]) {
+      if (++shown > 40) break;
+      std::printf("  %9.1f MiB  %3lld x  %s\n", e.value("mib", 0.0),
+                  static_cast<long long>(e.value("count", 0)),
+                  e.value("what", std::string()).c_str());
+    }
+  }
   write_json(a, j);
   return 0;
 }
@@ -386,6 +411,8 @@ struct Row {
   int hires_chunk = 0;  // VaeModel::set_hires_chunk_frames
   bool async_tiles = true;
   int64_t blend_tile = 0;  // > 0: blend tiling with this tile (px) and a 64 px overlap
+  bool lean_convs = false;  // VaeModel::set_lean_convs
+  bool lone_head = false;   // StreamOptions::lone_head
 };
 
 int cmd_ablate(const Args& a) {
@@ -457,6 +484,13 @@ int cmd_ablate(const Args& a) {
     o.offload_window_mib = 8192;  // the full-resolution state comes back during the low levels
     rows.push_back({"chunked 1 + offload, 8 GiB window", o, 1});
   }
+  rows.push_back({"lone head (on)", def, 0, true, 0, false, true});
+  rows.push_back({"lean convs + lone head (on)", def, 0, true, 0, true, true});
+  {
+    CudaOptions o = def;
+    o.offload_state = true;
+    rows.push_back({"lean + lone head + offload (on)", o, 0, true, 0, true, true});
+  }
 
   Json out = Json::array();
   HostTensor default_out;
@@ -487,7 +521,10 @@ int cmd_ablate(const Args& a) {
       continue;
     }
     m->set_hires_chunk_frames(row.hires_chunk);
+    m->set_lean_convs(row.lean_convs);
     j["hires_chunk_frames"] = row.hires_chunk;
+    j["lean_convs"] = row.lean_convs;
+    j["lone_head"] = row.lone_head;
     j["async_tiles"] = row.async_tiles;
     j["blend_tile"] = row.blend_tile;
     std::vector<double> ms, dev_ms;
@@ -499,7 +536,7 @@ int cmd_ablate(const Args& a) {
       (*b)->reset_peak();
       const double dev0 = gpu::cuda_backend_report(**b)->device_ms;
       const auto t0 = Clock::now();
-      const StreamOptions so{1, row.async_tiles};
+      const StreamOptions so{1, row.async_tiles, row.lone_head};
       TileOptions to;
       to.mode = TilingMode::kBlend;
       to.spec = {row.blend_tile, row.blend_tile, 64, 64};

@@ -56,13 +56,22 @@ class tst_Streaming : public QObject {
     QCOMPARE(plan_chunks(5, 2), (V{{0, 3}, {3, 5}}));
     QCOMPARE(plan_chunks(6, 2), (V{{0, 3}, {3, 5}, {5, 6}}));
     QCOMPARE(plan_chunks(5, 0), (V{{0, 5}}));
-    for (int64_t t = 1; t < 40; ++t) {
-      for (int c = 0; c < 6; ++c) {
-        const V p = plan_chunks(t, c);
-        QCOMPARE(p.front().first, int64_t{0});
-        QCOMPARE(p.back().second, t);
-        for (size_t i = 1; i < p.size(); ++i) QCOMPARE(p[i].first, p[i - 1].second);
-        if (c > 0) for (const auto& [b, e] : p) QVERIFY(e - b <= c + 1);
+    // lone head: latent 0 alone, then chunks of c
+    QCOMPARE(plan_chunks(1, 1, true), (V{{0, 1}}));
+    QCOMPARE(plan_chunks(2, 1, true), (V{{0, 1}, {1, 2}}));
+    QCOMPARE(plan_chunks(5, 1, true), (V{{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}}));
+    QCOMPARE(plan_chunks(6, 2, true), (V{{0, 1}, {1, 3}, {3, 5}, {5, 6}}));
+    QCOMPARE(plan_chunks(5, 0, true), (V{{0, 5}}));
+    for (const bool lone : {false, true}) {
+      for (int64_t t = 1; t < 40; ++t) {
+        for (int c = 0; c < 6; ++c) {
+          const V p = plan_chunks(t, c, lone);
+          QCOMPARE(p.front().first, int64_t{0});
+          QCOMPARE(p.back().second, t);
+          for (size_t i = 1; i < p.size(); ++i) QCOMPARE(p[i].first, p[i - 1].second);
+          if (c > 0) for (const auto& [b, e] : p) QVERIFY(e - b <= (lone ? c : c + 1));
+          if (c > 0 && lone && t > 1) QCOMPARE(p.front().second, int64_t{1});
+        }
       }
     }
   }
@@ -72,12 +81,15 @@ class tst_Streaming : public QObject {
     auto whole = encode_video(*tiny_.model, x, {0});
     QVERIFY2(whole.is_ok(), whole.status().to_string().c_str());
     QCOMPARE(whole->shape(), (Shape{1, 32, 6, 4, 5}));
-    for (int chunk : {1, 2, 3, 7}) {
-      auto part = encode_video(*tiny_.model, x, {chunk});
-      QVERIFY2(part.is_ok(), part.status().to_string().c_str());
-      auto d = compare(*part, *whole);
-      QVERIFY(d.is_ok());
-      QVERIFY2(d->max_abs <= 1e-4, (std::to_string(chunk) + ": " + std::to_string(d->max_abs)).c_str());
+    for (const bool lone : {false, true}) {
+      for (int chunk : {1, 2, 3, 7}) {
+        auto part = encode_video(*tiny_.model, x, {chunk, true, lone});
+        QVERIFY2(part.is_ok(), part.status().to_string().c_str());
+        auto d = compare(*part, *whole);
+        QVERIFY(d.is_ok());
+        QVERIFY2(d->max_abs <= 1e-4, (std::to_string(chunk) + (lone ? " lone head" : "") + ": " +
+                                      std::to_string(d->max_abs)).c_str());
+      }
     }
   }
 
@@ -86,16 +98,19 @@ class tst_Streaming : public QObject {
     auto whole = decode_latent(*tiny_.model, z, {0});
     QVERIFY2(whole.is_ok(), whole.status().to_string().c_str());
     QCOMPARE(whole->shape(), (Shape{1, 3, 21, 32, 24}));
-    for (int chunk : {1, 2, 4}) {
-      auto part = decode_latent(*tiny_.model, z, {chunk});
-      QVERIFY2(part.is_ok(), part.status().to_string().c_str());
-      auto d = compare(*part, *whole);
-      QVERIFY2(d->max_abs <= 1e-4, (std::to_string(chunk) + ": " + std::to_string(d->max_abs)).c_str());
+    for (const bool lone : {false, true}) {
+      for (int chunk : {1, 2, 4}) {
+        auto part = decode_latent(*tiny_.model, z, {chunk, true, lone});
+        QVERIFY2(part.is_ok(), part.status().to_string().c_str());
+        auto d = compare(*part, *whole);
+        QVERIFY2(d->max_abs <= 1e-4, (std::to_string(chunk) + (lone ? " lone head" : "") + ": " +
+                                      std::to_string(d->max_abs)).c_str());
+      }
     }
   }
 
-  // decode_chunk called directly with chunks of one latent frame (plan_chunks never starts with
-  // one): the temporal upsamplers' first call drops frame 1 and keeps their memory at high
+  // decode_chunk called directly with chunks of one latent frame (as plan_chunks starts with
+  // StreamOptions::lone_head): the temporal upsamplers' first call drops frame 1 and keeps their memory at high
   // resolution, later calls keep it before the upscale (VaeModel::upsample). Any split, with or
   // without high-resolution pieces, gives the whole clip.
   void decodeChunksOfOneLatentEqualWhole() {
@@ -170,6 +185,49 @@ class tst_Streaming : public QObject {
       QVERIFY2(one * 10 < off * 8, (std::to_string(one) + " vs " + std::to_string(off)).c_str());
     }
     tiny_.model->set_hires_chunk_frames(0);
+  }
+
+  // Lean convolutions (VaeModel::set_lean_convs): the split convolutions give the whole-clip
+  // result for encode and decode, any chunking (chunks of 1 and 2 latents, with and without a
+  // lone head, so chunks of 4, 5 and 8 frames), alone and with high-resolution pieces, and never
+  // need less activation memory than the standard convolutions.
+  void leanConvsEqualWhole() {
+    const HostTensor x = random_tensor({1, 3, 17, 32, 40}, 12, 0.5f);
+    const HostTensor z = random_tensor({1, 16, 5, 4, 3}, 13);
+    auto enc_whole = encode_video(*tiny_.model, x, {0});
+    auto dec_whole = decode_latent(*tiny_.model, z, {0});
+    QVERIFY(enc_whole.is_ok() && dec_whole.is_ok());
+    tiny_.model->set_lean_convs(true);
+    for (int pieces : {0, 4}) {
+      tiny_.model->set_hires_chunk_frames(pieces);
+      for (int chunk : {1, 2}) {
+        for (const bool lone : {false, true}) {
+          const std::string tag = "pieces " + std::to_string(pieces) + ", chunk " +
+                                  std::to_string(chunk) + (lone ? ", lone head" : "");
+          auto e = encode_video(*tiny_.model, x, {chunk, true, lone});
+          auto d = decode_latent(*tiny_.model, z, {chunk, true, lone});
+          QVERIFY2(e.is_ok(), (tag + " " + e.status().to_string()).c_str());
+          QVERIFY2(d.is_ok(), (tag + " " + d.status().to_string()).c_str());
+          auto de = compare(*e, *enc_whole);
+          auto dd = compare(*d, *dec_whole);
+          QVERIFY2(de->max_abs <= 1e-4, (tag + " encode " + std::to_string(de->max_abs)).c_str());
+          QVERIFY2(dd->max_abs <= 1e-4, (tag + " decode " + std::to_string(dd->max_abs)).c_str());
+        }
+      }
+    }
+    tiny_.model->set_hires_chunk_frames(0);
+    auto peak_for = [&](bool lean) {
+      tiny_.model->set_lean_convs(lean);
+      const int64_t base = tiny_.backend->memory_stats().current_bytes;
+      tiny_.backend->reset_peak();
+      if (!decode_latent(*tiny_.model, z, {1, true, true}).is_ok()) qFatal("run failed");
+      return tiny_.backend->memory_stats().peak_bytes - base;
+    };
+    const int64_t standard = peak_for(false), lean = peak_for(true);
+    qInfo("decode activation peak: standard %lld bytes, lean %lld bytes",
+          static_cast<long long>(standard), static_cast<long long>(lean));
+    QVERIFY2(lean < standard, (std::to_string(lean) + " vs " + std::to_string(standard)).c_str());
+    tiny_.model->set_lean_convs(false);
   }
 
   // Backend::offload_hint: every chunk hints exactly the causal memory the model keeps for the

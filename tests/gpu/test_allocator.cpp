@@ -39,12 +39,15 @@ struct Streams {
 
 // Fills `block` with `before` on the compute stream, queues its copy to the host on the copy
 // stream behind a 200 ms host callback, frees the block with the copy's event, reuses it at once
-// and overwrites it with `after` on the compute stream. Returns the bytes that reached the host.
-std::vector<unsigned char> copy_then_reuse(bool caching, int64_t* waits, bool* same_ptr) {
+// and allocates a block of the same size at once, overwriting it on the compute stream. With
+// `limit`, the allocator may reserve only one such block, so it must reuse the pending one.
+// Returns the bytes that reached the host.
+std::vector<unsigned char> copy_then_reuse(bool caching, bool limit, int64_t* waits, bool* same_ptr) {
   constexpr size_t kBytes = size_t{8} << 20;
   std::vector<unsigned char> host_out;
   Streams s;
   auto alloc = std::make_shared<DeviceAllocator>(caching, s.compute);
+  if (limit) alloc->set_reserve_limit(static_cast<int64_t>(kBytes));
   void* pinned = nullptr;
   if (cudaMallocHost(&pinned, kBytes) != cudaSuccess) return host_out;
   std::memset(pinned, 0, kBytes);
@@ -90,10 +93,11 @@ int64_t count_not(const std::vector<unsigned char>& v, unsigned char value) {
   return n;
 }
 
+// Without room for a second block (reserve limit), the pending block is reused in stream order.
 GPU_TEST(stream_ordered_free_waits_for_the_other_streams_copy) {
   int64_t waits = -1;
   bool same = false;
-  const auto host = copy_then_reuse(true, &waits, &same);
+  const auto host = copy_then_reuse(true, true, &waits, &same);
   CHECK(!host.empty());
   CHECK_MSG(same, "the freed block was not reused from the cache");
   CHECK_MSG(waits == 1, "stream waits: " + std::to_string(waits));
@@ -102,15 +106,55 @@ GPU_TEST(stream_ordered_free_waits_for_the_other_streams_copy) {
   CHECK(cudaGetLastError() == cudaSuccess);
 }
 
+// With room, a new block is taken instead: no stall of the compute stream, the copy intact.
+GPU_TEST(pending_block_is_left_alone_while_there_is_room) {
+  int64_t waits = -1;
+  bool same = true;
+  const auto host = copy_then_reuse(true, false, &waits, &same);
+  CHECK(!host.empty());
+  CHECK_MSG(!same, "the block still being copied was reused although there was room");
+  CHECK_MSG(waits == 0, "stream waits: " + std::to_string(waits));
+  const int64_t wrong = count_not(host, 0xAB);
+  CHECK_MSG(wrong == 0, std::to_string(wrong) + " bytes wrong on the host");
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
 GPU_TEST(plain_cudamalloc_frees_after_the_other_streams_copy) {
   int64_t waits = -1;
   bool same = false;
-  const auto host = copy_then_reuse(false, &waits, &same);
+  const auto host = copy_then_reuse(false, false, &waits, &same);
   CHECK(!host.empty());
   CHECK(waits == 0);
   const int64_t wrong = count_not(host, 0xAB);
   CHECK_MSG(wrong == 0, std::to_string(wrong) + " bytes wrong on the host");
   CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+// The memory census lists what was live at the peak: here two blocks, though one of them is freed
+// and a third, smaller, allocated afterwards; reset_peak() starts over from what is live then.
+GPU_TEST(census_lists_what_was_live_at_the_peak) {
+  Streams s;
+  auto alloc = std::make_shared<DeviceAllocator>(true, s.compute);
+  alloc->set_census(true);
+  constexpr size_t kMiB = size_t{1} << 20;
+  REQUIRE_OK(BlockPtr a, alloc->allocate(8 * kMiB, "tensor a"));
+  REQUIRE_OK(BlockPtr b, alloc->allocate(4 * kMiB, "tensor b"));
+  a.reset();
+  REQUIRE_OK(BlockPtr c, alloc->allocate(2 * kMiB, "tensor c"));
+  auto census = alloc->peak_census();
+  CHECK_MSG(census.size() == 2, std::to_string(census.size()) + " entries");
+  if (census.size() == 2) {
+    CHECK(census[0].what == "tensor a" && census[0].bytes == int64_t{8} << 20 && census[0].count == 1);
+    CHECK(census[1].what == "tensor b" && census[1].bytes == int64_t{4} << 20);
+  }
+  alloc->reset_peak();  // live now: b and c
+  REQUIRE_OK(BlockPtr d, alloc->allocate(1 * kMiB, "tensor c"));
+  census = alloc->peak_census();
+  CHECK_MSG(census.size() == 2, std::to_string(census.size()) + " entries after reset");
+  if (census.size() == 2) {
+    CHECK(census[0].what == "tensor b");
+    CHECK(census[1].what == "tensor c" && census[1].count == 2 && census[1].bytes == int64_t{3} << 20);
+  }
 }
 
 }  // namespace

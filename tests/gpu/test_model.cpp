@@ -135,6 +135,64 @@ GPU_TEST(tiny_vae_streamed_matches_cpu_in_every_mode) {
   }
 }
 
+// Lean convolutions (VaeModel::set_lean_convs) with a lone head (chunks of 1, 4, 4 frames, so the
+// split convolutions run on every later chunk) match the CPU oracle in fp32, bf16, bf16 with the
+// state offloaded and fp32 with 1-frame high-resolution pieces (where no split applies), within
+// the same bounds as the standard convolutions.
+GPU_TEST(lean_convs_match_the_cpu_oracle) {
+  const Reference& ref = reference();
+  for (const Config& c : configs()) {
+    if (c.name != "fp32" && c.name != "bf16" && c.name != "bf16 offload" && c.name != "fp32 offload") {
+      continue;
+    }
+    for (int pieces : {0, 1}) {
+      if (pieces > 0 && c.name != "fp32") continue;
+      auto b = gpu::create_cuda_backend(c.opt);
+      CHECK_MSG(b.is_ok(), c.name + ": " + b.status().to_string());
+      if (!b) continue;
+      auto m = VaeModel::create(**b, test::tiny_weights());
+      CHECK_MSG(m.is_ok(), m.status().to_string());
+      if (!m) continue;
+      m->set_lean_convs(true);
+      m->set_hires_chunk_frames(pieces);
+      const Config lc{c.name + (pieces ? " lean pieces" : " lean"), c.opt, c.tol_max, c.tol_rms};
+      auto enc = encode_video(*m, ref.video, {1, true, true});
+      CHECK_MSG(enc.is_ok(), lc.name + " encode: " + enc.status().to_string());
+      if (enc) expect_close(*enc, ref.moments, lc, "encode");
+      auto dec = decode_latent(*m, ref.latent, {1, true, true});
+      CHECK_MSG(dec.is_ok(), lc.name + " decode: " + dec.status().to_string());
+      if (dec) expect_close(*dec, ref.decoded, lc, "decode");
+    }
+  }
+}
+
+// Backend::group_norm_inplace gives group_norm's result bit for bit, in both layouts and fp32 and
+// bf16, on a convolution output whose bias is still pending (folded into the normalisation).
+GPU_TEST(group_norm_in_place_equals_group_norm) {
+  for (const Precision p : {Precision::kFp32, Precision::kBf16}) {
+    for (const bool last : {true, false}) {
+      CudaOptions o = base(p);
+      o.channels_last = last;
+      auto b = gpu::create_cuda_backend(o);
+      CHECK_MSG(b.is_ok(), b.status().to_string());
+      if (!b) continue;
+      Backend& be = **b;
+      REQUIRE_OK(Tensor x, be.upload(test::random_tensor(Shape{1, 32, 3, 12, 20}, 31)));
+      REQUIRE_OK(Tensor wt, be.upload_weight(test::random_tensor(Shape{64, 32, 1, 1, 1}, 32), "w"));
+      REQUIRE_OK(Tensor bias, be.upload_weight(test::random_tensor(Shape{64}, 33), "b"));
+      REQUIRE_OK(Tensor gamma, be.upload_weight(test::random_tensor(Shape{64}, 34), "g"));
+      REQUIRE_OK(Tensor beta, be.upload_weight(test::random_tensor(Shape{64}, 35), "be"));
+      REQUIRE_OK(Tensor a, be.conv3d(x, wt, bias, {}));
+      REQUIRE_OK(Tensor c, be.conv3d(x, wt, bias, {}));
+      GroupNormParams gp{8, 1e-6f, true, 0};
+      REQUIRE_OK(Tensor ya, be.group_norm(a, gamma, beta, gp));
+      CHECK_OK(be.group_norm_inplace(c, gamma, beta, gp));
+      const std::string tag = std::string(gpu::precision_name(p)) + (last ? " ndhwc" : " ncdhw");
+      expect_identical(tag + " in-place GroupNorm", be.download(ya), be.download(c));
+    }
+  }
+}
+
 GPU_TEST(streamed_equals_whole_clip_on_gpu) {
   const Reference& ref = reference();
   CudaOptions o;

@@ -86,9 +86,14 @@ class ProbeBackend final : public Backend {
                             const GroupNormParams& p) override {
     return inner_.group_norm(x, gamma, beta, p);
   }
+  Status group_norm_inplace(Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const GroupNormParams& p) override {
+    return inner_.group_norm_inplace(x, gamma, beta, p);
+  }
   Status add_inplace(Tensor& acc, const Tensor& x) override { return inner_.add_inplace(acc, x); }
-  Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1) override {
-    return inner_.depth_to_space(x, temporal_factor, drop_frame_1);
+  Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1,
+                                int context_frames = 2) override {
+    return inner_.depth_to_space(x, temporal_factor, drop_frame_1, context_frames);
   }
   Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) override {
     return inner_.attention(x, w);
