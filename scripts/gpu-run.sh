@@ -19,7 +19,8 @@
 # "1|2|1 --offload-state|2 --offload-state"), HIRES_VERIFY (0: skip the fp32 pieces golden
 # check), HIRES_512_CHUNKS (default "0 2"; "" for none), BENCH_VARIANT (bench options for a
 # second run of each bench size, e.g. "--no-async-tiles"), VERIFY_PRECISIONS (default
-# "fp32 bf16 fp16 tf32"), EXTRA_BENCH ('|'-separated bench argument lists for the extra phase,
+# "fp32 bf16 fp16 tf32"), VERIFY_VARIANT (more verify options for a second run of each precision,
+# e.g. "--lean-convs"), EXTRA_BENCH ('|'-separated bench argument lists for the extra phase,
 # e.g. "--size 1920x1080 --offload-state --offload-window-mib 256").
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -131,6 +132,13 @@ if phase verify; then
     step "verify_$p" 180 "$BIN/seedvae_gpu_bench" verify --reference "$GOLDEN" --precision "$p" \
       --json "$WORK/verify_$p.json"
     grep -E "^verify|FAIL" "$LOGS/verify_$p.log" | head -8
+    if [ -n "${VERIFY_VARIANT:-}" ]; then
+      tag=$(echo "$VERIFY_VARIANT" | tr -d ' -')
+      # shellcheck disable=SC2086
+      step "verify_${p}_$tag" 180 "$BIN/seedvae_gpu_bench" verify --reference "$GOLDEN" --precision "$p" \
+        $VERIFY_VARIANT --json "$WORK/verify_${p}_$tag.json"
+      grep -E "^verify|FAIL" "$LOGS/verify_${p}_$tag.log" | head -8
+    fi
   done
   # CUDA graphs record whole chunks, so the golden check runs without intermediates (observers
   # turn graphs off)
