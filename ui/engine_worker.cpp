@@ -356,7 +356,7 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
     so.temporal_pad = pad_mode;
     so.prefetch = true;
     std::tie(so.first_chunk_frames, so.chunk_frames) =
-        media::encoder_chunk_frames(settings.chunk_latents, cfg.temporal_factor());
+        media::encoder_chunk_frames(settings.chunk_latents, cfg.temporal_factor(), settings.lone_head);
     so.keep_input = true;  // the original frames for the metrics, the preview and the report
     SEEDVAE_ASSIGN_OR_RETURN(source, media::VideoFrameSource::open(req.input.path.toStdString(), so, cancel));
   } else if (!cached) {
@@ -439,7 +439,9 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   topt.exact_keep_weights = settings.exact_keep_weights;
   // Async tiles: the stream and blend tiling queue the next chunk/tile before the host finishes
   // the previous one; exact tiling ignores the flag (async_tiles_unavailable_reason()).
-  const StreamOptions stream{.chunk_latents = settings.chunk_latents, .async_tiles = settings.async_tiles};
+  const StreamOptions stream{.chunk_latents = settings.chunk_latents,
+                             .async_tiles = settings.async_tiles,
+                             .lone_head = settings.lone_head};
   const QString async_why = async_tiles_unavailable_reason(settings);
   sum.async_tiles = settings.async_tiles && async_why.isEmpty();
   if (!settings.async_tiles) {
@@ -448,6 +450,7 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
     sum.async_tiles_note = QStringLiteral("does not apply: ") + async_why;
   }
   model_->set_hires_chunk_frames(settings.hires_chunk_frames);
+  model_->set_lean_convs(settings.lean_convs);
   const bool exact = settings.tiling == TilingMode::kExact;
 
   // Exact mode runs layer by layer outside VaeModel's stage telemetry: sample at each tile.

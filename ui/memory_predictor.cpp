@@ -81,10 +81,11 @@ Prediction dry_run(const PredictionRequest& r) {
     return p;
   }
   model->set_hires_chunk_frames(r.settings.hires_chunk_frames);
+  model->set_lean_convs(r.settings.lean_convs);
   p.weight_bytes = cb.weight_bytes();
 
   const int64_t latents = (T - 1) / tf + 1;
-  const auto chunks = plan_chunks(latents, r.settings.chunk_latents);
+  const auto chunks = plan_chunks(latents, r.settings.chunk_latents, r.settings.lone_head);
   const int64_t first_lat = chunks.front().second - chunks.front().first;
   const int64_t later_lat = chunks.size() > 1 ? chunks[1].second - chunks[1].first : 0;
   const int64_t lh = rh / sf, lw = rw / sf;

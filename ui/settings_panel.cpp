@@ -190,6 +190,21 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
   async_tiles_ = new QCheckBox(tr("Async tiles (overlap copies with compute)"), streaming);
   async_tiles_->setObjectName(QStringLiteral("asyncTilesCheck"));
   sf->addRow(QString(), async_tiles_);
+  lone_head_ = new QCheckBox(tr("Lone head chunk"), streaming);
+  lone_head_->setObjectName(QStringLiteral("loneHeadCheck"));
+  lone_head_->setToolTip(tr("The first temporal chunk is frame 0 alone, then chunks of the size "
+                            "above, instead of a first chunk with one latent more: no chunk is "
+                            "larger than the others, which lowers the decode's peak once the lean "
+                            "convolutions are on. Same output."));
+  sf->addRow(QString(), lone_head_);
+  lean_convs_ = new QCheckBox(tr("Lean convolutions"), streaming);
+  lean_convs_->setObjectName(QStringLiteral("leanConvsCheck"));
+  lean_convs_->setToolTip(tr("The decoder's causal convolutions never build their "
+                             "context-extended input (two convolution calls and a few frame copies "
+                             "each). Same output; less memory, a few percent more time. With the "
+                             "lone head chunk and the CUDA state offload, a 1080p decode peaks at "
+                             "about 11.7 GiB (docs/gpu-notes.md §9)."));
+  sf->addRow(QString(), lean_convs_);
   temporal_pad_ = new QComboBox(streaming);
   temporal_pad_->addItem(tr("mirror"), QStringLiteral("mirror"));
   temporal_pad_->addItem(tr("repeat last"), QStringLiteral("repeat-last"));
@@ -297,6 +312,8 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
   connect(keep_weights_, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
   connect(prefetch_, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
   connect(async_tiles_, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
+  connect(lone_head_, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
+  connect(lean_convs_, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
   connect(budget_, &QDoubleSpinBox::valueChanged, this, [this] {
     updateMemory();
     emitChanged();
@@ -422,6 +439,8 @@ EngineSettings SettingsPanel::settings() const {
   s.hires_chunk_frames = hires_->value();
   s.prefetch = prefetch_->isChecked();
   s.async_tiles = async_tiles_->isChecked();
+  s.lone_head = lone_head_->isChecked();
+  s.lean_convs = lean_convs_->isChecked();
   s.temporal_pad = temporal_pad_->currentData().toString();
   s.spatial_multiple = multiple_->currentData().toInt();
   s.budget_mib = static_cast<int>(budget_->value() * 1024.0 + 0.5);
@@ -451,6 +470,8 @@ void SettingsPanel::setSettings(const EngineSettings& in) {
   hires_->setValue(s.hires_chunk_frames);
   prefetch_->setChecked(s.prefetch);
   async_tiles_->setChecked(s.async_tiles);
+  lone_head_->setChecked(s.lone_head);
+  lean_convs_->setChecked(s.lean_convs);
   temporal_pad_->setCurrentIndex(std::max(0, temporal_pad_->findData(s.temporal_pad)));
   multiple_->setCurrentIndex(std::max(0, multiple_->findData(s.spatial_multiple)));
   budget_->setValue(s.budget_mib / 1024.0);
@@ -470,6 +491,8 @@ void SettingsPanel::updateTilingEnabled() {
   overlap_h_->setEnabled(blend);
   keep_weights_->setEnabled(exact);
   hires_->setEnabled(!exact);  // exact tiling has its own layer-by-layer schedule
+  lone_head_->setEnabled(!exact);  // (and its own chunking and convolutions)
+  lean_convs_->setEnabled(!exact);
   // Frame prefetch feeds the untiled temporal stream of a file: disabled (the setting is kept)
   // with the reason in the tooltip elsewhere.
   EngineSettings cur;

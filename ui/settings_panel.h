@@ -50,6 +50,8 @@ class SettingsPanel : public QWidget {
   void setSampleInput(bool sample);
   QCheckBox* prefetchCheck() const { return prefetch_; }
   QCheckBox* asyncTilesCheck() const { return async_tiles_; }
+  QCheckBox* loneHeadCheck() const { return lone_head_; }
+  QCheckBox* leanConvsCheck() const { return lean_convs_; }
 
  signals:
   void settingsChanged(seedvae::ui::EngineSettings settings);
@@ -100,6 +102,8 @@ class SettingsPanel : public QWidget {
   QComboBox* multiple_;
   QCheckBox* prefetch_;
   QCheckBox* async_tiles_;
+  QCheckBox* lone_head_;
+  QCheckBox* lean_convs_;
   bool sample_input_ = true;
 
   QDoubleSpinBox* budget_;

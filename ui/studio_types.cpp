@@ -52,6 +52,8 @@ QJsonObject EngineSettings::to_json() const {
       {"spatial_multiple", spatial_multiple},
       {"prefetch", prefetch},
       {"async_tiles", async_tiles},
+      {"lone_head", lone_head},
+      {"lean_convs", lean_convs},
   };
 }
 
@@ -82,7 +84,8 @@ EngineSettings EngineSettings::from_json(const QJsonObject& j, QStringList* warn
                                   "tile_layout", "exact_keep_weights",
                                   "chunk_latents", "hires_chunk_frames", "budget_mib",
                                   "temporal_pad",
-                                  "spatial_multiple", "prefetch", "async_tiles"};
+                                  "spatial_multiple", "prefetch", "async_tiles", "lone_head",
+                                  "lean_convs"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (!kKnown.contains(it.key()) && warnings) *warnings << QStringLiteral("unknown key %1 ignored").arg(it.key());
   }
@@ -131,6 +134,15 @@ EngineSettings EngineSettings::from_json(const QJsonObject& j, QStringList* warn
   } else if (!async_tiles.isUndefined() && warnings) {
     *warnings << QStringLiteral("async_tiles: not true or false, using %1").arg(s.async_tiles ? "true" : "false");
   }
+  for (auto [key, flag] : {std::pair<const char*, bool*>{"lone_head", &s.lone_head},
+                           std::pair<const char*, bool*>{"lean_convs", &s.lean_convs}}) {
+    const QJsonValue v = j.value(QLatin1String(key));
+    if (v.isBool()) {
+      *flag = v.toBool();
+    } else if (!v.isUndefined() && warnings) {
+      *warnings << QStringLiteral("%1: not true or false, using %2").arg(key, *flag ? "true" : "false");
+    }
+  }
   return s;
 }
 
@@ -139,6 +151,8 @@ QString EngineSettings::summary() const {
                                                     chunk_latents == 0 ? QStringLiteral("whole clip")
                                                                        : QString::number(chunk_latents));
   if (hires_chunk_frames > 0) s += QStringLiteral(", hi-res pieces %1").arg(hires_chunk_frames);
+  if (lone_head) s += QStringLiteral(", lone head");
+  if (lean_convs) s += QStringLiteral(", lean convs");
   if (!prefetch) s += QStringLiteral(", no prefetch");
   if (!async_tiles) s += QStringLiteral(", no async tiles");
   if (tiling == TilingMode::kOff) {
@@ -163,6 +177,8 @@ QString EngineSettings::short_label() const {
                   : QStringLiteral("%1 %2×%3").arg(tiling_mode_name(tiling)).arg(tile_width).arg(tile_height);
   s += chunk_latents == 0 ? QStringLiteral(", whole clip") : QStringLiteral(", chunk %1").arg(chunk_latents);
   if (hires_chunk_frames > 0) s += QStringLiteral(", hi-res %1 f").arg(hires_chunk_frames);
+  if (lone_head) s += QStringLiteral(", lone head");
+  if (lean_convs) s += QStringLiteral(", lean");
   if (!prefetch) s += QStringLiteral(", no prefetch");
   if (!async_tiles) s += QStringLiteral(", no async tiles");
   if (backend != QLatin1String("cpu")) s = backend + QStringLiteral(" ") + precision + QStringLiteral(", ") + s;
@@ -185,7 +201,7 @@ bool EngineSettings::operator==(const EngineSettings& o) const {
          exact_keep_weights == o.exact_keep_weights && chunk_latents == o.chunk_latents &&
          hires_chunk_frames == o.hires_chunk_frames && budget_mib == o.budget_mib && temporal_pad == o.temporal_pad &&
          spatial_multiple == o.spatial_multiple && prefetch == o.prefetch &&
-         async_tiles == o.async_tiles;
+         async_tiles == o.async_tiles && lone_head == o.lone_head && lean_convs == o.lean_convs;
 }
 
 QString prefetch_unavailable_reason(const EngineSettings& s, bool sample_input) {

@@ -63,6 +63,12 @@ struct EngineSettings {
   // streaming and blend tiling; exact tiling ignores it (async_tiles_unavailable_reason()). On
   // the CPU backend the copies are synchronous: the same order of work, no change in time.
   bool async_tiles = true;
+  // Lone head (StreamOptions::lone_head): the first temporal chunk is frame 0 alone, so no chunk
+  // is larger than the later ones. Lean convolutions (VaeModel::set_lean_convs): the decoder's
+  // causal convolutions never build their context-extended input. Both exact; together with the
+  // CUDA backend's state offload they take the 1080p decode to ~11.7 GiB (docs/gpu-notes.md §9).
+  bool lone_head = false;
+  bool lean_convs = false;
 
   QJsonObject to_json() const;
   // Unknown keys are ignored, out-of-range values are clamped; `warnings` (optional) lists both.

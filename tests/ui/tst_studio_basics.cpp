@@ -348,6 +348,44 @@ class tst_StudioBasics : public QObject {
     QVERIFY(prefetch_unavailable_reason(off, false).isEmpty());
   }
 
+  // Lone head and lean convolutions: off by default, each checkbox sets its flag (emitting the
+  // new settings), the flags round-trip through JSON and show in the summary, and exact tiling
+  // (its own schedule) disables both.
+  void loneHeadAndLeanConvsCheckboxes() {
+    SettingsPanel panel(std::make_shared<CpuCatalog>());
+    QCheckBox* lone = panel.loneHeadCheck();
+    QCheckBox* lean = panel.leanConvsCheck();
+    QVERIFY(lone && lean);
+    QCOMPARE(lone, panel.findChild<QCheckBox*>("loneHeadCheck"));
+    QCOMPARE(lean, panel.findChild<QCheckBox*>("leanConvsCheck"));
+    QVERIFY(!lone->isChecked() && !lean->isChecked());
+    QVERIFY(!panel.settings().lone_head && !panel.settings().lean_convs);
+    QSignalSpy changed(&panel, &SettingsPanel::settingsChanged);
+    lone->setChecked(true);
+    lean->setChecked(true);
+    QCOMPARE(changed.count(), 2);
+    const EngineSettings s = changed.last().first().value<EngineSettings>();
+    QVERIFY(s.lone_head && s.lean_convs);
+    QVERIFY(s.summary().contains("lone head") && s.summary().contains("lean convs"));
+    QVERIFY(!EngineSettings{}.summary().contains("lean"));
+    QStringList warnings;
+    const EngineSettings back = EngineSettings::from_json(s.to_json(), &warnings);
+    QVERIFY2(warnings.isEmpty(), qPrintable(warnings.join("; ")));
+    QCOMPARE(back, s);
+    EngineSettings other = s;
+    other.lean_convs = false;
+    QVERIFY(other != s);
+    QJsonObject wrong = s.to_json();
+    wrong["lean_convs"] = "yes";
+    QVERIFY(EngineSettings::from_json(wrong, &warnings).lean_convs == EngineSettings{}.lean_convs);
+    QCOMPARE(warnings.size(), 1);
+    auto* tiling = panel.findChild<QComboBox*>("tilingCombo");
+    tiling->setCurrentIndex(tiling->findData(QString("exact")));
+    QVERIFY(!lone->isEnabled() && !lean->isEnabled());
+    tiling->setCurrentIndex(tiling->findData(QString("off")));
+    QVERIFY(lone->isEnabled() && lean->isEnabled());
+  }
+
   void asyncTilesCheckboxFollowsTiling() {
     SettingsPanel panel(std::make_shared<CpuCatalog>());
     auto* box = panel.findChild<QCheckBox*>("asyncTilesCheck");
