@@ -223,6 +223,11 @@ Result<TileOptions> tile_options(const ModelOptions& mo, const VaeWeights& weigh
     return invalid_argument("--hires-chunk does not apply to --tiling exact, which runs layer by "
                             "layer on tiles (its memory is already bounded by the tile); drop one");
   }
+  if (to.mode == TilingMode::kExact && (mo.lone_head || mo.lean_convs)) {
+    return invalid_argument(std::string(mo.lean_convs ? "--lean-convs" : "--lone-head") +
+                            " does not apply to --tiling exact, which has its own layer-by-layer "
+                            "schedule and chunking; drop one");
+  }
   to.weights = &weights;
   if (!mo.tile.empty()) SEEDVAE_TRY(parse_wxh(mo.tile, "--tile", &to.spec.tile_w, &to.spec.tile_h));
   if (!mo.overlap.empty()) {
@@ -464,6 +469,11 @@ struct Engine {
 };
 
 Result<Engine> make_engine(const ModelOptions& mo) {
+  if (mo.lean_convs && mo.backend.cuda_graphs) {
+    return invalid_argument("--lean-convs and --cuda-graphs do not combine: recorded chunks update "
+                            "the causal state in place, which the lean convolutions replace; use "
+                            "one of them");
+  }
   Engine e;
   SEEDVAE_ASSIGN_OR_RETURN(e.weights, mo.load());
   SEEDVAE_ASSIGN_OR_RETURN(e.backend, make_backend(mo.backend));

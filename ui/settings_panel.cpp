@@ -203,7 +203,8 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
                              "context-extended input (two convolution calls and a few frame copies "
                              "each). Same output; less memory, a few percent more time. With the "
                              "lone head chunk and the CUDA state offload, a 1080p decode peaks at "
-                             "about 11.7 GiB (docs/gpu-notes.md §9)."));
+                             "about 11.7 GiB (docs/gpu-notes.md §9). Not used while CUDA graphs "
+                             "record chunks (they update the causal state in place)."));
   sf->addRow(QString(), lean_convs_);
   temporal_pad_ = new QComboBox(streaming);
   temporal_pad_->addItem(tr("mirror"), QStringLiteral("mirror"));

@@ -219,6 +219,21 @@ class tst_Cli : public QObject {
 
   // --async-tiles on and off write the same bytes (encode, tiled encode, decode); "on" is refused
   // with exact tiling, "auto" turns it off there.
+  // --lone-head and --lean-convs run (the tests in tst_streaming compare their output with the
+  // standard path) and are refused with exact tiling, which has its own schedule.
+  void loneHeadAndLeanConvs() {
+    Run r = run({"roundtrip", "--sample-clip", "--size", "40x32", "--frames", "9", "-o",
+                 path("lean/"), "--lone-head", "--lean-convs", "--json", "-q"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    int frames = 0;
+    for (const auto& f : fs::directory_iterator(tmp_ / "lean")) frames += f.is_regular_file();
+    QCOMPARE(frames, 9);
+    Run exact = run({"roundtrip", "--sample-clip", "--size", "40x32", "--frames", "9", "-o",
+                     path("lean_exact/"), "--tiling", "exact", "--lean-convs", "-q"});
+    QVERIFY(exact.code > 0);
+    QVERIFY2(exact.err.contains("--lean-convs does not apply to --tiling exact"), qPrintable(exact.err));
+  }
+
   void asyncTilesOnAndOffAgree() {
     Run w = run({"roundtrip", "--sample-clip", "--size", "40x32", "--frames", "9", "-o",
                  path("aseq/"), "-q"});
