@@ -1033,60 +1033,55 @@ class CudaBackend final : public Backend {
     return y;
   }
 
-  Result<Tensor> group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                            const GroupNormParams& p) override {
-    constexpr std::string_view op = "group_norm";
+  // The checked arguments of a GroupNorm (group_norm, group_norm_inplace).
+  struct NormArgs {
+    CudaStorage* x = nullptr;
+    const float* gamma = nullptr;
+    const float* beta = nullptr;
+  };
+  Result<NormArgs> norm_args(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             const GroupNormParams& p, std::string_view op) {
     SEEDVAE_TRY(check_thread(op));
-    SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * xs, activation_of(x, op, "input", true));
+    NormArgs a;
+    SEEDVAE_ASSIGN_OR_RETURN(a.x, activation_of(x, op, "input", true));
     const int64_t c = x.shape.c();
     if (p.groups < 1 || c % p.groups != 0) {
-      return invalid_argument("group_norm: " + std::to_string(c) + " channels of " + str(x.shape) +
-                              " are not divisible into " + std::to_string(p.groups) + " groups");
+      return invalid_argument(std::string(op) + ": " + std::to_string(c) + " channels of " +
+                              str(x.shape) + " are not divisible into " + std::to_string(p.groups) +
+                              " groups");
     }
-    if (!(p.eps >= 0.f)) return invalid_argument("group_norm: eps must be >= 0");
-    const float* g = nullptr;
-    const float* bt = nullptr;
+    if (!(p.eps >= 0.f)) return invalid_argument(std::string(op) + ": eps must be >= 0");
     if (gamma.defined()) {
-      SEEDVAE_ASSIGN_OR_RETURN(g, vector_of(gamma, c, op, "gamma"));
+      SEEDVAE_ASSIGN_OR_RETURN(a.gamma, vector_of(gamma, c, op, "gamma"));
     }
     if (beta.defined()) {
-      SEEDVAE_ASSIGN_OR_RETURN(bt, vector_of(beta, c, op, "beta"));
+      SEEDVAE_ASSIGN_OR_RETURN(a.beta, vector_of(beta, c, op, "beta"));
     }
+    return a;
+  }
+
+  Result<Tensor> group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const GroupNormParams& p) override {
+    SEEDVAE_ASSIGN_OR_RETURN(const NormArgs a, norm_args(x, gamma, beta, p, "group_norm"));
     const std::string what = "group_norm " + str(x.shape);
     // GroupNorm+SiLU feeds a causal convolution in the model: give it spare frames in front.
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(x.shape, p.silu ? std::max(p.context_frames, 0) : 0,
                                                       what + " output"));
     if (x.shape.numel() == 0) return y;
-    SEEDVAE_TRY(run_group_norm(xs->ptr(), storage(y)->ptr(), xs->layout, dims5(x.shape), g, bt,
-                               p.groups, p.eps, p.silu, what, xs->pending_bias));
+    SEEDVAE_TRY(run_group_norm(a.x->ptr(), storage(y)->ptr(), a.x->layout, dims5(x.shape), a.gamma,
+                               a.beta, p.groups, p.eps, p.silu, what, a.x->pending_bias));
     return y;
   }
 
   Status group_norm_inplace(Tensor& x, const Tensor& gamma, const Tensor& beta,
                             const GroupNormParams& p) override {
-    constexpr std::string_view op = "group_norm_inplace";
-    SEEDVAE_TRY(check_thread(op));
-    SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * xs, activation_of(x, op, "input", true));
-    const int64_t c = x.shape.c();
-    if (p.groups < 1 || c % p.groups != 0) {
-      return invalid_argument("group_norm_inplace: " + std::to_string(c) + " channels of " +
-                              str(x.shape) + " are not divisible into " + std::to_string(p.groups) +
-                              " groups");
-    }
-    if (!(p.eps >= 0.f)) return invalid_argument("group_norm_inplace: eps must be >= 0");
-    const float* g = nullptr;
-    const float* bt = nullptr;
-    if (gamma.defined()) {
-      SEEDVAE_ASSIGN_OR_RETURN(g, vector_of(gamma, c, op, "gamma"));
-    }
-    if (beta.defined()) {
-      SEEDVAE_ASSIGN_OR_RETURN(bt, vector_of(beta, c, op, "beta"));
-    }
+    SEEDVAE_ASSIGN_OR_RETURN(const NormArgs a, norm_args(x, gamma, beta, p, "group_norm_inplace"));
+    CudaStorage* xs = a.x;
     if (x.shape.numel() == 0) return Status::ok();
     // the kernels read every element before writing it (statistics and coefficients first, then
     // one read and one write per element by the same thread), so the output may be the input
-    SEEDVAE_TRY(run_group_norm(xs->ptr(), xs->ptr(), xs->layout, dims5(x.shape), g, bt, p.groups,
-                               p.eps, p.silu, "group_norm_inplace " + str(x.shape),
+    SEEDVAE_TRY(run_group_norm(xs->ptr(), xs->ptr(), xs->layout, dims5(x.shape), a.gamma, a.beta,
+                               p.groups, p.eps, p.silu, "group_norm_inplace " + str(x.shape),
                                xs->pending_bias));
     xs->pending_bias = nullptr;  // folded into the normalisation
     xs->bias_owner.reset();

@@ -117,22 +117,28 @@ void expect_identical(const std::string& what, const Result<HostTensor>& a,
   std::printf("    %s: %s\n", what.c_str(), same ? "identical" : "DIFFERENT");
 }
 
-GPU_TEST(tiny_vae_streamed_matches_cpu_in_every_mode) {
+// Encodes and decodes the reference clip on a fresh CUDA backend of configuration `c` (with
+// `setup` applied to the model and `stream` options) and compares with the CPU oracle.
+template <typename Setup>
+void expect_oracle(const Config& c, const StreamOptions& stream, Setup setup) {
   const Reference& ref = reference();
-  for (const Config& c : configs()) {
-    auto b = gpu::create_cuda_backend(c.opt);
-    CHECK_MSG(b.is_ok(), c.name + ": " + b.status().to_string());
-    if (!b) continue;
-    auto m = VaeModel::create(**b, test::tiny_weights());
-    CHECK_MSG(m.is_ok(), m.status().to_string());
-    if (!m) continue;
-    auto enc = encode_video(*m, ref.video, {1});
-    CHECK_MSG(enc.is_ok(), c.name + " encode: " + enc.status().to_string());
-    if (enc) expect_close(*enc, ref.moments, c, "encode");
-    auto dec = decode_latent(*m, ref.latent, {1});
-    CHECK_MSG(dec.is_ok(), c.name + " decode: " + dec.status().to_string());
-    if (dec) expect_close(*dec, ref.decoded, c, "decode");
-  }
+  auto b = gpu::create_cuda_backend(c.opt);
+  CHECK_MSG(b.is_ok(), c.name + ": " + b.status().to_string());
+  if (!b) return;
+  auto m = VaeModel::create(**b, test::tiny_weights());
+  CHECK_MSG(m.is_ok(), m.status().to_string());
+  if (!m) return;
+  setup(*m);
+  auto enc = encode_video(*m, ref.video, stream);
+  CHECK_MSG(enc.is_ok(), c.name + " encode: " + enc.status().to_string());
+  if (enc) expect_close(*enc, ref.moments, c, "encode");
+  auto dec = decode_latent(*m, ref.latent, stream);
+  CHECK_MSG(dec.is_ok(), c.name + " decode: " + dec.status().to_string());
+  if (dec) expect_close(*dec, ref.decoded, c, "decode");
+}
+
+GPU_TEST(tiny_vae_streamed_matches_cpu_in_every_mode) {
+  for (const Config& c : configs()) expect_oracle(c, {1}, [](VaeModel&) {});
 }
 
 // Lean convolutions (VaeModel::set_lean_convs) with a lone head (chunks of 1, 4, 4 frames, so the
@@ -140,28 +146,17 @@ GPU_TEST(tiny_vae_streamed_matches_cpu_in_every_mode) {
 // state offloaded and fp32 with 1-frame high-resolution pieces (where no split applies), within
 // the same bounds as the standard convolutions.
 GPU_TEST(lean_convs_match_the_cpu_oracle) {
-  const Reference& ref = reference();
   for (const Config& c : configs()) {
     if (c.name != "fp32" && c.name != "bf16" && c.name != "bf16 offload" && c.name != "fp32 offload") {
       continue;
     }
     for (int pieces : {0, 1}) {
       if (pieces > 0 && c.name != "fp32") continue;
-      auto b = gpu::create_cuda_backend(c.opt);
-      CHECK_MSG(b.is_ok(), c.name + ": " + b.status().to_string());
-      if (!b) continue;
-      auto m = VaeModel::create(**b, test::tiny_weights());
-      CHECK_MSG(m.is_ok(), m.status().to_string());
-      if (!m) continue;
-      m->set_lean_convs(true);
-      m->set_hires_chunk_frames(pieces);
       const Config lc{c.name + (pieces ? " lean pieces" : " lean"), c.opt, c.tol_max, c.tol_rms};
-      auto enc = encode_video(*m, ref.video, {1, true, true});
-      CHECK_MSG(enc.is_ok(), lc.name + " encode: " + enc.status().to_string());
-      if (enc) expect_close(*enc, ref.moments, lc, "encode");
-      auto dec = decode_latent(*m, ref.latent, {1, true, true});
-      CHECK_MSG(dec.is_ok(), lc.name + " decode: " + dec.status().to_string());
-      if (dec) expect_close(*dec, ref.decoded, lc, "decode");
+      expect_oracle(lc, {1, true, true}, [&](VaeModel& m) {
+        m.set_lean_convs(true);
+        m.set_hires_chunk_frames(pieces);
+      });
     }
   }
 }
