@@ -279,7 +279,11 @@ class tst_Cli : public QObject {
     // Wait until the first chunk reports progress, then interrupt.
     QElapsedTimer t;
     t.start();
-    while (!p.readAllStandardError().contains("encode") && t.elapsed() < 60000) p.waitForReadyRead(100);
+    QByteArray err;  // accumulated: the word may arrive split over two reads
+    while (!err.contains("encode") && t.elapsed() < 60000) {
+      p.waitForReadyRead(100);
+      err += p.readAllStandardError();
+    }
     ::kill(static_cast<pid_t>(p.processId()), SIGINT);
     QVERIFY(p.waitForFinished(60000));
     QCOMPARE(p.exitCode(), 130);
