@@ -320,7 +320,7 @@ Result<Tensor> VaeModel::upsample(Tensor x, const std::string& p, bool temporal,
     SEEDVAE_ASSIGN_OR_RETURN(keep, backend_->slice_frames(x, t - 1, t));
   }
   Tensor out;
-  if (have_low && !temporal && !in_place && lean_convs_ && t >= 4 &&
+  if (have_low && !temporal && lean_convs_ && !in_place_state() && t >= 4 &&
       low_it->second.shape[2] == 2) {
     // Lean (set_lean_convs): the conv's extended input is [upscale(memory), upscale(x)]; upscale
     // x without room for the context, run the split convolution and upscale the two memory
