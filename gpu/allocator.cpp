@@ -132,6 +132,12 @@ Result<BlockPtr> DeviceAllocator::allocate(size_t bytes, std::string_view what) 
         release_cached();
         err = driver_alloc(&ptr);
       }
+      if (err == cudaErrorMemoryAllocation && caching_ && !in_graph_pool_ && reclaim_ &&
+          reclaim_() > 0) {
+        cudaGetLastError();
+        release_cached();
+        err = driver_alloc(&ptr);
+      }
       if (err != cudaSuccess) {
         cudaGetLastError();  // an allocation failure is not sticky; clear it
         size_t free_b = 0, total_b = 0;

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -99,6 +100,10 @@ class DeviceAllocator : public std::enable_shared_from_this<DeviceAllocator> {
   // were that small: a request beyond it reuses a pending cached block, returns the cache to the
   // driver and retries, and only then fails with out of memory.
   void set_reserve_limit(int64_t bytes) { reserve_limit_ = bytes; }
+  // Called when a request still finds no room after the cache went back to the driver: the owner
+  // drops what it can rebuild (the CUDA backend: causal state prefetched ahead of use, whose host
+  // copy stays valid) and returns the bytes it released; if any, the request is tried once more.
+  void set_reclaim(std::function<int64_t()> reclaim) { reclaim_ = std::move(reclaim); }
 
   AllocatorStats stats() const { return stats_; }
   void reset_peak() {
@@ -145,6 +150,7 @@ class DeviceAllocator : public std::enable_shared_from_this<DeviceAllocator> {
   AllocatorStats stats_;
   void snapshot_census();
   int64_t reserve_limit_ = 0;
+  std::function<int64_t()> reclaim_;
   bool census_ = false;
   std::unordered_map<const void*, std::pair<std::string, int64_t>> census_live_;
   std::vector<std::pair<std::string, int64_t>> census_peak_;

@@ -308,6 +308,8 @@ class CudaBackend final : public Backend {
     b->alloc_ = std::make_shared<DeviceAllocator>(o.caching_allocator, s);
     b->alloc_->set_census(o.memory_census);
     b->alloc_->set_reserve_limit(int64_t{o.memory_limit_mib} << 20);
+    // Out of room, state prefetched ahead of use goes back to the host copy it came from.
+    b->alloc_->set_reclaim([raw = b.get()] { return raw->evict_prefetched(); });
     SEEDVAE_ASSIGN_OR_RETURN(b->gemm_, Gemm::create(s, b->alloc_));
     int driver = 0;
     cudaDriverGetVersion(&driver);
@@ -338,6 +340,7 @@ class CudaBackend final : public Backend {
   }
 
   ~CudaBackend() override {
+    if (alloc_) alloc_->set_reclaim(nullptr);  // blocks may keep the allocator alive
     if (stream_) cudaStreamSynchronize(stream_);
     if (d2h_stream_) cudaStreamSynchronize(d2h_stream_);
     if (h2d_stream_) cudaStreamSynchronize(h2d_stream_);
@@ -389,6 +392,7 @@ class CudaBackend final : public Backend {
     r.offloaded_bytes = offloaded_bytes_;
     r.prefetched_bytes = prefetched_bytes_;
     r.offload_stalls = offload_stalls_;
+    r.prefetch_evictions = prefetch_evictions_;
     r.pinned_bytes = pinned_pool_ ? pinned_pool_->bytes : 0;
     r.download_ms = download_ms_;
     r.download_alloc_ms = download_alloc_ms_;
@@ -1609,6 +1613,7 @@ class CudaBackend final : public Backend {
       if (hc->h2d_pending) SEEDVAE_CUDA_TRY(cudaStreamWaitEvent(stream_, hc->h2d_done, 0), what);
       hc->h2d_pending = false;
       hc->consumed = true;
+      prefetch_paused_ = false;
     }
     return Status::ok();
   }
@@ -1619,6 +1624,12 @@ class CudaBackend final : public Backend {
       if (sp && sp->host && !sp->host->consumed) break;
       offloaded_.pop_front();
     }
+    if (prefetch_paused_) return;  // evicted for room: wait for the next consumption
+    struct InPrefetch {  // a prefetch never evicts other prefetched state for its own room
+      bool& flag;
+      explicit InPrefetch(bool& f) : flag(f) { flag = true; }
+      ~InPrefetch() { flag = false; }
+    } in_prefetch{in_prefetch_};
     const int64_t window = int64_t{opt_.offload_window_mib} << 20;
     int64_t resident = 0;
     for (auto& wp : offloaded_) {
@@ -1633,6 +1644,40 @@ class CudaBackend final : public Backend {
       if (!bring_back(sp.get(), false, "prefetch").is_ok()) break;
       resident += b;
     }
+  }
+
+  // The allocator's reclaim hook: drops the device copies of causal state prefetched ahead of use
+  // (their host copies stay; each comes back when it is read) and pauses prefetching until the
+  // model reads the next state. A copy to the device still running finishes before its memory is
+  // reused (stream-ordered free with an event on the copy stream). Returns the bytes dropped.
+  int64_t evict_prefetched() {
+    if (in_prefetch_) return 0;
+    int64_t freed = 0;
+    for (auto& wp : offloaded_) {
+      auto sp = wp.lock();
+      if (!sp || !sp->host || sp->host->consumed || !sp->block || sp->block.use_count() != 1) {
+        continue;
+      }
+      cudaEvent_t ev = nullptr;
+      if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess ||
+          cudaEventRecord(ev, h2d_stream_) != cudaSuccess) {
+        cudaGetLastError();
+        if (ev != nullptr) cudaEventDestroy(ev);
+        ev = nullptr;
+        cudaStreamSynchronize(h2d_stream_);  // no event: wait for the copy here
+      }
+      if (sp->block->free_after != nullptr) cudaEventDestroy(sp->block->free_after);
+      sp->block->free_after = ev;
+      freed += static_cast<int64_t>(sp->block->bytes);
+      sp->block = nullptr;
+      sp->offset = 0;
+      sp->host->h2d_pending = false;
+    }
+    if (freed > 0) {
+      prefetch_paused_ = true;
+      ++prefetch_evictions_;
+    }
+    return freed;
   }
 
   static CudaStorage* storage(const Tensor& t) { return static_cast<CudaStorage*>(t.storage.get()); }
@@ -1927,6 +1972,8 @@ class CudaBackend final : public Backend {
   std::shared_ptr<PinnedPool> pinned_pool_;
   std::deque<std::weak_ptr<CudaStorage>> offloaded_;
   int64_t offloaded_bytes_ = 0, prefetched_bytes_ = 0, offload_stalls_ = 0;
+  int64_t prefetch_evictions_ = 0;  // evict_prefetched() calls that dropped something
+  bool prefetch_paused_ = false, in_prefetch_ = false;
   double upload_ms_ = 0, download_ms_ = 0, download_alloc_ms_ = 0, device_ms_ = 0;
   cudaEvent_t chunk_start_ = nullptr, chunk_end_ = nullptr;
   bool chunk_open_ = false;

@@ -141,6 +141,8 @@ struct CudaBackendReport {
   // excludes the host-side handling between chunks).
   double device_ms = 0;
   int64_t offloaded_bytes = 0, prefetched_bytes = 0, offload_stalls = 0, pinned_bytes = 0;
+  // times prefetched state was dropped from the device to make room (it comes back when read)
+  int64_t prefetch_evictions = 0;
   int64_t upload_bytes = 0, download_bytes = 0;
   int64_t async_downloads = 0;  // download_frames_async calls (async tiles)
   // CUDA graphs: recordings kept, recordings discarded, launches, and the captures' memory pool.

@@ -117,6 +117,7 @@ Json report_json(const Backend& b) {
          {"offloaded_mib", r->offloaded_bytes / 1048576.0},
          {"prefetched_mib", r->prefetched_bytes / 1048576.0},
          {"offload_stalls", r->offload_stalls},
+         {"prefetch_evictions", r->prefetch_evictions},
          {"pinned_mib", r->pinned_bytes / 1048576.0},
          {"download_alloc_ms", r->download_alloc_ms},
          {"device_ms", r->device_ms},

@@ -130,6 +130,33 @@ GPU_TEST(plain_cudamalloc_frees_after_the_other_streams_copy) {
   CHECK(cudaGetLastError() == cudaSuccess);
 }
 
+// Out of room, the allocator asks its owner to reclaim (the CUDA backend drops prefetched state):
+// a request over the reserve limit succeeds once the hook frees a block, and fails cleanly with
+// out of memory when the hook has nothing to give.
+GPU_TEST(reclaim_hook_makes_room_or_fails_cleanly) {
+  Streams s;
+  auto alloc = std::make_shared<DeviceAllocator>(true, s.compute);
+  constexpr size_t kMiB = size_t{1} << 20;
+  alloc->set_reserve_limit(static_cast<int64_t>(8 * kMiB));
+  REQUIRE_OK(BlockPtr held, alloc->allocate(8 * kMiB, "prefetched state"));
+  int calls = 0;
+  alloc->set_reclaim([&]() -> int64_t {
+    ++calls;
+    if (!held) return 0;
+    const auto bytes = static_cast<int64_t>(held->bytes);
+    held.reset();
+    return bytes;
+  });
+  REQUIRE_OK(BlockPtr fresh, alloc->allocate(6 * kMiB, "needed now"));
+  CHECK_MSG(calls == 1, "reclaim calls: " + std::to_string(calls));
+  CHECK(alloc->stats().reserved_bytes <= static_cast<int64_t>(8 * kMiB));
+  auto over = alloc->allocate(4 * kMiB, "over the limit");
+  CHECK(!over.is_ok() && over.status().code() == seedvae::StatusCode::kOutOfMemory);
+  CHECK_MSG(calls == 2, "reclaim calls: " + std::to_string(calls));
+  alloc->set_reclaim(nullptr);
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
 // The memory census lists what was live at the peak: here two blocks, though one of them is freed
 // and a third, smaller, allocated afterwards; reset_peak() starts over from what is live then.
 GPU_TEST(census_lists_what_was_live_at_the_peak) {
