@@ -279,6 +279,47 @@ GPU_TEST(offloaded_state_moves_once_per_chunk_with_pieces) {
   }
 }
 
+// Out of room, the backend drops causal state prefetched ahead of use (the allocator's reclaim
+// hook) instead of failing: with every offloaded slice prefetched at once (a 1 GiB window) under a
+// reserve limit just above what the run needs with a minimal window, the decode completes,
+// drops prefetched state at least once, stays inside the limit and gives the same frames.
+GPU_TEST(prefetched_state_is_dropped_when_memory_runs_out) {
+  const HostTensor latent = test::random_tensor(Shape{1, 16, 6, 16, 16}, 41);
+  auto run = [&](int window_mib, int limit_mib, HostTensor* out, gpu::CudaBackendReport* rep) {
+    CudaOptions o;
+    o.autotune_cache = "";
+    o.offload_state = true;
+    o.offload_min_bytes = 0;
+    o.offload_window_mib = window_mib;
+    o.memory_limit_mib = limit_mib;
+    auto b = gpu::create_cuda_backend(o);
+    CHECK_MSG(b.is_ok(), b.status().to_string());
+    if (!b) return false;
+    auto m = VaeModel::create(**b, test::tiny_weights());
+    if (!m) return false;
+    (*b)->reset_peak();
+    auto d = decode_latent(*m, latent, {1, true, true});
+    CHECK_MSG(d.is_ok(), d.status().to_string());
+    if (!d) return false;
+    *out = std::move(d).value();
+    *rep = *gpu::cuda_backend_report(**b);
+    return true;
+  };
+  HostTensor lean_out, capped_out;
+  gpu::CudaBackendReport lean, capped;
+  if (!run(0, 0, &lean_out, &lean)) return;
+  const int limit = static_cast<int>(lean.peak_live_bytes >> 20) + 2;
+  if (!run(1024, limit, &capped_out, &capped)) return;
+  std::printf("    minimal window: peak live %lld B; 1 GiB window under %d MiB: %lld evictions, "
+              "peak reserved %lld B\n", static_cast<long long>(lean.peak_live_bytes), limit,
+              static_cast<long long>(capped.prefetch_evictions),
+              static_cast<long long>(capped.peak_reserved_bytes));
+  CHECK_MSG(capped.prefetch_evictions > 0, "no prefetched state was dropped");
+  CHECK(capped.peak_reserved_bytes <= (int64_t{limit} << 20));
+  expect_identical("decode under the limit", Result<HostTensor>(std::move(capped_out)),
+                   Result<HostTensor>(std::move(lean_out)));
+}
+
 // Async tiles: download_frames_async (conversion on the compute stream, transfer on the copy
 // stream into pinned memory, planes placed in wait()) under the schedulers' look-ahead gives the
 // same bits as the synchronous download, for streamed and blend-tiled decode (both orders, with
