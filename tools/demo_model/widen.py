@@ -35,7 +35,6 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import safetensors_io as st  # noqa: E402
 from train import load_init  # noqa: E402
 from vae import VideoVAE  # noqa: E402
 
@@ -91,9 +90,11 @@ def widen(sd, old_ch, new_ch, groups, seed=0, noise=1e-2):
             o, n = t.shape[dim], want.shape[dim]
             if o == n:
                 continue
-            base = next((c for c in widths if o % c == 0 and n == o // c * widths[c]), None)
-            if base is None:
-                raise SystemExit(f"{name}: axis {dim} {o} -> {n} is no known widening")
+            bases = [c for c in widths if o % c == 0 and n == o // c * widths[c]]
+            if len(bases) != 1:
+                raise SystemExit(f"{name}: axis {dim} {o} -> {n} is "
+                                 f"{'no known' if not bases else 'an ambiguous'} widening")
+            base = bases[0]
             role = "out" if dim == 0 else "in"
             if name.endswith(("to_q.weight", "to_q.bias")) and role == "out":
                 t = widen_dim(t, 0, base, widths[base], groups, "in", gen, 0.0)  # zero rows
