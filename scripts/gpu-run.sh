@@ -8,7 +8,7 @@
 #                                       oneDNN (xz) and the golden data into build-gpu/dist
 #                                       (~35 MB; DIST_CLI=0: without the CLI, ~34 MB)
 #   scripts/gpu-run.sh [phase ...]      (on the GPU machine) phases: info tests verify bench
-#                                       hires extra ablate cli (default: all)
+#                                       hires extra ablate cli demo (default: all)
 #
 # Environment: OUT (results folder, default /tmp/seedvae-out), DIST (default build-gpu/dist),
 # BUILD (default build-gpu), GOLDEN_SRC (default ../shared/golden), BUDGET_S (stop starting new
@@ -64,7 +64,7 @@ LOGS=$WORK/logs
 rm -rf "$WORK"
 mkdir -p "$LOGS" "$OUT"
 START=$(date +%s)
-PHASES=${*:-info tests verify bench hires extra ablate cli}
+PHASES=${*:-info tests verify bench hires extra ablate cli demo}
 
 # ---- libraries: cuDNN / cuBLAS from python's NVIDIA wheels, oneDNN carried (xz) ----------------
 SITE=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || true)
@@ -250,6 +250,20 @@ elif phase cli; then
       --size 1920x1080 --frames 17 --json
     tail -3 "$LOGS/cli_bench.log"
   fi
+fi
+
+if phase demo && [ -x "$BIN/seedvae" ]; then
+  # The shipped demo model through the CLI on the CPU (the reference) and CUDA backends, on the
+  # built-in sample clip (this build has no video I/O), to compare the PSNRs by eye; the asserted
+  # check is test_gpu_model's demo_model_matches_the_cpu_backend.
+  for b in "cpu" "cuda --precision fp32" "cuda --precision bf16"; do
+    tag=$(echo "$b" | tr -d ' -')
+    # shellcheck disable=SC2086
+    step "demo_$tag" 120 "$BIN/seedvae" roundtrip --sample-clip --size 256x256 --frames 17 \
+      --weights resources/demo/demo_vae.safetensors --backend $b --json -q
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('demo', sys.argv[2], 'psnr %.3f dB ssim %.4f, %.1f ms/frame' % (d['psnr_db'], d['ssim'], d['ms_per_frame']))" \
+      "$LOGS/demo_$tag.log" "$b" 2>&1 | tail -1
+  done
 fi
 
 cp -r /tmp/seedvae-cache "$WORK/" 2>/dev/null || true

@@ -13,7 +13,8 @@ Data: every clip is T = 17 frames (4n+1) of a virtual camera moving over a still
 and end centre (smooth ease-in-out path, optional acceleration), log-linear zoom, slight rotation,
 random scale (1/2 ... 4 source pixels per output pixel, sampled from an anti-aliased pyramid),
 random flips and mild colour jitter; crops of 128-256 px (batch scaled to keep pixels per step
-about constant). Colours are RGB in [-1, 1].
+about constant). Colours are RGB in [-1, 1]. Stills are chosen uniformly, or with --detail-mix
+partly in proportion to their fine detail (StillBank.set_detail_sampling).
 
 Loss: L1 + MSE between the input and the decoding of the posterior MEAN (the engine decodes the
 mean), plus KL(q || N(0, I)) at a small weight (default 1e-6, on the sum over latent elements
@@ -55,6 +56,7 @@ import safetensors_io as st  # noqa: E402
 from vae import VideoVAE, parameter_count  # noqa: E402
 
 SHARD_BYTES = 15 * 2**20
+LINEAGE_KEYS = ("demo.widened_from",)
 
 
 # --------------------------------------------------------------------------------------------
@@ -89,6 +91,27 @@ class StillBank:
                 self.names.append(e["file"])
         if not self.images:
             raise SystemExit(f"no '{split}' images in {data_dir}")
+        self.probs = None  # uniform choice of stills unless set_detail_sampling() is called
+
+    @staticmethod
+    def fine_detail(img):
+        """RMS (0-255 scale) of the finest band: the still against a 2x2 box-downsampled,
+        bilinearly upsampled copy of itself. docs/demo-model.md (session 8): boats' frames have
+        ~12.5, the pack's median still ~3."""
+        x = img.float().unsqueeze(0)
+        h, w = x.shape[-2] // 2 * 2, x.shape[-1] // 2 * 2
+        x = x[..., :h, :w]
+        low = F.interpolate(F.avg_pool2d(x, 2), size=(h, w), mode="bilinear", align_corners=False)
+        return float((x - low).pow(2).mean().sqrt())
+
+    def set_detail_sampling(self, mix, power):
+        """Choose stills with probability (1 - mix) / N + mix * d^power / sum(d^power), d the
+        fine_detail() of the still at full resolution: more clips of densely detailed content,
+        which the pack has few of (4 of 99 stills are as detailed as boats)."""
+        d = np.array([self.fine_detail(levels[0]) for levels in self.images]) ** power
+        n = len(self.images)
+        self.probs = (1 - mix) / n + mix * d / d.sum()
+        return d
 
 
 def sample_motion(rng: np.random.Generator, size, n_frames, fast_pan_prob=0.0):
@@ -175,7 +198,10 @@ def render_clip(levels, m, size, n_frames, device):
 def make_batch(bank, rng, size, batch, n_frames, device, fast_pan_prob=0.0):
     clips = []
     for _ in range(batch):
-        i = int(rng.integers(len(bank.images)))
+        if bank.probs is None:
+            i = int(rng.integers(len(bank.images)))
+        else:
+            i = int(rng.choice(len(bank.images), p=bank.probs))
         m = sample_motion(rng, size, n_frames, fast_pan_prob)
         clips.append(render_clip(bank.images[i], m, size, n_frames, device))
     return torch.stack(clips)
@@ -286,6 +312,11 @@ def main():
     ap.add_argument("--fast-pan-prob", type=float, default=0.3,
                     help="probability that a training clip is a fast pan, speed uniform in "
                          "[4, 12] output px per frame (validation clips never are)")
+    ap.add_argument("--detail-mix", type=float, default=0.0,
+                    help="share of clips drawn in proportion to the still's fine detail "
+                         "(StillBank.set_detail_sampling); 0: every still equally often")
+    ap.add_argument("--detail-power", type=float, default=1.0,
+                    help="exponent on the fine-detail RMS for --detail-mix")
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--min-lr-frac", type=float, default=0.05)
     ap.add_argument("--warmup", type=int, default=200)
@@ -355,6 +386,9 @@ def main():
 
     step, train_s, history, warm_from = 0, 0.0, [], 0
     sched_from = 0.0  # training seconds at which the LR schedule (cosine) started
+    # Where the weights came from before this run (widen.py's demo.widened_from), carried from
+    # --init through the checkpoint into every export.
+    lineage = {}
     rng = np.random.default_rng(args.seed)
     state_path = os.path.join(args.ckpt, "state.pt")
     if os.path.exists(state_path):
@@ -369,6 +403,7 @@ def main():
         opt.load_state_dict(ck["opt"])
         step, train_s, history = ck["step"], ck["train_s"], ck["history"]
         warm_from = ck.get("warm_from", 0)
+        lineage = ck.get("lineage", {})
         sched_from = ck.get("sched_from", 0.0)
         rng.bit_generator.state = ck["np_rng"]
         random.setstate(ck["py_rng"])
@@ -384,6 +419,7 @@ def main():
         step = int(meta.get("demo.steps", 0))
         train_s = float(meta.get("demo.train_seconds", 0.0))
         warm_from = step  # restart the warm-up for the fresh optimizer
+        lineage = {k: v for k, v in meta.items() if k in LINEAGE_KEYS}
         if args.restart_schedule:
             sched_from = train_s
         rng = np.random.default_rng(args.seed + step)
@@ -396,6 +432,11 @@ def main():
     # ---- data --------------------------------------------------------------------------------
     t0 = time.time()
     bank = StillBank(args.data, "train", device)
+    if args.detail_mix > 0:
+        bank.set_detail_sampling(args.detail_mix, args.detail_power)
+        top = np.sort(bank.probs)[::-1][: max(1, len(bank.probs) // 10)].sum()
+        print(f"detail sampling: mix {args.detail_mix}, power {args.detail_power}; the 10 % most "
+              f"detailed stills get {100 * top:.0f} % of the clips", flush=True)
     try:
         vbank = StillBank(args.data, "val", device)
     except SystemExit:
@@ -428,7 +469,7 @@ def main():
     def save_ckpt():
         ck = {"model": model.state_dict(), "ema": ema.state_dict(), "opt": opt.state_dict(),
               "step": step, "train_s": train_s, "history": history, "warm_from": warm_from,
-              "sched_from": sched_from,
+              "sched_from": sched_from, "lineage": lineage,
               "np_rng": rng.bit_generator.state, "py_rng": random.getstate(),
               "torch_rng": torch.get_rng_state(),
               "cuda_rng": torch.cuda.get_rng_state() if device.type == "cuda" else None,
@@ -571,14 +612,16 @@ def main():
         "demo.val_set": f"{args.val_clips} clips {args.val_size}x{args.val_size}x{args.frames} "
                         f"synthesised (seed 987654) from the pack's val stills",
         "demo.training": json.dumps({k: getattr(args, k) for k in (
-            "batch", "sizes", "size_weights", "frames", "fast_pan_prob", "lr", "min_lr_frac", "warmup", "total_minutes",
-            "kl", "mse", "sample_prob", "ema", "clip_grad", "seed", "amp")}),
+            "batch", "sizes", "size_weights", "frames", "fast_pan_prob", "detail_mix",
+            "detail_power", "lr", "min_lr_frac", "warmup", "total_minutes", "kl", "mse",
+            "sample_prob", "ema", "clip_grad", "seed", "amp")}),
         "demo.data_packages": json.dumps(bank.index.get("packages", {})),
         "demo.data_images": str(len(bank.images)),
         "demo.data_note": "stills from Debian packages (see packages/licences); camera motion "
                           "synthesised; held-out evaluation sources never in the pack",
         "demo.torch": torch.__version__,
     })
+    meta.update(lineage)
     sd = state_fp32(pick)
     write_weights(args.out, sd, meta)
     shards = write_weights(args.out, sd, meta, shard=True)
