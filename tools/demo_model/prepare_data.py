@@ -14,13 +14,28 @@ that is both natural and freely licensed; camera motion is synthesised from stil
                                                                    photos: astronaut (NASA, PD),
                                                                    coffee, chelsea, camera, textures (CC0),
                                                                    rocket (SpaceX, PD), hubble (NASA, PD)
+  lomiri-wallpapers              CC-BY-SA-3.0 (warty-final-ubuntu.png; the other file has no
+                                 stated licence and is left out)
+  Densely detailed photographs (session 8: few of the stills above are as detailed as the boats
+  clip; docs/demo-model.md), chosen by hand:
+  lomiri-wallpapers-16.04        CC-BY-4.0 (Aitzol Berasategi)     a creek, mountains
+  stellarium-data                GPL-2+                            landscape panoramas (a flower
+                                                                   field, snowy firs), grass,
+                                                                   ground and stone-wall textures
+  visp-images-data               GPL-2 (Inria; the subjects are    Klimt's "The Kiss", the 1927
+                                 public domain)                    Solvay conference photograph
 
 (opencv-data was checked: Debian's package ships only cascade XML files, no sample images/videos.)
 
 Install them (as root):   apt-get install -y mate-backgrounds plasma-workspace-wallpapers \
-    ukui-wallpapers lomiri-wallpapers-20.04 gnome-backgrounds python3-skimage python3-pil python3-opencv
+    ukui-wallpapers lomiri-wallpapers lomiri-wallpapers-20.04 lomiri-wallpapers-16.04 \
+    gnome-backgrounds python3-skimage stellarium-data visp-images-data python3-pil python3-opencv
 or, without installing, extract them:  apt-get download <pkgs>; dpkg -x <pkg>.deb /tmp/pkgs/x_<pkg>
 and pass  --roots /tmp/pkgs/x_*  (each root is searched like "/").
+Several packages install into the same folders (usr/share/backgrounds), so a file is attributed
+to a package only if that package owns it: on "/" as `dpkg-query -L` lists it, and a root named
+x_<package> holds that package alone. (Before session 8 a file could be taken twice under two
+packages' names; four stills were.)
 
 Output:
   .demo-data/images/*.jpg     training/validation stills, <= 1024 px long side, JPEG quality 90
@@ -41,6 +56,7 @@ import io
 import json
 import math
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -65,6 +81,24 @@ SOURCES = [
      "usr/lib/python3/dist-packages/skimage/data/*.png"),
     ("python3-skimage", "CC0-1.0 / public domain (skimage/data/_fetchers.py)",
      "usr/lib/python3/dist-packages/skimage/data/*.jpg"),
+    ("lomiri-wallpapers", "CC-BY-SA-3.0", "usr/share/backgrounds/warty-final-ubuntu.png"),
+    # Densely detailed photographs (session 8).
+    ("lomiri-wallpapers-16.04", "CC-BY-4.0 (Aitzol Berasategi)",
+     "usr/share/backgrounds/life_by_Aitzol_Berasategi.jpg"),
+    ("lomiri-wallpapers-16.04", "CC-BY-4.0 (Aitzol Berasategi)",
+     "usr/share/backgrounds/picosdeeuropa_by_Aitzol_Berasategi.jpg"),
+    ("stellarium-data", "GPL-2+", "usr/share/stellarium/landscapes/garching/garching-gl[13].png"),
+    ("stellarium-data", "GPL-2+", "usr/share/stellarium/landscapes/garching/garching-ground3.png"),
+    ("stellarium-data", "GPL-2+", "usr/share/stellarium/landscapes/guereins/guereinsb.png"),
+    ("stellarium-data", "GPL-2+", "usr/share/stellarium/landscapes/hurricane/hurricane[12].png"),
+    ("stellarium-data", "GPL-2+",
+     "usr/share/stellarium/scenery3d/Testscene/TX_Stellarium-Testscene_withGrid/Stein_Mauerwerk_mehrfarbig.png"),
+    ("stellarium-data", "GPL-2+",
+     "usr/share/stellarium/scenery3d/Testscene/TX_Stellarium-Testscene/Stein_Platte_Quaderstein.jpg"),
+    ("visp-images-data", "GPL-2 (Inria); the painting and the 1927 photograph are public domain",
+     "usr/share/visp-images-data/ViSP-images/Klimt/Klimt.png"),
+    ("visp-images-data", "GPL-2 (Inria); the painting and the 1927 photograph are public domain",
+     "usr/share/visp-images-data/ViSP-images/Solvay/Solvay_conference_1927_Version2_2126x1463.png"),
 ]
 
 # skimage images that are photographs/textures with a stated free licence (the rest are
@@ -89,6 +123,31 @@ HELD_OUT = {
 }
 
 
+_OWNED = {}
+
+
+def owned_files(pkg):
+    """The files the installed package owns (dpkg-query -L), or an empty set."""
+    if pkg not in _OWNED:
+        try:
+            out = subprocess.run(["dpkg-query", "-L", pkg], capture_output=True, text=True)
+            _OWNED[pkg] = set(out.stdout.split("\n")) if out.returncode == 0 else set()
+        except OSError:
+            _OWNED[pkg] = set()
+    return _OWNED[pkg]
+
+
+def root_holds(root, pkg, path):
+    """Whether `path` (found under `root`) belongs to package `pkg`: on "/" the package must own
+    it; a root named x_<package> (dpkg -x) holds that package only; any other root is trusted."""
+    base = os.path.basename(os.path.normpath(root))
+    if os.path.normpath(root) == "/":
+        return path in owned_files(pkg)
+    if base.startswith("x_"):
+        return base[2:] == pkg
+    return True
+
+
 def find_sources(roots):
     """Yield (package, licence, path) for every candidate still, one file per plasma wallpaper
     (its largest image), skipping duplicates in several sizes."""
@@ -96,7 +155,8 @@ def find_sources(roots):
     out = []
     for pkg, lic, pattern in SOURCES:
         for root in roots:
-            files = sorted(glob.glob(os.path.join(root, pattern)))
+            files = sorted(f for f in glob.glob(os.path.join(root, pattern))
+                           if root_holds(root, pkg, f))
             if "wallpapers/*/contents" in pattern:  # one image per plasma wallpaper: the largest
                 best = {}
                 for f in files:
@@ -127,11 +187,28 @@ def is_held_out(path):
     return any(v[2] in path for v in HELD_OUT.values())
 
 
-def load_rgb(path, long_side):
+def opaque_crop(im):
+    """An RGBA image cropped to its fully opaque band: the rows that are opaque from edge to edge
+    (a landscape panorama's ground under its transparent sky), then the opaque columns of that
+    band. Unchanged if nothing or everything is transparent."""
+    a = np.asarray(im)[..., 3] == 255
+    rows = np.where(a.all(axis=1))[0]
+    if len(rows) == 0 or len(rows) == a.shape[0]:
+        return im
+    band = a[rows.min():rows.max() + 1]
+    cols = np.where(band.all(axis=0))[0]
+    if len(cols) == 0:
+        return im
+    return im.crop((int(cols.min()), int(rows.min()), int(cols.max()) + 1, int(rows.max()) + 1))
+
+
+def load_rgb(path, long_side, crop_opaque=False):
     im = Image.open(path)
     im.load()
     if im.mode in ("RGBA", "LA", "P"):
         im = im.convert("RGBA")
+        if crop_opaque:
+            im = opaque_crop(im)
         bg = Image.new("RGBA", im.size, (0, 0, 0, 255))
         im = Image.alpha_composite(bg, im)
     im = im.convert("RGB")
@@ -209,7 +286,9 @@ def main():
     val_names = set(args.val.split(",")) if args.val else set()
     index, total = [], 0
     for pkg, lic, path, name in train:
-        im = load_rgb(path, args.long_side)
+        # the stellarium panoramas have transparent skies; the older sources keep their
+        # composite on black (unchanged packs)
+        im = load_rgb(path, args.long_side, crop_opaque=pkg == "stellarium-data")
         if min(im.size) < 200 or np.asarray(im).std() < 4:  # tiny or flat: nothing to learn
             continue
         buf = io.BytesIO()
