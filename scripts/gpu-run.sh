@@ -252,7 +252,9 @@ elif phase cli; then
   fi
 fi
 
-if phase demo && [ -x "$BIN/seedvae" ]; then
+if phase demo && [ ! -x "$BIN/seedvae" ]; then
+  echo "SKIP demo (no $BIN/seedvae: dist was made with DIST_CLI=0)" | tee -a "$WORK/summary.txt"
+elif phase demo; then
   # The shipped demo model through the CLI on the CPU (the reference) and CUDA backends, on the
   # built-in sample clip (this build has no video I/O), to compare the PSNRs by eye; the asserted
   # check is test_gpu_model's demo_model_matches_the_cpu_backend.

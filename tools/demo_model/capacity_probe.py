@@ -31,37 +31,22 @@ import time
 
 T_START = time.time()
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from PIL import Image  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from eval_clips import load_clip, psnr_8bit  # noqa: E402
 from train import load_init  # noqa: E402
 from vae import VideoVAE  # noqa: E402
 
 
-def load_clip(clip_dir, frames):
-    files = sorted(f for f in os.listdir(clip_dir) if not f.startswith(".") and f != "README.md")
-    files = files[:frames]
-    if len(files) < frames:
-        raise SystemExit(f"{clip_dir}: {len(files)} frames, need {frames}")
-    fr = np.stack([np.asarray(Image.open(os.path.join(clip_dir, f)).convert("RGB")) for f in files])
-    return torch.from_numpy(fr).float().permute(3, 0, 1, 2).unsqueeze(0) / 127.5 - 1.0  # [1,3,T,H,W]
-
-
 @torch.no_grad()
-def psnr_8bit(model, x):
-    """Whole-clip PSNR and per-frame PSNRs (dB) after 8-bit rounding, fp32 (eval_clips --torch)."""
+def evaluate(model, x):
+    """Whole-clip PSNR and per-frame PSNRs (dB), fp32, after 8-bit rounding (eval_clips --torch)."""
     model.eval()
-    y = model(x).float().clamp(-1, 1)
+    y = model(x)
     model.train()
-    a = torch.round((x + 1) * 127.5)
-    b = torch.round((y + 1) * 127.5)
-    se = (a - b).pow(2)
-    whole = 10 * math.log10(255.0 ** 2 / max(se.mean().item(), 1e-10))
-    per_frame = [10 * math.log10(255.0 ** 2 / max(v, 1e-10)) for v in se.mean(dim=(0, 1, 3, 4)).tolist()]
-    return whole, per_frame
+    return psnr_8bit(y, x)
 
 
 def main():
@@ -96,7 +81,7 @@ def main():
     x = load_clip(args.clip, args.frames).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.99), weight_decay=0.0)
 
-    start_psnr, start_frames = psnr_8bit(model, x)
+    start_psnr, start_frames = evaluate(model, x)
     print(f"{os.path.basename(os.path.normpath(args.clip))}: {tuple(x.shape)}, channels {channels}; "
           f"start PSNR {start_psnr:.2f} dB", flush=True)
     curve = [{"step": 0, "seconds": 0.0, "psnr": start_psnr}]
@@ -127,12 +112,12 @@ def main():
         dt = time.time() - ts
         step_time = dt if step_time is None else 0.9 * step_time + 0.1 * dt
         if step % args.eval_every == 0:
-            p, _ = psnr_8bit(model, x)
+            p, _ = evaluate(model, x)
             curve.append({"step": step, "seconds": round(time.time() - t0, 1), "psnr": p, "lr": lr})
             print(f"step {step:5d}  PSNR {p:.2f} dB  loss {loss.item():.5f}  lr {lr:.2e}  "
                   f"[{time.time() - T_START:.0f}s]", flush=True)
 
-    end_psnr, end_frames = psnr_8bit(model, x)
+    end_psnr, end_frames = evaluate(model, x)
     curve.append({"step": step, "seconds": round(time.time() - t0, 1), "psnr": end_psnr})
     print(f"end: {step} steps in {time.time() - t0:.0f} s, PSNR {start_psnr:.2f} -> {end_psnr:.2f} dB",
           flush=True)

@@ -30,10 +30,32 @@ def find_seedvae():
     return shutil.which("seedvae")
 
 
-def torch_psnr(weights, clip):
+def load_clip(clip, frames=17):
+    """The first `frames` frames of a clip directory as a [1, 3, T, H, W] float tensor in [-1, 1]."""
     import numpy as np
     import torch
     from PIL import Image
+    files = sorted(f for f in os.listdir(clip) if not f.startswith(".") and f != "README.md")[:frames]
+    if len(files) < frames:
+        raise SystemExit(f"{clip}: {len(files)} frames, need {frames}")
+    fr = np.stack([np.asarray(Image.open(os.path.join(clip, f)).convert("RGB")) for f in files])
+    return torch.from_numpy(fr).float().permute(3, 0, 1, 2).unsqueeze(0) / 127.5 - 1
+
+
+def psnr_8bit(y, x):
+    """Whole-clip and per-frame PSNR (dB) of y against x ([1, 3, T, H, W] in [-1, 1]) after the
+    8-bit rounding the engine applies before measuring."""
+    import math
+    a = (x.float().clamp(-1, 1) + 1) * 127.5
+    b = (y.float().clamp(-1, 1) + 1) * 127.5
+    se = (a.round() - b.round()).pow(2)
+    whole = 10 * math.log10(255.0 ** 2 / max(se.mean().item(), 1e-10))
+    per_frame = [10 * math.log10(255.0 ** 2 / max(v, 1e-10)) for v in se.mean(dim=(0, 1, 3, 4)).tolist()]
+    return whole, per_frame
+
+
+def torch_psnr(weights, clip):
+    import torch
     sys.path.insert(0, HERE)
     import safetensors_io as st
     from vae import VideoVAE
@@ -41,16 +63,10 @@ def torch_psnr(weights, clip):
     ch = [int(c) for c in meta["seedvae.block_out_channels"].split(",")]
     model = VideoVAE(ch, int(meta["seedvae.norm_groups"])).eval()
     model.load_state_dict({k: v.float() for k, v in sd.items()})
-    files = sorted(f for f in os.listdir(clip) if not f.startswith("."))[:17]
-    fr = np.stack([np.asarray(Image.open(os.path.join(clip, f)).convert("RGB")) for f in files])
-    x = torch.from_numpy(fr).float().permute(3, 0, 1, 2).unsqueeze(0) / 127.5 - 1
+    x = load_clip(clip)
     with torch.no_grad():
-        y = model(x).clamp(-1, 1)
-    # 8-bit round trip as the engine does before measuring
-    a = torch.round((x + 1) * 127.5)
-    b = torch.round((y + 1) * 127.5)
-    mse = (a - b).pow(2).mean().item()
-    return 10 * np.log10(255.0 ** 2 / max(mse, 1e-10))
+        y = model(x)
+    return psnr_8bit(y, x)[0]
 
 
 def main():
