@@ -557,6 +557,7 @@ GPU_TEST(demo_model_matches_the_cpu_backend) {
     if (!enc || !dec) continue;
     const double mean_rel = relative_rms(moments_mean(*enc), ref_mean);
     auto dd = compare(*dec, *ref_dec);
+    CHECK_MSG(dd.is_ok(), std::string(c.name) + ": " + (dd ? "" : dd.status().to_string()));
     if (!dd) continue;
     const double psnr_vs_cpu = compare_psnr(*dec, *ref_dec);
     std::printf("    %-10s mean rel rms %.3g, decode max abs %.3g rms %.3g (%.1f dB vs cpu)\n", c.name,

@@ -111,7 +111,6 @@ class StillBank:
         d = np.array([self.fine_detail(levels[0]) for levels in self.images]) ** power
         n = len(self.images)
         self.probs = (1 - mix) / n + mix * d / d.sum()
-        return d
 
 
 def sample_motion(rng: np.random.Generator, size, n_frames, fast_pan_prob=0.0):
