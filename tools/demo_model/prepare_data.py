@@ -25,11 +25,24 @@ that is both natural and freely licensed; camera motion is synthesised from stil
   visp-images-data               GPL-2 (Inria; the subjects are    Klimt's "The Kiss", the 1927
                                  public domain)                    Solvay conference photograph
 
+  Session 9: more densely detailed photographs (buildings, animals in grass, rocks, crowds):
+  gcompris-qt-data               GPL-3+ (debian/copyright, Files: photos of monuments, wild
+                                 *); farm animals GPL-3 (Bruno    and farm animals, instruments;
+                                 Coudoin and others). Upstream    inside Qt resource bundles
+                                 credits the photos to Wikimedia  (.rcc), read by rcc_read()
+                                 Commons authors (CC-BY, CC-BY-SA)
+  scribus-template               public domain (Riku Leino)       a canyon
+  hugin-data                     GPL-2+ (Pablo d'Angelo et al.)   an office block and lawn
+  kphotoalbum                    GPL-2+ (Jesper K. Pedersen)      its demo photos
+  tuxpaint-data                  GPL-2+ (Bill Kendrick)           a pebble beach, a cliff, sheep
+  sddm-theme-maldives            CC-BY-3.0 (Nevit Dilmen)         a jetty, palms, a lagoon
+
 (opencv-data was checked: Debian's package ships only cascade XML files, no sample images/videos.)
 
 Install them (as root):   apt-get install -y mate-backgrounds plasma-workspace-wallpapers \
     ukui-wallpapers lomiri-wallpapers lomiri-wallpapers-20.04 lomiri-wallpapers-16.04 \
-    gnome-backgrounds python3-skimage stellarium-data visp-images-data python3-pil python3-opencv
+    gnome-backgrounds python3-skimage stellarium-data visp-images-data gcompris-qt-data \
+    scribus-template hugin-data kphotoalbum tuxpaint-data sddm-theme-maldives python3-pil python3-opencv
 or, without installing, extract them:  apt-get download <pkgs>; dpkg -x <pkg>.deb /tmp/pkgs/x_<pkg>
 and pass  --roots /tmp/pkgs/x_*  (each root is searched like "/").
 Several packages install into the same folders (usr/share/backgrounds), so a file is attributed
@@ -45,7 +58,7 @@ Output:
                               made from HELD-OUT stills that never enter the pack;
                               clips/README.md records sources, licences and motion.
 
-Usage:  /usr/bin/python3 tools/demo_model/prepare_data.py [--roots /tmp/pkgs/x_*] [--max-mib 24]
+Usage:  /usr/bin/python3 tools/demo_model/prepare_data.py [--roots /tmp/pkgs/x_*] [--max-mib 28]
 """
 
 from __future__ import annotations
@@ -56,8 +69,10 @@ import io
 import json
 import math
 import os
+import struct
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 from PIL import Image
@@ -99,6 +114,58 @@ SOURCES = [
      "usr/share/visp-images-data/ViSP-images/Klimt/Klimt.png"),
     ("visp-images-data", "GPL-2 (Inria); the painting and the 1927 photograph are public domain",
      "usr/share/visp-images-data/ViSP-images/Solvay/Solvay_conference_1927_Version2_2126x1463.png"),
+    # Session 9: densely detailed photographs, chosen by hand (fine-detail RMS >= 8 as pack
+    # stills; boats has 12.5, the pack's median still ~3.4).
+    ("scribus-template", "public domain (Riku Leino)", "usr/share/scribus/templates/br2/nature.jpg"),
+    ("hugin-data", "GPL-2+ (Pablo d'Angelo et al.)",
+     "usr/share/hugin/xrc/data/help_en_EN/CA_tCA00.jpg"),
+    ("kphotoalbum", "GPL-2+ (Jesper K. Pedersen et al.)", "usr/share/kphotoalbum/demo/bar55_2.jpg"),
+    ("kphotoalbum", "GPL-2+ (Jesper K. Pedersen et al.)", "usr/share/kphotoalbum/demo/donna.jpg"),
+    ("kphotoalbum", "GPL-2+ (Jesper K. Pedersen et al.)", "usr/share/kphotoalbum/demo/wayne.jpg"),
+    ("kphotoalbum", "GPL-2+ (Jesper K. Pedersen et al.)", "usr/share/kphotoalbum/demo/snow.jpg"),
+    ("kphotoalbum", "GPL-2+ (Jesper K. Pedersen et al.)", "usr/share/kphotoalbum/demo/bar55.jpg"),
+    ("kphotoalbum", "GPL-2+ (Jesper K. Pedersen et al.)", "usr/share/kphotoalbum/demo/pool.jpg"),
+    ("kphotoalbum", "GPL-2+ (Jesper K. Pedersen et al.)", "usr/share/kphotoalbum/demo/donna_2.jpg"),
+    ("tuxpaint-data", "GPL-2+ (Bill Kendrick)", "usr/share/tuxpaint/templates/rocks.jpg"),
+    ("tuxpaint-data", "GPL-2+ (Bill Kendrick)", "usr/share/tuxpaint/templates/cliff.jpg"),
+    ("tuxpaint-data", "GPL-2+ (Bill Kendrick)", "usr/share/tuxpaint/templates/sheep.jpg"),
+    ("tuxpaint-data", "GPL-2+ (Bill Kendrick)", "usr/share/tuxpaint/templates/redwoods_above.jpg"),
+    ("sddm-theme-maldives", "CC-BY-3.0 (Nevit Dilmen)",
+     "usr/share/sddm/themes/maldives/background.jpg"),
+]
+
+# Photographs inside Qt resource bundles: (package, licence, bundle relative to a root, folder
+# inside the bundle, file stems). gcompris-qt-data's debian/copyright gives GPL-3+ for Files: *
+# and GPL-3 for the farm animals; upstream credits the photos to Wikimedia Commons authors
+# (each activity's ActivityInfo.qml). Chosen by hand as above; kangaroo (GFDL) is left out.
+_GC = "usr/share/gcompris-qt/rcc/"
+_GCA = "/gcompris/src/activities/"
+_GPL3P = "GPL-3+ (debian/copyright, Files: *; upstream: Wikimedia Commons photographs)"
+RCC_SOURCES = [
+    ("gcompris-qt-data", _GPL3P, _GC + "explore_monuments.rcc", _GCA + "explore_monuments/resource",
+     ["india/ajantaCave", "germany/neuschwansteinCastle", "france/chateaudeChambord",
+      "wonders/petra", "france/chateaudeChenonceau", "wonders/chichenItza",
+      "germany/berlinCathedral", "france/citedeCarcassonne", "germany/schwerinPalace",
+      "usa/mountRushmore", "egypt/greatPyramidOfGiza", "france/pontduGard", "wonders/colosseum",
+      "india/hawaMahal", "usa/castillodeSanMarcos", "wonders/machuPicchu",
+      "wonders/greatWallofChina", "germany/aulaPalatina", "germany/wormsCathedral",
+      "france/eiffelTower", "france/arlesAmphitheater", "india/gatewayofIndia",
+      "wonders/christTheRedeemer", "usa/georgeWashingtonBirthplace", "wonders/tajMahal",
+      "france/palaisdesPapes", "germany/trierImperialBaths", "france/montStMichel",
+      "india/qutubMinar", "usa/fortSumter", "india/charminar", "germany/brandenburgGate",
+      "usa/navajo", "usa/canyondeChelly", "india/konarkSunTemple", "usa/lincolnMemorial"]),
+    ("gcompris-qt-data", _GPL3P, _GC + "explore_world_animals.rcc",
+     _GCA + "explore_world_animals/resource/animals",
+     ["hedgehog", "giraffe", "bison", "chameleon", "dragon", "polar_bear", "lemur", "koala",
+      "moose"]),
+    ("gcompris-qt-data", "GPL-3 (debian/copyright: 2000, 2008 Bruno Coudoin and others)",
+     _GC + "explore_farm_animals.rcc", _GCA + "explore_farm_animals/resource/animals",
+     ["cow", "pig", "dog", "horse", "sheep", "chicken"]),
+    ("gcompris-qt-data", _GPL3P, _GC + "erase.rcc", _GCA + "erase/resource",
+     ["crab", "chamaeleon", "cheetah", "goat", "gorilla", "swans", "rhinoceros", "meerkats",
+      "toucan", "penguin", "squirrel", "red_panda", "kingfisher"]),
+    ("gcompris-qt-data", _GPL3P, _GC + "explore_world_music.rcc",
+     _GCA + "explore_world_music/resource/music", ["orchestra", "america", "australia"]),
 ]
 
 # skimage images that are photographs/textures with a stated free licence (the rest are
@@ -183,6 +250,79 @@ def find_sources(roots):
     return out
 
 
+def rcc_read(bundle, inner):
+    """The bytes of file `inner` ("/a/b/c.webp") inside a Qt resource bundle (.rcc), or None
+    (not found, or not a readable bundle).
+
+    Hand-written because no Debian Python package reads .rcc files (Qt's rcc tool only writes
+    them). Format (qtbase src/corelib/io/qresource.cpp): "qres", then big-endian u32 version,
+    tree, data and names offsets. Tree entries (14 bytes; 22 from version 2) are u32 name
+    offset, u16 flags (1 zlib, 2 directory, 4 zstd), then for a directory u32 child count and
+    u32 first child, for a file u16 country, u16 language and u32 data offset. A name is u16
+    length, u32 hash, UTF-16BE text; data is u32 length then the bytes (zlib data begins with
+    its u32 uncompressed size)."""
+    try:
+        with open(bundle, "rb") as f:
+            return _rcc_lookup(f.read(), inner)
+    except (OSError, struct.error, UnicodeDecodeError, zlib.error):
+        return None
+
+
+def _rcc_lookup(b, inner):
+    if b[:4] != b"qres" or len(b) < 20:
+        return None
+    ver, tree, data, names = struct.unpack(">IIII", b[4:20])
+    esz = 14 if ver == 1 else 22
+
+    def entry(i):
+        e = tree + i * esz
+        noff, flags = struct.unpack(">IH", b[e:e + 6])
+        n, = struct.unpack(">H", b[names + noff:names + noff + 2])
+        name = b[names + noff + 6:names + noff + 6 + 2 * n].decode("utf-16-be")
+        return e, name, flags
+
+    i = 0
+    for part in [p for p in inner.split("/") if p]:
+        e, _, flags = entry(i)
+        if not flags & 2:
+            return None
+        count, first = struct.unpack(">II", b[e + 6:e + 14])
+        i = next((c for c in range(first, first + count) if entry(c)[1] == part), None)
+        if i is None:
+            return None
+    e, _, flags = entry(i)
+    if flags & 2 or flags & 4:  # a directory, or zstd (not used by Debian 12's gcompris)
+        return None
+    doff, = struct.unpack(">I", b[e + 10:e + 14])
+    n, = struct.unpack(">I", b[data + doff:data + doff + 4])
+    blob = b[data + doff + 4:data + doff + 4 + n]
+    return zlib.decompress(blob[4:]) if flags & 1 else blob
+
+
+def find_rcc_sources(roots):
+    """(package, licence, "BUNDLE::INNER", name) for every RCC_SOURCES photo found."""
+    out = []
+    for pkg, lic, bundle, folder, stems in RCC_SOURCES:
+        for root in roots:
+            path = os.path.join(root, bundle)
+            if not os.path.isfile(path) or not root_holds(root, pkg, path):
+                continue
+            for stem in stems:
+                inner = f"{folder}/{stem}.webp"
+                if rcc_read(path, inner) is not None:
+                    out.append((pkg, lic, f"{path}::{inner}",
+                                f"{os.path.basename(bundle)[:-4]}-{stem.rsplit('/', 1)[-1]}"))
+            break  # one root per bundle
+    return out
+
+
+def package_path(path, roots):
+    """Where the file is installed: its path under the most specific root that holds it (every
+    path lies under "/", so before session 9 the pack recorded /tmp/pkgs/x_<pkg>/... paths)."""
+    root = max((r for r in roots if path.startswith(os.path.join(r, ""))), key=len)
+    return "/" + os.path.relpath(path, root)
+
+
 def is_held_out(path):
     return any(v[2] in path for v in HELD_OUT.values())
 
@@ -203,7 +343,11 @@ def opaque_crop(im):
 
 
 def load_rgb(path, long_side, crop_opaque=False):
-    im = Image.open(path)
+    if "::" in path:  # a file inside a Qt resource bundle (find_rcc_sources)
+        bundle, inner = path.split("::", 1)
+        im = Image.open(io.BytesIO(rcc_read(bundle, inner)))
+    else:
+        im = Image.open(path)
     im.load()
     if im.mode in ("RGBA", "LA", "P"):
         im = im.convert("RGBA")
@@ -263,7 +407,7 @@ def main():
     ap.add_argument("--clips", default=os.path.join(REPO, "resources", "demo", "clips"))
     ap.add_argument("--long-side", type=int, default=1024)
     ap.add_argument("--quality", type=int, default=90)
-    ap.add_argument("--max-mib", type=float, default=24.0)
+    ap.add_argument("--max-mib", type=float, default=28.0)
     ap.add_argument("--val", default="Kite,Garden,coffee,Shell",
                     help="pack images kept for validation (not trained on)")
     ap.add_argument("--no-clips", action="store_true")
@@ -271,7 +415,7 @@ def main():
     args = ap.parse_args()
 
     roots = ["/"] + args.roots
-    cands = find_sources(roots)
+    cands = find_sources(roots) + find_rcc_sources(roots)
     train = [c for c in cands if not is_held_out(c[2])]
     held = [c for c in cands if is_held_out(c[2])]
     print(f"{len(cands)} candidate stills, {len(held)} held out, {len(train)} for the pack")
@@ -302,8 +446,7 @@ def main():
             fo.write(data)
         total += len(data)
         index.append({"file": f"images/{fname}", "package": pkg, "licence": lic,
-                      "source": "/" + os.path.relpath(path, next(r for r in roots if path.startswith(r)))
-                      .lstrip("./"), "size": list(im.size),
+                      "source": package_path(path, roots), "size": list(im.size),
                       "split": "val" if name in val_names else "train"})
     pkgs = {}
     for e in index:
