@@ -64,6 +64,7 @@ Usage:  /usr/bin/python3 tools/demo_model/prepare_data.py [--roots /tmp/pkgs/x_*
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import io
 import json
@@ -262,10 +263,17 @@ def rcc_read(bundle, inner):
     length, u32 hash, UTF-16BE text; data is u32 length then the bytes (zlib data begins with
     its u32 uncompressed size)."""
     try:
-        with open(bundle, "rb") as f:
-            return _rcc_lookup(f.read(), inner)
+        return _rcc_lookup(_bundle_bytes(bundle), inner)
     except (OSError, struct.error, UnicodeDecodeError, zlib.error):
         return None
+
+
+@functools.lru_cache(maxsize=None)
+def _bundle_bytes(bundle):
+    """A bundle's bytes, read once: find_rcc_sources and load_rgb both look into each bundle
+    for every photo (the five used bundles are 13 MB in all)."""
+    with open(bundle, "rb") as f:
+        return f.read()
 
 
 def _rcc_lookup(b, inner):
