@@ -37,12 +37,29 @@ that is both natural and freely licensed; camera motion is synthesised from stil
   tuxpaint-data                  GPL-2+ (Bill Kendrick)           a pebble beach, a cliff, sheep
   sddm-theme-maldives            CC-BY-3.0 (Nevit Dilmen)         a jetty, palms, a lagoon
 
+  Session 10: photographs of water, shores and reflections (the boats clip's content: ripples,
+  rocks, reflections at sunset) and a few more densely detailed ones:
+  octave-vlfeat                  BSD-2-clause (Files: *, Andrea    a river canyon (two views),
+                                 Vedaldi, Brian Fulkerson)         roofs (two views)
+  libjs-jquery-backstretch       Expat (Files: *, Scott Robbin)    sea cliffs and a lighthouse,
+                                                                   a glass dome, woven coasters
+  krank                          public domain (images by Slava    coral reefs, fish (underwater)
+                                 Anishenko)
+  tagua-data                     GPL (per wallpaper: Dark_Waters   a beach at dusk, moonlight on
+                                 Marcel Völschow, Dark_Sunset      a lake
+                                 Michal Winiarski)
+  golang-github-bep-gowebp-dev   Expat (Files: *, The gowebp       sunset ripples on the sea,
+                                 Authors)                          rocks
+  python-kivy-examples           Expat (Files: *)                  ruined arches (stonework)
+
 (opencv-data was checked: Debian's package ships only cascade XML files, no sample images/videos.)
 
 Install them (as root):   apt-get install -y mate-backgrounds plasma-workspace-wallpapers \
     ukui-wallpapers lomiri-wallpapers lomiri-wallpapers-20.04 lomiri-wallpapers-16.04 \
     gnome-backgrounds python3-skimage stellarium-data visp-images-data gcompris-qt-data \
-    scribus-template hugin-data kphotoalbum tuxpaint-data sddm-theme-maldives python3-pil python3-opencv
+    scribus-template hugin-data kphotoalbum tuxpaint-data sddm-theme-maldives octave-vlfeat \
+    libjs-jquery-backstretch krank tagua-data golang-github-bep-gowebp-dev python-kivy-examples \
+    python3-pil python3-opencv
 or, without installing, extract them:  apt-get download <pkgs>; dpkg -x <pkg>.deb /tmp/pkgs/x_<pkg>
 and pass  --roots /tmp/pkgs/x_*  (each root is searched like "/").
 Several packages install into the same folders (usr/share/backgrounds), so a file is attributed
@@ -58,7 +75,7 @@ Output:
                               made from HELD-OUT stills that never enter the pack;
                               clips/README.md records sources, licences and motion.
 
-Usage:  /usr/bin/python3 tools/demo_model/prepare_data.py [--roots /tmp/pkgs/x_*] [--max-mib 28]
+Usage:  /usr/bin/python3 tools/demo_model/prepare_data.py [--roots /tmp/pkgs/x_*] [--max-mib 34]
 """
 
 from __future__ import annotations
@@ -133,6 +150,30 @@ SOURCES = [
     ("tuxpaint-data", "GPL-2+ (Bill Kendrick)", "usr/share/tuxpaint/templates/redwoods_above.jpg"),
     ("sddm-theme-maldives", "CC-BY-3.0 (Nevit Dilmen)",
      "usr/share/sddm/themes/maldives/background.jpg"),
+    # Session 10: water, shores and reflections (the boats clip's content), chosen by hand
+    # (fine-detail RMS 6-20 as pack stills), and a few more densely detailed photographs.
+    ("octave-vlfeat", "BSD-2-clause (Andrea Vedaldi, Brian Fulkerson)",
+     "usr/share/octave/site/m/vlfeat/data/river[12].jpg"),
+    ("octave-vlfeat", "BSD-2-clause (Andrea Vedaldi, Brian Fulkerson)",
+     "usr/share/octave/site/m/vlfeat/data/roofs[12].jpg"),
+    ("libjs-jquery-backstretch", "Expat (Scott Robbin)",
+     "usr/share/doc/libjs-jquery-backstretch/examples/sample2_1920.jpg"),
+    ("libjs-jquery-backstretch", "Expat (Scott Robbin)",
+     "usr/share/doc/libjs-jquery-backstretch/examples/dome.jpg"),
+    ("libjs-jquery-backstretch", "Expat (Scott Robbin)",
+     "usr/share/doc/libjs-jquery-backstretch/examples/pot-holder.jpg"),
+    ("krank", "public domain (images by Slava Anishenko)",
+     "usr/share/games/krank/levels/unera-backgrounds/level-0[89].jpg"),
+    ("krank", "public domain (images by Slava Anishenko)",
+     "usr/share/games/krank/levels/unera-backgrounds/level-1[45].jpg"),
+    ("krank", "public domain (images by Slava Anishenko)",
+     "usr/share/games/krank/levels/unera-backgrounds/level-2[03].jpg"),
+    ("tagua-data", "GPL (Marcel Völschow)", "usr/share/tagua/themes/wallpapers/Dark_Waters.jpg"),
+    ("tagua-data", "GPL (Michal Winiarski)", "usr/share/tagua/themes/wallpapers/Dark_Sunset.jpg"),
+    ("golang-github-bep-gowebp-dev", "Expat (The gowebp Authors)",
+     "usr/share/gocode/src/github.com/bep/gowebp/test_data/images/sunset.jpg"),
+    ("python-kivy-examples", "Expat (debian/copyright, Files: *)",
+     "usr/share/kivy-examples/demo/pictures/images/Wall.jpg"),
 ]
 
 # Photographs inside Qt resource bundles: (package, licence, bundle relative to a root, folder
@@ -415,7 +456,7 @@ def main():
     ap.add_argument("--clips", default=os.path.join(REPO, "resources", "demo", "clips"))
     ap.add_argument("--long-side", type=int, default=1024)
     ap.add_argument("--quality", type=int, default=90)
-    ap.add_argument("--max-mib", type=float, default=28.0)
+    ap.add_argument("--max-mib", type=float, default=34.0)
     ap.add_argument("--val", default="Kite,Garden,coffee,Shell",
                     help="pack images kept for validation (not trained on)")
     ap.add_argument("--no-clips", action="store_true")
