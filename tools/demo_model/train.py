@@ -308,18 +308,14 @@ def average_gradients(params, world):
     Written out rather than wrapping the model in DistributedDataParallel because training calls
     the two torch.compile'd halves (encoder, decoder) directly, outside the module's forward
     that DDP hooks, and overlapping the reduction with the backward would gain nothing here."""
-    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    grads = [p.grad for p in params if p.grad is not None]  # the same set in every process
     flat = torch.cat([g.reshape(-1) for g in grads])
     dist.all_reduce(flat)
     flat /= world
     off = 0
-    for p in params:
-        g = flat[off:off + p.numel()].view_as(p)
-        if p.grad is None:
-            p.grad = g.clone()
-        else:
-            p.grad.copy_(g)
-        off += p.numel()
+    for g in grads:
+        g.copy_(flat[off:off + g.numel()].view_as(g))
+        off += g.numel()
 
 
 def main():
