@@ -85,7 +85,7 @@ namespace fs = std::filesystem;
 // sha256 9b8f6bb0..., 37.00, 21.32 and 30.88 dB; session 4's, sha256 7ca37b16..., 35.11, 20.92
 // and 29.77 dB; session 3's, sha256 4c4f4bae..., 32.30, 19.75 and 28.93 dB.)
 // The test prints each case's PSNR ("<case>: PSNR ... dB"): the numbers to put in kLadybirdFull,
-// kBoatsFull and kLadybirdPadded below.
+// kBoatsFull and kLadybirdPadded below where they are higher than the values there.
 constexpr double kIssueTargetDb = 26.0;
 constexpr double kFloorMarginDb = 1.0;
 
@@ -130,8 +130,10 @@ struct CaseSpec {
   const char* tag;
   const char* clip;
   bool padded;         // case 2's reader options
-  double measured_db;  // shipped weights, see above
-  double floor_db() const { return measured_db - kFloorMarginDb; }
+  // The highest PSNR any shipped weights measured on this case (see above): the shipped
+  // weights' own unless an earlier model measured more, since floors are never lowered.
+  double best_shipped_db;
+  double floor_db() const { return best_shipped_db - kFloorMarginDb; }
 };
 constexpr CaseSpec kLadybirdFull{"ladybird 256x256x17", "ladybird", false, 40.37};
 constexpr CaseSpec kBoatsFull{"boats 256x256x17", "boats", false, 24.69};
@@ -312,8 +314,8 @@ std::array<CheckResult, kNumChecks> evaluate(const CaseSpec& cs, const HostTenso
     c.applies = true;
     c.value = psnr_at(out, orig);
     c.required = cs.floor_db();
-    c.detail = "PSNR " + str(c.value) + " dB, floor " + str(c.required) + " dB (shipped weights " +
-               str(cs.measured_db) + " dB - " + str(kFloorMarginDb, 1) + " dB)";
+    c.detail = "PSNR " + str(c.value) + " dB, floor " + str(c.required) + " dB (best shipped weights " +
+               str(cs.best_shipped_db) + " dB - " + str(kFloorMarginDb, 1) + " dB)";
   }
   {
     CheckResult& c = r[kTemporal];
