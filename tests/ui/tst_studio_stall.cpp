@@ -1,12 +1,17 @@
 // The GUI thread never blocks: the real main window runs the demo job (built-in model, sample
-// clip 256x256x17, CPU backend) while a 1 ms precise timer on the GUI thread records the longest
-// gap between its ticks — the longest event-loop stall. Meanwhile the test plays the part of a
-// user: it switches views, zooms and scrubs. Asserted: every stall < 100 ms.
-#include <QElapsedTimer>
+// clip 256x256x17, CPU backend) while a 1 ms precise timer on the GUI thread records the gaps
+// between its ticks: the event-loop stalls. Meanwhile the test plays the part of a user: it
+// switches views, zooms and scrubs. Asserted: in every gap, the application's own part (the gap
+// less the time the thread waited for a core or had its virtual CPU stolen by the hypervisor,
+// stall_probe.h) is < 100 ms. The wall-clock gaps are printed too; a shared CI machine can
+// pause a process for longer than that without the application doing anything (CI saw one gap
+// of 186 ms, and four CPU hogs beside the test on two cores give 114 ms).
+// SEEDVAE_STUDIO_TRACE is on, so a slow GUI handler or paint names itself in the log.
 #include <QSignalSpy>
 #include <QTimer>
 #include <QtTest>
 
+#include "stall_probe.h"
 #include "studio_test_util.h"
 #include "ui/compare_view.h"
 #include "ui/run_controller.h"
@@ -22,6 +27,7 @@ class tst_StudioStall : public QObject {
  private slots:
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
+    qputenv("SEEDVAE_STUDIO_TRACE", "1");  // read once, at the first traced handler
     QVERIFY(dir_.isValid());
   }
 
@@ -35,18 +41,12 @@ class tst_StudioStall : public QObject {
     QSignalSpy finished(w.get(), &MainWindow::runFinished);
     QSignalSpy ab(w.get(), &MainWindow::abFinished);
 
-    // The probe: the longest gap between consecutive ticks of a 1 ms timer.
-    QElapsedTimer clock;
-    qint64 last = -1, max_gap = 0, ticks = 0;
+    // The probe: the gaps between consecutive ticks of a 1 ms timer, decomposed.
+    StallProbe gaps;
     QTimer probe;
     probe.setTimerType(Qt::PreciseTimer);
     probe.setInterval(1);
-    connect(&probe, &QTimer::timeout, this, [&] {
-      const qint64 now = clock.nsecsElapsed();
-      if (last >= 0) max_gap = std::max(max_gap, now - last);
-      last = now;
-      ++ticks;
-    });
+    connect(&probe, &QTimer::timeout, this, [&] { gaps.tick(); });
     // A user meanwhile: view modes, zoom, scrubbing, every 150 ms.
     int step = 0;
     QTimer user;
@@ -60,7 +60,6 @@ class tst_StudioStall : public QObject {
       ++step;
     });
 
-    clock.start();
     probe.start();
     user.start();
     QVERIFY(w->startRun());
@@ -72,13 +71,17 @@ class tst_StudioStall : public QObject {
     QVERIFY(ab.wait(600000));
     probe.stop();
     user.stop();
-    const double max_ms = max_gap / 1e6;
-    const double seconds = clock.nsecsElapsed() / 1e9;
-    qInfo("longest GUI event-loop stall: %.1f ms over %.1f s of runs (%lld ticks, %d user steps, "
-          "%lld frames dropped by the latest-frame channel)",
-          max_ms, seconds, ticks, step, w->controller()->droppedFrames());
-    QVERIFY(ticks > 100);
-    QVERIFY2(max_ms < 100.0, qPrintable(QString("longest stall %1 ms").arg(max_ms)));
+    gaps.finish();
+    const std::vector<Gap> long_gaps = gaps.longGaps();
+    qInfo("longest GUI event-loop gap: %.1f ms over %.1f s of runs (%lld ticks, %d user steps, "
+          "%lld frames dropped by the latest-frame channel); %zu gaps of 20 ms or more",
+          gaps.longestWall(), gaps.seconds(), static_cast<long long>(gaps.ticks()), step,
+          w->controller()->droppedFrames(), long_gaps.size());
+    for (size_t i = 0; i < std::min<size_t>(long_gaps.size(), 10); ++i) qInfo("  gap %s", qPrintable(long_gaps[i].describe()));
+    if (!gaps.attributes()) qInfo("run-queue wait and steal are not measured here: a gap counts whole");
+    QVERIFY(gaps.ticks() > 100);
+    const Gap worst = gaps.longestOwn();
+    QVERIFY2(worst.own() < 100.0, qPrintable("the application stalled the GUI thread: " + worst.describe()));
   }
 
  private:
