@@ -28,7 +28,6 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #endif
@@ -85,7 +84,7 @@ class StealMonitor {
 
   bool available() const { return fd_ >= 0; }
 
-  // Steal in ms on `cpu` between t0 and t1 (ns of `clock`): the counter's last sample at or
+  // Steal in ms on `cpu` between t0 and t1 (ns since the epoch): the counter's last sample at or
   // before t0 against its first sample at or after t1 (or the latest one).
   double steal_ms(int cpu, int64_t t0, int64_t t1) const {
     std::lock_guard<std::mutex> lock(mutex_);
