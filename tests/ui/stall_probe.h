@@ -9,8 +9,11 @@
 //     value of the cpuN line, in USER_HZ ticks), sampled every 2 ms by a monitor thread.
 // What remains ("own") is time the GUI thread spent running the application's code or blocked in
 // it (locks, I/O, page faults): the stall the application causes, never less than the GUI
-// thread's CPU time in the gap. Only Linux exposes these counters; elsewhere nothing is excused
-// and "own" is the whole gap. No library offers this attribution, hence this helper.
+// thread's CPU time in the gap. Run-queue wait is excused whoever caused it, the application's own
+// worker threads included: the CPU backend's "auto" thread count leaves one hardware thread free
+// for the GUI for that reason (ui/backend_catalog.cpp). Only Linux exposes these counters;
+// elsewhere nothing is excused and "own" is the whole gap. No library offers this attribution,
+// hence this helper.
 #pragma once
 
 #include <QString>
