@@ -42,6 +42,14 @@ if [ "${1:-}" = "dist" ]; then
   [ "${DIST_CLI:-1}" = 0 ] || bins="app/seedvae $bins"
   for b in $bins; do
     if [ -f "$BUILD/$b" ]; then
+      # The GPU machine has neither OpenCV nor Qt: a binary that needs them fails there with
+      # rc 127 (session 16's demo phase did, from a build configured with the defaults).
+      if readelf -d "$BUILD/$b" | grep -Eq 'NEEDED.*(libopencv|libQt6)'; then
+        echo "gpu-run.sh dist: $BUILD/$b links OpenCV or Qt, which the GPU machine lacks;" \
+             "configure $BUILD as gpu/README.md says (-DSEEDVAE_WITH_MEDIA=OFF" \
+             "-DSEEDVAE_WITH_UI=OFF)" >&2
+        exit 1
+      fi
       strip -o "$DIST/bin/$(basename "$b")" "$BUILD/$b"
       xz -T2 -6 "$DIST/bin/$(basename "$b")"
     fi

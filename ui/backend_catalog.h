@@ -76,7 +76,7 @@ class CpuCatalog : public BackendCatalog {
 
   static ToggleSpec threads_toggle();
   // Threads the CPU backend uses for toggle value `v` (0 = auto: all hardware threads but one,
-  // so the GUI thread keeps a core).
+  // so the GUI thread keeps a core; the headless job, with no GUI, sets every thread instead).
   static int resolve_threads(int v);
 };
 

@@ -11,8 +11,10 @@
 #include <QTemporaryDir>
 #include <QTimer>
 #include <atomic>
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <thread>
 
 #include "core/media/sample_clip.h"
 #include "ui/ab_panel.h"
@@ -39,6 +41,16 @@ extern "C" void on_interrupt(int) { g_interrupted.store(true); }
 void err(const QString& s) {
   std::fputs(s.toLocal8Bit().constData(), stderr);
   std::fflush(stderr);
+}
+
+// A headless job has no window to keep responsive, so "auto" CPU threads means every hardware
+// thread there (the GUI's "auto" leaves one: CpuCatalog::resolve_threads; on a 2-core machine
+// that halved the headless demo's speed). The number goes into the settings, so the summary and
+// the report say what ran.
+void use_every_thread_when_auto(EngineSettings& s) {
+  if (s.backend != QLatin1String("cpu")) return;
+  if (s.toggles.value(QStringLiteral("threads"), 0).toInt() > 0) return;
+  s.toggles.insert(QStringLiteral("threads"), std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
 }
 
 }  // namespace
@@ -279,6 +291,7 @@ void HeadlessJob::run(const WeightsInfo& weights) {
     }
     a = catalog_->normalized(*s);
   }
+  use_every_thread_when_auto(a);
   RunRequest r;
   r.input = input_from_options(options_);
   r.weights = weights.weights;
@@ -332,6 +345,7 @@ void HeadlessJob::run(const WeightsInfo& weights) {
   } else {
     b = demo_b_settings(a, w, h);
   }
+  use_every_thread_when_auto(b);
   predict(b);
   err(QStringLiteral("A: %1\nB: %2\n").arg(a.summary(), b.summary()));
   RunRequest rb = r;
