@@ -10,8 +10,8 @@
 #include <QSettings>
 #include <QTemporaryDir>
 #include <QTimer>
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <thread>
