@@ -118,10 +118,11 @@ ToggleSpec CpuCatalog::threads_toggle() {
   return t;
 }
 
+int CpuCatalog::hardware_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+
 int CpuCatalog::resolve_threads(int v) {
   if (v > 0) return v;
-  const int hw = static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, hw - 1);
+  return std::max(1, hardware_threads() - 1);
 }
 
 QVector<BackendSpec> CpuCatalog::backends() const {
@@ -139,7 +140,7 @@ QVector<DeviceStatus> CpuCatalog::probe_devices(const QString& backend) const {
   if (backend != QLatin1String("cpu")) return {};
   DeviceStatus d;
   d.index = 0;
-  d.name = QStringLiteral("CPU, %1 hardware threads").arg(std::thread::hardware_concurrency());
+  d.name = QStringLiteral("CPU, %1 hardware threads").arg(hardware_threads());
   d.free_bytes = host_available_bytes();
   d.total_bytes = host_total_bytes();
   return {d};

@@ -75,8 +75,10 @@ class CpuCatalog : public BackendCatalog {
   Result<std::unique_ptr<Backend>> create(const EngineSettings& settings) const override;
 
   static ToggleSpec threads_toggle();
+  // Hardware threads of this machine (at least 1).
+  static int hardware_threads();
   // Threads the CPU backend uses for toggle value `v` (0 = auto: all hardware threads but one,
-  // so the GUI thread keeps a core; the headless job, with no GUI, sets every thread instead).
+  // so the GUI thread keeps a core; the headless job, with no GUI, sets hardware_threads()).
   static int resolve_threads(int v);
 };
 

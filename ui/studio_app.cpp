@@ -10,11 +10,9 @@
 #include <QSettings>
 #include <QTemporaryDir>
 #include <QTimer>
-#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <thread>
 
 #include "core/media/sample_clip.h"
 #include "ui/ab_panel.h"
@@ -50,7 +48,7 @@ void err(const QString& s) {
 void use_every_thread_when_auto(EngineSettings& s) {
   if (s.backend != QLatin1String("cpu")) return;
   if (s.toggles.value(QStringLiteral("threads"), 0).toInt() > 0) return;
-  s.toggles.insert(QStringLiteral("threads"), std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  s.toggles.insert(QStringLiteral("threads"), CpuCatalog::hardware_threads());
 }
 
 }  // namespace

@@ -11,9 +11,7 @@
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QtTest>
-#include <algorithm>
 #include <cmath>
-#include <thread>
 
 #include "studio_test_util.h"
 #include "ui/ab_panel.h"
@@ -270,7 +268,7 @@ class tst_StudioRuns : public QObject {
     QCOMPARE(root.value("runs").toArray().size(), 2);
     QCOMPARE(root.value("runs").toArray().at(0).toObject().value("status").toString(), QString("done"));
     // Headless, "auto" CPU threads is every hardware thread (the GUI's leaves one), on A and B.
-    const int every_thread = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    const int every_thread = CpuCatalog::hardware_threads();
     for (const QJsonValue run : root.value("runs").toArray()) {
       const QJsonObject settings = run.toObject().value("settings").toObject();
       QCOMPARE(settings.value("toggles").toObject().value("threads").toInt(), every_thread);
