@@ -59,22 +59,22 @@ namespace fs = std::filesystem;
 // `seedvae roundtrip` prints), between the 8-bit frames read back from the PNG output and the
 // frames the reader produced from the JPEG clip.
 //
-// The floors are NOT the issue's target. The target (docs/demo-model.md, eval_clips.py --min-psnr)
-// is 26 dB on the held-out clips; the shipped weights (resources/demo/demo_vae.safetensors, sha256
-// 5b63d3829e869bc2...) reach it on the mean (31.22 dB) and on three of the four clips, not on
-// boats (25.95 dB), and that is tracked in docs/demo-model.md, not here.
-// Each floor is what those weights measure minus kFloorMarginDb, so the test passes on CI with
-// them and fails when the model or the engine gets worse. When better weights land, re-measure
-// and raise the floors with them (never lower them): up to the issue's 26 dB on every case once
-// the weights meet the target (a floor already above it, as ladybird's, stays measured - margin).
+// The issue's target (docs/demo-model.md, eval_clips.py --min-psnr) is 26 dB on every held-out
+// clip. The shipped weights (resources/demo/demo_vae.safetensors, sha256 5fea20aa8d3319ef...) meet
+// it on all four: the lowest is boats (26.23 dB through eval_clips.py); the mean is 31.40 dB.
+// Each floor is what those weights measure minus kFloorMarginDb, but never below the issue's
+// 26 dB (floor_db() below): so boats asserts the issue's bound itself, and ladybird's floors, far
+// above it, still fail when the model or the engine gets worse. When better weights land,
+// re-measure and raise the floors with them (never lower them).
 //
-// Measured with the shipped weights (x86-64, CPU backend; session 16, run 49, channels
-// [40, 64, 96, 96], 66,130 training steps):
+// Measured with the shipped weights (x86-64, CPU backend; session 17, run 52, channels
+// [40, 64, 96, 96], 70,025 training steps):
 //   `seedvae roundtrip resources/demo/clips/<clip> --backend cpu` (PSNR / SSIM):
-//     ladybird 40.89 / 0.983, boats 25.95 / 0.819 (cat 30.20 / 0.814, forest 27.86 / 0.674);
-//     this test, on the 8-bit PNG frames read back: ladybird 40.82, boats 25.95 dB
-//   case 2 (ladybird from frame 2, 14 frames at 249x245), this test: 36.56 dB
-// (Earlier weights measured here: session 15's run 46, sha256 4bbe329d..., 40.78, 25.57 and
+//     ladybird 41.06 / 0.983, boats 26.23 / 0.827 (cat 30.38 / 0.822, forest 27.95 / 0.683);
+//     this test, on the 8-bit PNG frames read back: ladybird 40.99, boats 26.22 dB
+//   case 2 (ladybird from frame 2, 14 frames at 249x245), this test: 36.97 dB
+// (Earlier weights measured here: session 16's run 49, sha256 5b63d382..., 40.82, 25.95 and
+// 36.56 dB; session 15's run 46, sha256 4bbe329d..., 40.78, 25.57 and
 // 36.38 dB; session 14's run 43, sha256 41f5c5e8..., 40.63, 25.17 and
 // 35.95 dB; session 12's run 40, sha256 f40c6324..., 40.37, 24.69 and
 // 35.82 dB; session 11's run 37, sha256 d339f6f5..., 40.24, 24.13 and
@@ -134,11 +134,11 @@ struct CaseSpec {
   // The highest PSNR any shipped weights measured on this case (see above): the shipped
   // weights' own unless an earlier model measured more, since floors are never lowered.
   double best_shipped_db;
-  double floor_db() const { return best_shipped_db - kFloorMarginDb; }
+  double floor_db() const { return std::max(best_shipped_db - kFloorMarginDb, kIssueTargetDb); }
 };
-constexpr CaseSpec kLadybirdFull{"ladybird 256x256x17", "ladybird", false, 40.82};
-constexpr CaseSpec kBoatsFull{"boats 256x256x17", "boats", false, 25.95};
-constexpr CaseSpec kLadybirdPadded{"ladybird 249x245x14", "ladybird", true, 36.56};
+constexpr CaseSpec kLadybirdFull{"ladybird 256x256x17", "ladybird", false, 40.99};
+constexpr CaseSpec kBoatsFull{"boats 256x256x17", "boats", false, 26.22};
+constexpr CaseSpec kLadybirdPadded{"ladybird 249x245x14", "ladybird", true, 36.97};
 
 fs::path clips_dir() {
   return fs::path(SEEDVAE_DEMO_CLIPS_DIR);
@@ -314,8 +314,13 @@ std::array<CheckResult, kNumChecks> evaluate(const CaseSpec& cs, const HostTenso
     c.applies = true;
     c.value = psnr_at(out, orig);
     c.required = cs.floor_db();
-    c.detail = "PSNR " + str(c.value) + " dB, floor " + str(c.required) + " dB (best shipped weights " +
-               str(cs.best_shipped_db) + " dB - " + str(kFloorMarginDb, 1) + " dB)";
+    const std::string measured =
+        "best shipped weights " + str(cs.best_shipped_db) + " dB - " + str(kFloorMarginDb, 1) + " dB";
+    c.detail = "PSNR " + str(c.value) + " dB, floor " + str(c.required) + " dB (" +
+               (c.required > cs.best_shipped_db - kFloorMarginDb
+                    ? "the issue's target; " + measured + " is below it"
+                    : measured) +
+               ")";
   }
   {
     CheckResult& c = r[kTemporal];
