@@ -118,7 +118,9 @@ ToggleSpec CpuCatalog::threads_toggle() {
   return t;
 }
 
-int CpuCatalog::hardware_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+int CpuCatalog::hardware_threads() {
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
 
 int CpuCatalog::resolve_threads(int v) {
   if (v > 0) return v;
