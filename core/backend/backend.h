@@ -10,6 +10,9 @@
 // [Cout, Cin, kT, kH, kW] for conv weights, [out, in] for Linear weights, [C] for biases and norm
 // affine parameters). Its physical layout and dtype are the backend's business; upload/download
 // convert from/to the contiguous host layout.
+//
+// Tensor and the ops' parameter structs are in op_params.h, the argument checks every backend
+// shares in op_checks.h; both are included here.
 #pragma once
 
 #include <cstdint>
@@ -17,54 +20,12 @@
 #include <string>
 #include <string_view>
 
+#include "core/backend/op_checks.h"
+#include "core/backend/op_params.h"
 #include "core/base/status.h"
 #include "core/tensor/host_tensor.h"
 
 namespace seedvae {
-
-// Backend-owned memory behind a Tensor. Released when the last Tensor referring to it dies.
-class Storage {
- public:
-  virtual ~Storage() = default;
-};
-
-// A tensor on a backend: shared, reference-counted storage plus its logical shape and dtype.
-// Copying a Tensor shares the storage (like a torch.Tensor handle); ops never modify their inputs
-// except where the op says "in place".
-struct Tensor {
-  std::shared_ptr<Storage> storage;
-  Shape shape;
-  DType dtype = DType::kF32;
-
-  bool defined() const { return storage != nullptr; }
-};
-
-// Plain 3-D cross-correlation (PyTorch conv3d) with zero padding in H and W only; temporal context
-// (causal padding) is made explicit by the caller with causal_pad().
-struct Conv3dParams {
-  int stride_t = 1, stride_h = 1, stride_w = 1;
-  int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
-};
-
-// GroupNorm over (C/groups channels x H x W) of each frame separately, then optional SiLU.
-struct GroupNormParams {
-  int groups = 32;
-  float eps = 1e-6f;
-  bool silu = false;
-  // Frames of causal context a causal_pad() will put in front of a SiLU output (which feeds a
-  // causal convolution in the model): a backend may reserve that room in front of the output so
-  // the pad copies nothing. 0 when the output is not padded (VaeModel's lean convolutions).
-  int context_frames = 2;
-};
-
-// Weights of the mid-block spatial self-attention (one head, head_dim = C).
-struct AttentionWeights {
-  Tensor norm_weight, norm_bias;  // [C]
-  Tensor wq, bq, wk, bk, wv, bv;  // [C, C], [C]
-  Tensor wo, bo;                  // to_out.0
-  int groups = 32;
-  float eps = 1e-6f;
-};
 
 // A device-to-host copy in flight (Backend::download_frames_async). Belongs to the backend's
 // thread and must not outlive the backend.
@@ -84,15 +45,6 @@ struct MemoryStats {
   int64_t device_used_bytes = -1;   // device-wide, -1 where unknown (CPU)
   int64_t device_total_bytes = -1;
 };
-
-// Validates the arguments of Backend::download_frames (shared by every backend).
-Status check_download_frames(const Shape& src, const HostTensor& dst, int64_t frame_offset);
-// Validates Backend::depth_to_space's arguments for a rank-5 input and returns its output shape
-// (shared by every backend, so all refuse the same inputs with the same message).
-Result<Shape> depth_to_space_shape(const Shape& x, int temporal_factor, bool drop_frame_1);
-// Validates Backend::copy_frames_into's shapes and ranges (shared by every backend).
-Status check_frame_copy(const Shape& dst, int64_t dst_frame, const Shape& src, int64_t src_frame,
-                        int64_t count);
 
 class Backend {
  public:
@@ -154,9 +106,10 @@ class Backend {
   // acc += x, in place (same shape).
   virtual Status add_inplace(Tensor& acc, const Tensor& x) = 0;
   // Depth-to-space of Upsample3D: x [N, 4*Z*C, T, H, W] -> [N, C, T*Z, 2H, 2W] with input channel
-  // k = ((ih*2 + iw)*Z + it)*C + c (vae_spec.md §2.1); if drop_frame_1 (Z = 2, first chunk) output
-  // frame 1 is removed, giving 2T-1 frames. `context_frames`: as GroupNormParams::context_frames
-  // (the output feeds the upsampler's causal convolution; 0 when it is not padded).
+  // k = ((ih*2 + iw)*Z + it)*C + c (docs/model.md §2.1); if drop_frame_1 (Z = 2, first chunk)
+  // output frame 1 is removed, giving 2T-1 frames. `context_frames`: as
+  // GroupNormParams::context_frames (the output feeds the upsampler's causal convolution; 0 when
+  // it is not padded).
   virtual Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1,
                                         int context_frames = 2) = 0;
   // x + to_out(softmax(q k^T / sqrt(C)) v) with q, k, v projections of GroupNorm(x), per frame,

@@ -62,34 +62,10 @@ Result<CpuStorage*> storage_of(const Tensor& t, std::string_view op, std::string
   return s;
 }
 
-Status expect_rank5(const Tensor& t, std::string_view op, std::string_view arg) {
-  if (t.shape.rank() != 5) {
-    return invalid_argument(std::string(op) + ": " + std::string(arg) +
-                            " must be 5-D [N, C, T, H, W], got " + str(t.shape));
-  }
-  return Status::ok();
-}
-
-// Optional per-channel vector: undefined is allowed (nullptr), else must be [c].
-Result<const float*> optional_vector(const Tensor& t, int64_t c, std::string_view op,
-                                     std::string_view arg) {
+// The data of a parameter whose shape op_checks validated; undefined (optional) gives nullptr.
+Result<const float*> parameter(const Tensor& t, std::string_view op, std::string_view arg) {
   if (!t.defined()) return static_cast<const float*>(nullptr);
   SEEDVAE_ASSIGN_OR_RETURN(CpuStorage * s, storage_of(t, op, arg));
-  if (t.shape != Shape{c}) {
-    return invalid_argument(std::string(op) + ": " + std::string(arg) + " must be [" +
-                            std::to_string(c) + "], got " + str(t.shape));
-  }
-  return static_cast<const float*>(s->f32());
-}
-
-// A parameter of rank 1 or 2 (always stored plain) of exactly `shape`.
-Result<const float*> required(const Tensor& t, const Shape& shape, std::string_view op,
-                              std::string_view arg) {
-  SEEDVAE_ASSIGN_OR_RETURN(CpuStorage * s, storage_of(t, op, arg));
-  if (t.shape != shape) {
-    return invalid_argument(std::string(op) + ": " + std::string(arg) + " must be " + str(shape) +
-                            ", got " + str(t.shape));
-  }
   return static_cast<const float*>(s->f32());
 }
 
@@ -137,33 +113,12 @@ class CpuBackend final : public Backend {
   Result<Tensor> conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
                         const Conv3dParams& p) override {
     constexpr std::string_view op = "conv3d";
-    SEEDVAE_TRY(expect_rank5(x, op, "input"));
-    SEEDVAE_TRY(expect_rank5(w, op, "weight"));
+    SEEDVAE_ASSIGN_OR_RETURN(const Shape out_shape, conv3d_output_shape(x.shape, w.shape, p));
     SEEDVAE_ASSIGN_OR_RETURN(CpuStorage * ws, storage_of(w, op, "weight"));
+    SEEDVAE_TRY(check_conv3d_bias(b, w.shape));
+    SEEDVAE_ASSIGN_OR_RETURN(const float* bias, parameter(b, op, "bias"));
     const Shape& xsh = x.shape;
     const Shape& wsh = w.shape;
-    if (wsh[1] != xsh.c()) {
-      return invalid_argument("conv3d: input " + str(xsh) + " has " + std::to_string(xsh.c()) +
-                              " channels but weight " + str(wsh) + " expects " +
-                              std::to_string(wsh[1]));
-    }
-    SEEDVAE_ASSIGN_OR_RETURN(const float* bias, optional_vector(b, wsh[0], op, "bias"));
-    if (p.stride_t < 1 || p.stride_h < 1 || p.stride_w < 1 || p.pad_top < 0 ||
-        p.pad_bottom < 0 || p.pad_left < 0 || p.pad_right < 0) {
-      return invalid_argument("conv3d: strides must be >= 1 and padding >= 0");
-    }
-    for (int i = 0; i < 5; ++i) {
-      if (xsh[i] < 1 || wsh[i] < 1) {
-        return invalid_argument("conv3d: empty input " + str(xsh) + " or weight " + str(wsh));
-      }
-    }
-    const int64_t hp = xsh.h() + p.pad_top + p.pad_bottom;
-    const int64_t wp = xsh.w() + p.pad_left + p.pad_right;
-    if (xsh.t() < wsh[2] || hp < wsh[3] || wp < wsh[4]) {
-      return invalid_argument("conv3d: input " + str(xsh) + " (padded H " + std::to_string(hp) +
-                              ", W " + std::to_string(wp) + ") is smaller than the kernel of " +
-                              str(wsh));
-    }
     cpu::ConvProblem prob;
     prob.x = dims5(xsh);
     prob.cout = wsh[0];
@@ -172,26 +127,21 @@ class CpuBackend final : public Backend {
     prob.kw = wsh[4];
     prob.p = p;
     prob.has_bias = bias != nullptr;
-    prob.y = {xsh.n(), wsh[0], (xsh.t() - wsh[2]) / p.stride_t + 1, (hp - wsh[3]) / p.stride_h + 1,
-              (wp - wsh[4]) / p.stride_w + 1};
+    prob.y = dims5(out_shape);
     ThreadScope scope(threads_);
     SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
-    SEEDVAE_ASSIGN_OR_RETURN(
-        Tensor y, new_tensor(Shape{prob.y.n, prob.y.c, prob.y.t, prob.y.h, prob.y.w}, op));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(out_shape, op));
     SEEDVAE_TRY(conv_.run(prob, xin.data, *ws, bias, f32(y)));
     return y;
   }
 
   Result<Tensor> causal_pad(const Tensor& x, const Tensor* memory, int frames) override {
     constexpr std::string_view op = "causal_pad";
-    if (memory != nullptr && memory->defined()) return concat_impl(*memory, x, op);
-    SEEDVAE_TRY(expect_rank5(x, op, "input"));
-    if (frames < 0) return invalid_argument("causal_pad: negative frame count");
-    if (frames > 0 && x.shape.t() < 1) {
-      return invalid_argument("causal_pad: input " + str(x.shape) + " has no frame to replicate");
-    }
-    Shape out_shape = x.shape;
-    out_shape[2] = x.shape.t() + frames;
+    const bool has_memory = memory != nullptr && memory->defined();
+    SEEDVAE_ASSIGN_OR_RETURN(
+        const Shape out_shape,
+        causal_pad_shape(x.shape, has_memory ? &memory->shape : nullptr, frames));
+    if (has_memory) return concat_impl(*memory, x, out_shape, op, "memory", "input");
     ThreadScope scope(threads_);
     SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(out_shape, op));
@@ -205,13 +155,7 @@ class CpuBackend final : public Backend {
 
   Result<Tensor> slice_frames(const Tensor& x, int64_t begin, int64_t end) override {
     constexpr std::string_view op = "slice_frames";
-    SEEDVAE_TRY(expect_rank5(x, op, "input"));
-    if (begin < 0 || end < begin || end > x.shape.t()) {
-      return invalid_argument("slice_frames: range [" + std::to_string(begin) + ", " +
-                              std::to_string(end) + ") is outside the frames of " + str(x.shape));
-    }
-    Shape out_shape = x.shape;
-    out_shape[2] = end - begin;
+    SEEDVAE_ASSIGN_OR_RETURN(const Shape out_shape, slice_frames_shape(x.shape, begin, end));
     ThreadScope scope(threads_);
     SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(out_shape, op));
@@ -237,21 +181,16 @@ class CpuBackend final : public Backend {
   }
 
   Result<Tensor> concat_frames(const Tensor& a, const Tensor& b) override {
-    return concat_impl(a, b, "concat_frames");
+    SEEDVAE_ASSIGN_OR_RETURN(const Shape out_shape, concat_frames_shape(a.shape, b.shape));
+    return concat_impl(a, b, out_shape, "concat_frames", "first", "second");
   }
 
   Result<Tensor> group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                             const GroupNormParams& p) override {
     constexpr std::string_view op = "group_norm";
-    SEEDVAE_TRY(expect_rank5(x, op, "input"));
-    const int64_t c = x.shape.c();
-    if (p.groups < 1 || c % p.groups != 0) {
-      return invalid_argument("group_norm: " + std::to_string(c) + " channels of " + str(x.shape) +
-                              " are not divisible into " + std::to_string(p.groups) + " groups");
-    }
-    if (!(p.eps >= 0.f)) return invalid_argument("group_norm: eps must be >= 0");
-    SEEDVAE_ASSIGN_OR_RETURN(const float* g, optional_vector(gamma, c, op, "gamma"));
-    SEEDVAE_ASSIGN_OR_RETURN(const float* bt, optional_vector(beta, c, op, "beta"));
+    SEEDVAE_TRY(check_group_norm(x.shape, gamma, beta, p));
+    SEEDVAE_ASSIGN_OR_RETURN(const float* g, parameter(gamma, op, "gamma"));
+    SEEDVAE_ASSIGN_OR_RETURN(const float* bt, parameter(beta, op, "beta"));
     ThreadScope scope(threads_);
     SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(x.shape, op));
@@ -268,10 +207,7 @@ class CpuBackend final : public Backend {
     constexpr std::string_view op = "add_inplace";
     SEEDVAE_ASSIGN_OR_RETURN(CpuStorage * as, storage_of(acc, op, "accumulator"));
     SEEDVAE_ASSIGN_OR_RETURN(CpuStorage * xs, storage_of(x, op, "addend"));
-    if (acc.shape != x.shape) {
-      return invalid_argument("add_inplace: accumulator " + str(acc.shape) + " and addend " +
-                              str(x.shape) + " differ in shape");
-    }
+    SEEDVAE_TRY(check_add(acc.shape, x.shape));
     ThreadScope scope(threads_);
     const int64_t n = acc.shape.numel();
     const float* addend = xs->f32();
@@ -295,7 +231,6 @@ class CpuBackend final : public Backend {
   Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1,
                                 int /*context_frames: pads copy on this backend*/ = 2) override {
     constexpr std::string_view op = "depth_to_space";
-    SEEDVAE_TRY(expect_rank5(x, op, "input"));
     const int z = temporal_factor;
     const Shape& s = x.shape;
     SEEDVAE_ASSIGN_OR_RETURN(const Shape out_shape, depth_to_space_shape(s, z, drop_frame_1));
@@ -308,27 +243,20 @@ class CpuBackend final : public Backend {
 
   Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) override {
     constexpr std::string_view op = "attention";
-    SEEDVAE_TRY(expect_rank5(x, op, "input"));
-    const int64_t c = x.shape.c();
-    if (c < 1 || w.groups < 1 || c % w.groups != 0) {
-      return invalid_argument("attention: " + std::to_string(c) + " channels of " + str(x.shape) +
-                              " are not divisible into " + std::to_string(w.groups) + " groups");
-    }
-    if (!(w.eps >= 0.f)) return invalid_argument("attention: eps must be >= 0");
+    SEEDVAE_TRY(check_attention(x.shape, w));
     cpu::AttentionPtrs ptrs;
     ptrs.groups = w.groups;
     ptrs.eps = w.eps;
-    const Shape mat{c, c}, vec{c};
-    SEEDVAE_ASSIGN_OR_RETURN(ptrs.norm_weight, required(w.norm_weight, vec, op, "norm weight"));
-    SEEDVAE_ASSIGN_OR_RETURN(ptrs.norm_bias, required(w.norm_bias, vec, op, "norm bias"));
-    SEEDVAE_ASSIGN_OR_RETURN(ptrs.wq, required(w.wq, mat, op, "to_q weight"));
-    SEEDVAE_ASSIGN_OR_RETURN(ptrs.bq, required(w.bq, vec, op, "to_q bias"));
-    SEEDVAE_ASSIGN_OR_RETURN(ptrs.wk, required(w.wk, mat, op, "to_k weight"));
-    SEEDVAE_ASSIGN_OR_RETURN(ptrs.bk, required(w.bk, vec, op, "to_k bias"));
-    SEEDVAE_ASSIGN_OR_RETURN(ptrs.wv, required(w.wv, mat, op, "to_v weight"));
-    SEEDVAE_ASSIGN_OR_RETURN(ptrs.bv, required(w.bv, vec, op, "to_v bias"));
-    SEEDVAE_ASSIGN_OR_RETURN(ptrs.wo, required(w.wo, mat, op, "to_out weight"));
-    SEEDVAE_ASSIGN_OR_RETURN(ptrs.bo, required(w.bo, vec, op, "to_out bias"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.norm_weight, parameter(w.norm_weight, op, "norm weight"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.norm_bias, parameter(w.norm_bias, op, "norm bias"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.wq, parameter(w.wq, op, "to_q weight"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.bq, parameter(w.bq, op, "to_q bias"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.wk, parameter(w.wk, op, "to_k weight"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.bk, parameter(w.bk, op, "to_k bias"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.wv, parameter(w.wv, op, "to_v weight"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.bv, parameter(w.bv, op, "to_v bias"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.wo, parameter(w.wo, op, "to_out weight"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.bo, parameter(w.bo, op, "to_out bias"));
     ThreadScope scope(threads_);
     SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(x.shape, op));
@@ -395,12 +323,8 @@ class CpuBackend final : public Backend {
   }
 
   Result<Tensor> upload_impl(const HostTensor& host, const std::string& what, Layout layout) {
-    int64_t n = 0;
-    if (!host.shape().checked_numel(&n) || n * dtype_size(host.dtype()) != host.nbytes()) {
-      return invalid_argument(what + ": host tensor " + str(host.shape()) + " holds " +
-                              std::to_string(host.nbytes()) + " bytes of " +
-                              std::string(dtype_name(host.dtype())));
-    }
+    SEEDVAE_TRY(check_upload(host, what));
+    const int64_t n = host.shape().numel();
     ThreadScope scope(threads_);
     SEEDVAE_ASSIGN_OR_RETURN(Tensor t, new_tensor(host.shape(), what, layout));
     const float* src = host.data<float>();
@@ -431,20 +355,15 @@ class CpuBackend final : public Backend {
     return t;
   }
 
-  Result<Tensor> concat_impl(const Tensor& a, const Tensor& b, std::string_view op) {
-    SEEDVAE_TRY(expect_rank5(a, op, "first"));
-    SEEDVAE_TRY(expect_rank5(b, op, "second"));
+  // [a, b] along T into a new tensor of the checked shape `out_shape`; `a_arg` and `b_arg` name
+  // the inputs in messages.
+  Result<Tensor> concat_impl(const Tensor& a, const Tensor& b, const Shape& out_shape,
+                             std::string_view op, std::string_view a_arg, std::string_view b_arg) {
     const Shape& sa = a.shape;
     const Shape& sb = b.shape;
-    if (sa.n() != sb.n() || sa.c() != sb.c() || sa.h() != sb.h() || sa.w() != sb.w()) {
-      return invalid_argument(std::string(op) + ": " + str(sa) + " and " + str(sb) +
-                              " differ outside the frame axis");
-    }
-    Shape out_shape = sa;
-    out_shape[2] = sa.t() + sb.t();
     ThreadScope scope(threads_);
-    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn ain, activation_in(a, op, "first"));
-    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn bin, activation_in(b, op, "second"));
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn ain, activation_in(a, op, a_arg));
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn bin, activation_in(b, op, b_arg));
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(out_shape, op));
     cpu::copy_frames_cl(f32(y), out_shape.t(), 0, ain.data, dims5(sa), 0, sa.t(), threads_);
     cpu::copy_frames_cl(f32(y), out_shape.t(), sa.t(), bin.data, dims5(sb), 0, sb.t(), threads_);

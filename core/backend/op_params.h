@@ -1,0 +1,57 @@
+// The values the Backend ops (backend.h) take: the Tensor handle and the parameter structs of
+// conv3d, group_norm and attention. A header of their own so that the shared argument checks
+// (op_checks.h) can name them without the Backend interface.
+#pragma once
+
+#include <memory>
+
+#include "core/tensor/dtype.h"
+#include "core/tensor/shape.h"
+
+namespace seedvae {
+
+// Backend-owned memory behind a Tensor. Released when the last Tensor referring to it dies.
+class Storage {
+ public:
+  virtual ~Storage() = default;
+};
+
+// A tensor on a backend: shared, reference-counted storage plus its logical shape and dtype.
+// Copying a Tensor shares the storage (like a torch.Tensor handle); ops never modify their inputs
+// except where the op says "in place".
+struct Tensor {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  DType dtype = DType::kF32;
+
+  bool defined() const { return storage != nullptr; }
+};
+
+// Plain 3-D cross-correlation (PyTorch conv3d) with zero padding in H and W only; temporal context
+// (causal padding) is made explicit by the caller with causal_pad().
+struct Conv3dParams {
+  int stride_t = 1, stride_h = 1, stride_w = 1;
+  int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+};
+
+// GroupNorm over (C/groups channels x H x W) of each frame separately, then optional SiLU.
+struct GroupNormParams {
+  int groups = 32;
+  float eps = 1e-6f;
+  bool silu = false;
+  // Frames of causal context a causal_pad() will put in front of a SiLU output (which feeds a
+  // causal convolution in the model): a backend may reserve that room in front of the output so
+  // the pad copies nothing. 0 when the output is not padded (VaeModel's lean convolutions).
+  int context_frames = 2;
+};
+
+// Weights of the mid-block spatial self-attention (one head, head_dim = C).
+struct AttentionWeights {
+  Tensor norm_weight, norm_bias;  // [C]
+  Tensor wq, bq, wk, bk, wv, bv;  // [C, C], [C]
+  Tensor wo, bo;                  // to_out.0
+  int groups = 32;
+  float eps = 1e-6f;
+};
+
+}  // namespace seedvae

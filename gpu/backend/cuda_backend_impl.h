@@ -1,0 +1,351 @@
+// The CUDA backend's private declarations: the CudaBackend class, the storage behind its tensors
+// (CudaStorage and its Kind), pinned host buffers (PinnedPool, HostCopy) and the asynchronous
+// download (AsyncDownload). Included only by the backend's own sources; the public face is
+// gpu/cuda_backend.h, which includes no CUDA header.
+//
+// One class, its member functions defined by concern in several translation units:
+//   gpu/cuda_backend.cpp        creation (device, streams, library handles), destruction, report
+//   gpu/backend/memory.cpp      upload/download, pinned staging, async downloads, tensor access
+//                               and allocation helpers, the owning-thread check
+//   gpu/backend/conv.cpp        conv3d: 1x1x1 products, cuDNN, the few-channel paths
+//   gpu/backend/attention.cpp   the mid-block attention (fused or materialised)
+//   gpu/backend/ops.cpp         causal_pad, slices, concatenation and frame copies, GroupNorm,
+//                               residual add, depth-to-space
+//   gpu/backend/offload.cpp     causal-state offload to pinned host memory and prefetch back
+//   gpu/backend/graphs.cpp      CUDA graphs, synchronisation, memory statistics, device spans
+//
+// One thread owns the device: the thread that created the backend creates the stream and the
+// library handles, and every op checks that it is called from that thread. All work goes to one
+// stream in op order; host-visible results (download) synchronise it. Errors are values: every
+// failure becomes a Status naming the op and its shapes; out-of-memory names the allocation.
+//
+// Tensors: a CudaStorage is a view into a DeviceBlock (caching allocator). Activations are 5-D
+// in NDHWC (channels-last, default) or NCDHW, in the compute dtype; conv weights are repacked to
+// KRSC [Cout, kT, kH, kW, Cin] for NDHWC; 1x1x1 conv and Linear weights are [out, in] matrices;
+// 1-D parameters (biases, norm affine) stay fp32.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "gpu/allocator.h"
+#include "gpu/cublas/gemm.h"
+#include "gpu/cuda_backend.h"
+#include "gpu/cudnn/conv3d_cudnn.h"
+#include "gpu/kernels/kernel_args.h"
+
+namespace seedvae::gpu::detail {
+
+inline ElemType elem_of(DType t) {
+  switch (t) {
+    case DType::kF16: return ElemType::kF16;
+    case DType::kBF16: return ElemType::kBF16;
+    default: return ElemType::kF32;
+  }
+}
+
+inline DType dtype_of(Precision p) {
+  switch (p) {
+    case Precision::kFp16: return DType::kF16;
+    case Precision::kBf16: return DType::kBF16;
+    default: return DType::kF32;
+  }
+}
+
+inline std::string str(const Shape& s) { return s.to_string(); }
+
+inline Dims5 dims5(const Shape& s) { return {s[0], s[1], s[2], s[3], s[4]}; }
+
+enum class Kind : uint8_t {
+  kActivation,  // rank 5, `layout`
+  kConvWeight,  // [Cout, Cin, kT, kH, kW] stored KRSC (NDHWC backend) or KCRS
+  kMatrix,      // [out, in] row-major (Linear weight, or 1x1x1 conv weight with 5-D shape)
+  kVector,      // rank 1, fp32
+  kPlain,       // any other rank: contiguous, compute dtype
+};
+
+// Pinned host buffers for offloaded causal state and asynchronous downloads, reused by exact
+// size.
+struct PinnedPool {
+  std::multimap<size_t, void*> free;
+  std::vector<void*> all;
+  int64_t bytes = 0;
+  ~PinnedPool() {
+    for (void* p : all) cudaFreeHost(p);
+  }
+  // `remedy` ends the out-of-memory message ("run without --offload-state").
+  Result<void*> get(size_t n, const std::string& what, const std::string& remedy) {
+    auto it = free.find(n);
+    if (it != free.end()) {
+      void* p = it->second;
+      free.erase(it);
+      return p;
+    }
+    void* p = nullptr;
+    const cudaError_t e = cudaMallocHost(&p, n);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return out_of_memory(what + ": cannot pin " + format_bytes(static_cast<int64_t>(n)) +
+                           " of host memory (" + cudaGetErrorString(e) + "); " + remedy);
+    }
+    all.push_back(p);
+    bytes += static_cast<int64_t>(n);
+    return p;
+  }
+  void put(void* p, size_t n) { free.emplace(n, p); }
+};
+
+// The host copy of an offloaded tensor (causal state): pinned bytes, the event that marks the
+// end of the device-to-host copy, and the host-to-device copy that brings it back.
+struct HostCopy {
+  std::shared_ptr<PinnedPool> pool;
+  void* pinned = nullptr;
+  size_t bytes = 0;
+  cudaEvent_t d2h_done = nullptr;
+  cudaEvent_t h2d_done = nullptr;
+  bool h2d_pending = false;  // the compute stream has not waited for h2d_done yet
+  bool consumed = false;
+  ~HostCopy() {
+    if (h2d_done) {
+      cudaEventSynchronize(h2d_done);
+      cudaEventDestroy(h2d_done);
+    }
+    if (d2h_done) {
+      cudaEventSynchronize(d2h_done);
+      cudaEventDestroy(d2h_done);
+    }
+    if (pinned) pool->put(pinned, bytes);
+  }
+};
+
+class CudaStorage final : public Storage {
+ public:
+  BlockPtr block;     // null while the data lives only in `host` (offloaded)
+  size_t offset = 0;  // bytes from block->ptr to element 0
+  Kind kind = Kind::kActivation;
+  Layout layout = Layout::kNDHWC;
+  int64_t head_frames = 0;  // spare frames in the block before element 0 (NDHWC, N = 1)
+  std::unique_ptr<HostCopy> host;
+  // A convolution's bias not yet added (fused bias): GroupNorm and the residual add apply it on
+  // the fly; any other consumer materialises it first. `bias_owner` keeps the vector alive.
+  const float* pending_bias = nullptr;
+  std::shared_ptr<Storage> bias_owner;
+
+  void* ptr() const { return static_cast<char*>(block->ptr) + offset; }
+};
+
+class CudaBackend;
+
+// One download_frames_async() in flight (owned by the caller, on the backend's thread).
+// wait() is defined in memory.cpp.
+class AsyncDownload final : public PendingCopy {
+ public:
+  AsyncDownload(CudaBackend* backend, std::string what)
+      : backend_(backend), what_(std::move(what)) {}
+  ~AsyncDownload() override { release(); }
+  Status wait() override;
+
+  float* dst = nullptr;  // the destination's first element (plane 0, frame_offset)
+  int64_t plane = 0, planes = 0, dst_stride = 0;
+  size_t bytes = 0;
+  std::shared_ptr<PinnedPool> pool;
+  void* pinned = nullptr;
+  BlockPtr scratch;               // converted copy of the source, or
+  std::shared_ptr<Storage> keep;  // the source itself, until the transfer is done
+  cudaEvent_t ready = nullptr, done = nullptr;
+  cudaEvent_t chunk_start = nullptr, chunk_end = nullptr;  // the chunk's device time, if timed
+
+ private:
+  void release() {
+    if (done) cudaEventSynchronize(done);  // the transfer must not outlive its buffers
+    cudaGetLastError();
+    for (cudaEvent_t* e : {&ready, &done, &chunk_start, &chunk_end}) {
+      if (*e) cudaEventDestroy(*e);
+      *e = nullptr;
+    }
+    if (pinned) pool->put(pinned, bytes);
+    pinned = nullptr;
+    scratch.reset();
+    keep.reset();
+  }
+
+  CudaBackend* backend_;
+  std::string what_;
+  bool waited_ = false;
+  Status status_;
+};
+
+class CudaBackend final : public Backend {
+  friend class AsyncDownload;
+
+ public:
+  // ---- lifecycle (gpu/cuda_backend.cpp) ----------------------------------------------------
+  static Result<std::unique_ptr<Backend>> create(const CudaOptions& o);
+  ~CudaBackend() override;
+
+  std::string name() const override { return name_; }
+  DType activation_dtype() const override { return act_; }
+
+  CudaBackendReport report() const;
+
+  // ---- memory (memory.cpp) -----------------------------------------------------------------
+  Result<Tensor> upload(const HostTensor& host) override;
+  Result<Tensor> upload_weight(const HostTensor& host, std::string_view name) override;
+  Result<HostTensor> download(const Tensor& t) override;
+  Status download_frames(const Tensor& t, HostTensor& dst, int64_t frame_offset) override;
+  Result<std::unique_ptr<PendingCopy>> download_frames_async(const Tensor& t, HostTensor& dst,
+                                                             int64_t frame_offset) override;
+
+  // ---- ops (conv.cpp, attention.cpp, ops.cpp) ----------------------------------------------
+  Result<Tensor> conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
+                        const Conv3dParams& p) override;
+  Result<Tensor> causal_pad(const Tensor& x, const Tensor* memory, int frames) override;
+  Result<Tensor> slice_frames(const Tensor& x, int64_t begin, int64_t end) override;
+  Result<Tensor> concat_frames(const Tensor& a, const Tensor& b) override;
+  Status copy_frames_into(Tensor& dst, int64_t dst_frame, const Tensor& src, int64_t src_frame,
+                          int64_t count) override;
+  Result<Tensor> group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const GroupNormParams& p) override;
+  Status group_norm_inplace(Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const GroupNormParams& p) override;
+  Status add_inplace(Tensor& acc, const Tensor& x) override;
+  Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1,
+                                int context_frames = 2) override;
+  Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) override;
+
+  // ---- causal-state offload (offload.cpp) --------------------------------------------------
+  Status offload_hint(const Tensor& t) override;
+
+  // ---- CUDA graphs, synchronisation and telemetry (graphs.cpp) -----------------------------
+  bool graphs_enabled() const override { return opt_.cuda_graphs; }
+  Status begin_capture() override;
+  Result<int64_t> end_capture(bool keep) override;
+  Status launch_graph(int64_t id) override;
+  void release_graph(int64_t id) override;
+  uintptr_t address_of(const Tensor& t) const override;
+
+  Status synchronize() override;
+  MemoryStats memory_stats() const override;
+  void reset_peak() override { alloc_->reset_peak(); }
+  int64_t begin_device_span() override;
+  double end_device_span(int64_t span) override;
+
+ private:
+  CudaBackend() = default;
+
+  struct SpanSlot {
+    cudaEvent_t start = nullptr, end = nullptr;
+    int64_t id = -1;  // the open span's handle, -1 when free
+  };
+
+  // ---- memory (memory.cpp) -----------------------------------------------------------------
+  // Host transfers: two pinned staging buffers, DMA of one overlapping the (multi-threaded) host
+  // copy of the other. Small transfers go directly (pageable).
+  static constexpr size_t kPinnedPiece = size_t{64} << 20;
+  static constexpr size_t kDirectBelow = size_t{1} << 20;
+
+  Status download_planes(const Tensor& t, float* dst, int64_t plane, int64_t planes,
+                         int64_t dst_stride, std::string_view op);
+  Result<Tensor> upload_impl(const HostTensor& host_in, bool weight, const std::string& what);
+  Status ensure_pinned(const std::string& what);
+  static void parallel_copy(void* dst, const void* src, size_t bytes);
+  Status copy_to_host(void* dst, const void* src, int64_t bytes_i, const std::string& what);
+  Status copy_to_device(void* dst, const void* src, int64_t bytes_i, const std::string& what);
+
+  // The first call of every op: refuses other threads, and moves offloaded state along.
+  Status check_thread(std::string_view op);
+
+  static CudaStorage* storage(const Tensor& t) {
+    return static_cast<CudaStorage*>(t.storage.get());
+  }
+  Result<CudaStorage*> storage_of(const Tensor& t, std::string_view op, std::string_view arg,
+                                  bool allow_pending_bias = false);
+  Result<CudaStorage*> activation_of(const Tensor& t, std::string_view op, std::string_view arg,
+                                     bool allow_pending_bias = false);
+  // Parameters (shapes checked by op_checks): the storage must be of the right kind.
+  Result<const float*> vector_of(const Tensor& t, std::string_view op, std::string_view arg);
+  Result<const void*> matrix_of(const Tensor& t, std::string_view op, std::string_view arg);
+  Result<Tensor> new_activation(const Shape& shape, int64_t head, const std::string& what);
+  Result<Tensor> new_plain(const Shape& shape, DType dt, Kind kind, Layout layout,
+                           const std::string& what);
+
+  // ---- convolution paths (conv.cpp) --------------------------------------------------------
+  Status conv_cudnn(const ConvProblem& p, const void* x, const void* w, void* y,
+                    const std::string& what);
+  Status conv_few_inputs(const ConvProblem& p, const void* x, const void* w, const float* bias,
+                         void* y, const std::string& what);
+  Status conv_few_outputs(const ConvProblem& p, const void* x, const void* w, const float* bias,
+                          void* y, const std::string& what);
+
+  // ---- attention (attention.cpp) -----------------------------------------------------------
+  Status materialised_attention(const void* q, const void* k, const void* v, void* o,
+                                int64_t frames, int64_t tokens, int64_t c, float scale,
+                                const std::string& what);
+
+  // ---- frame copies and GroupNorm (ops.cpp) ------------------------------------------------
+  // The checked arguments of a GroupNorm (group_norm, group_norm_inplace).
+  struct NormArgs {
+    CudaStorage* x = nullptr;
+    const float* gamma = nullptr;
+    const float* beta = nullptr;
+  };
+  Result<NormArgs> norm_args(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             const GroupNormParams& p, std::string_view op);
+  Status run_group_norm(const void* x, void* y, Layout layout, const Dims5& d, const float* gamma,
+                        const float* beta, int groups, float eps, bool silu,
+                        const std::string& what, const float* in_bias = nullptr);
+  Status copy_frames(const Tensor& dst, int64_t dst_begin, const Tensor& src, int64_t src_begin,
+                     int64_t count, const std::string& what);
+
+  // ---- causal-state offload (offload.cpp) --------------------------------------------------
+  Status offload(const Tensor& t, const std::string& what);
+  Status bring_back(CudaStorage* st, bool wait, const std::string& what);
+  void pump();
+  int64_t evict_prefetched();
+
+  // ---- state ---------------------------------------------------------------------------------
+  CudaOptions opt_;
+  std::thread::id owner_;
+  int sms_ = 108, cc_ = 80, smem_optin_ = 48 * 1024;
+  cudaStream_t stream_ = nullptr;
+  std::shared_ptr<DeviceAllocator> alloc_;
+  std::unique_ptr<Gemm> gemm_;
+  std::unique_ptr<Conv3dCudnn> conv_;
+  DType act_ = DType::kF32;
+  MathMode math_ = MathMode::kStrict;
+  std::string name_, device_name_, cache_file_;
+  int64_t fused_calls_ = 0, materialised_calls_ = 0;
+  cudaStream_t d2h_stream_ = nullptr, h2d_stream_ = nullptr;
+  cudaStream_t copy_out_stream_ = nullptr;  // download_frames_async, created on first use
+  int64_t async_downloads_ = 0;
+  std::shared_ptr<PinnedPool> pinned_pool_;
+  std::deque<std::weak_ptr<CudaStorage>> offloaded_;
+  int64_t offloaded_bytes_ = 0, prefetched_bytes_ = 0, offload_stalls_ = 0;
+  int64_t prefetch_evictions_ = 0;  // evict_prefetched() calls that dropped something
+  bool prefetch_paused_ = false, in_prefetch_ = false;
+  double upload_ms_ = 0, download_ms_ = 0, download_alloc_ms_ = 0, device_ms_ = 0;
+  cudaEvent_t chunk_start_ = nullptr, chunk_end_ = nullptr;
+  bool chunk_open_ = false;
+  std::vector<SpanSlot> spans_;  // telemetry spans (begin_device_span), <= kMaxOpenDeviceSpans
+  int64_t next_span_ = 0;
+  void* pinned_[2] = {nullptr, nullptr};
+  cudaEvent_t pinned_ev_[2] = {nullptr, nullptr};
+  int64_t upload_bytes_ = 0, download_bytes_ = 0;
+  std::string attention_kernel_;
+  bool capturing_ = false;
+  std::map<int64_t, cudaGraphExec_t> graphs_;
+  int64_t next_graph_id_ = 0, graphs_captured_ = 0, graphs_discarded_ = 0, graph_launches_ = 0;
+  std::string graph_discard_reason_;
+};
+
+}  // namespace seedvae::gpu::detail
