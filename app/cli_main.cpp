@@ -179,6 +179,8 @@ struct ModelOptions {
     so.chunk_latents = chunk;
     so.async_tiles = async_tiles != "off";
     so.lone_head = lone_head;
+    so.hires_chunk_frames = hires_chunk;
+    so.lean_convs = lean_convs;
     if (tiling == "exact") {
       if (async_tiles == "on") {
         return invalid_argument("--async-tiles on does not apply to --tiling exact, which moves "
@@ -255,7 +257,7 @@ Result<TileOptions> tile_options(const ModelOptions& mo, const VaeWeights& weigh
   return to;
 }
 
-Result<HostTensor> run_encode_op(const VaeModel& model, const VaeWeights& weights,
+Result<HostTensor> run_encode_op(VaeModel& model, const VaeWeights& weights,
                                  const HostTensor& video, const ModelOptions& mo,
                                  const StreamHooks& hooks, TileRunReport* report) {
   const Shape& s = video.shape();
@@ -269,7 +271,7 @@ Result<HostTensor> run_encode_op(const VaeModel& model, const VaeWeights& weight
   return tiled_encode(model, video, to, so, hooks, &th);
 }
 
-Result<HostTensor> run_decode_op(const VaeModel& model, const VaeWeights& weights,
+Result<HostTensor> run_decode_op(VaeModel& model, const VaeWeights& weights,
                                  const HostTensor& latent, const ModelOptions& mo,
                                  const StreamHooks& hooks, TileRunReport* report) {
   const Shape& s = latent.shape();
@@ -478,8 +480,6 @@ Result<Engine> make_engine(const ModelOptions& mo) {
   SEEDVAE_ASSIGN_OR_RETURN(e.weights, mo.load());
   SEEDVAE_ASSIGN_OR_RETURN(e.backend, make_backend(mo.backend));
   SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(*e.backend, e.weights));
-  m.set_hires_chunk_frames(mo.hires_chunk);
-  m.set_lean_convs(mo.lean_convs);
   e.model.emplace(std::move(m));
   if (!mo.quiet) {
     std::cerr << "weights: " << e.weights.source << " (" << e.weights.config.to_string() << ", "

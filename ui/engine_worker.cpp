@@ -441,7 +441,9 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   // the previous one; exact tiling ignores the flag (async_tiles_unavailable_reason()).
   const StreamOptions stream{.chunk_latents = settings.chunk_latents,
                              .async_tiles = settings.async_tiles,
-                             .lone_head = settings.lone_head};
+                             .lone_head = settings.lone_head,
+                             .hires_chunk_frames = settings.hires_chunk_frames,
+                             .lean_convs = settings.lean_convs};
   const QString async_why = async_tiles_unavailable_reason(settings);
   sum.async_tiles = settings.async_tiles && async_why.isEmpty();
   if (!settings.async_tiles) {
@@ -449,8 +451,6 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   } else if (!async_why.isEmpty()) {
     sum.async_tiles_note = QStringLiteral("does not apply: ") + async_why;
   }
-  model_->set_hires_chunk_frames(settings.hires_chunk_frames);
-  model_->set_lean_convs(settings.lean_convs);
   const bool exact = settings.tiling == TilingMode::kExact;
 
   // Exact mode runs layer by layer outside VaeModel's stage telemetry: sample at each tile.

@@ -80,8 +80,8 @@ Prediction dry_run(const PredictionRequest& r) {
     p.error = QString::fromStdString(model.status().to_string());
     return p;
   }
-  model->set_hires_chunk_frames(r.settings.hires_chunk_frames);
-  model->set_lean_convs(r.settings.lean_convs);
+  const ChunkOptions co{.hires_chunk_frames = r.settings.hires_chunk_frames,
+                        .lean_convs = r.settings.lean_convs};
   p.weight_bytes = cb.weight_bytes();
 
   const int64_t latents = (T - 1) / tf + 1;
@@ -97,13 +97,13 @@ Prediction dry_run(const PredictionRequest& r) {
     const int64_t f0 = (first_lat - 1) * tf + 1;
     const int64_t in0 = 3 * f0 * rh * rw * es;
     cb.reset_peak();
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, model->encode_chunk(shape_only({1, 3, f0, rh, rw}, act), state));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, model->encode_chunk(shape_only({1, 3, f0, rh, rw}, act), state, co));
     peak = std::max(peak, cb.memory_stats().peak_bytes + in0);
     y = {};
     if (later_lat > 0) {
       const int64_t f1 = later_lat * tf;
       cb.reset_peak();
-      SEEDVAE_ASSIGN_OR_RETURN(Tensor y1, model->encode_chunk(shape_only({1, 3, f1, rh, rw}, act), state));
+      SEEDVAE_ASSIGN_OR_RETURN(Tensor y1, model->encode_chunk(shape_only({1, 3, f1, rh, rw}, act), state, co));
       peak = std::max(peak, cb.memory_stats().peak_bytes + 3 * f1 * rh * rw * es);
     }
     return Status::ok();
@@ -113,12 +113,12 @@ Prediction dry_run(const PredictionRequest& r) {
       CausalState state;
       const int64_t c = cfg.latent_channels;
       cb.reset_peak();
-      SEEDVAE_ASSIGN_OR_RETURN(Tensor y, model->decode_chunk(shape_only({1, c, first_lat, lh, lw}, act), state));
+      SEEDVAE_ASSIGN_OR_RETURN(Tensor y, model->decode_chunk(shape_only({1, c, first_lat, lh, lw}, act), state, co));
       peak = std::max(peak, cb.memory_stats().peak_bytes + c * first_lat * lh * lw * es);
       y = {};
       if (later_lat > 0) {
         cb.reset_peak();
-        SEEDVAE_ASSIGN_OR_RETURN(Tensor y1, model->decode_chunk(shape_only({1, c, later_lat, lh, lw}, act), state));
+        SEEDVAE_ASSIGN_OR_RETURN(Tensor y1, model->decode_chunk(shape_only({1, c, later_lat, lh, lw}, act), state, co));
         peak = std::max(peak, cb.memory_stats().peak_bytes + c * later_lat * lh * lw * es);
       }
       return Status::ok();

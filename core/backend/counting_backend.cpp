@@ -1,96 +1,154 @@
 #include "core/backend/counting_backend.h"
 
+#include <algorithm>
+
 namespace seedvae {
+
+BackendMemoryModel BackendMemoryModel::cpu() { return BackendMemoryModel{}; }
+
+BackendMemoryModel BackendMemoryModel::cuda() {
+  BackendMemoryModel m;
+  m.name = "cuda";
+  m.conv_weight_copies = 1.0;
+  m.max_weight_packs = 1;
+  m.conv_scratch_bytes = 0;
+  m.attention_buffers = false;  // flash-style kernel: O(tokens x head_dim) scratch
+  m.fixed_bytes = 512ll << 20;  // CUDA context, cuDNN/cuBLAS workspaces (to be calibrated)
+  m.exact_host_overhead = 0.5;  // PCIe transfers of every layer's tiles (to be calibrated)
+  return m;
+}
+
+struct CountingBackend::Counters {
+  int64_t current = 0, peak = 0;
+  int64_t weights = 0, weight_peak = 0;
+  std::string label, peak_label;  // the op being run, and the one at the last peak
+
+  void add(int64_t bytes, bool weight) {
+    current += bytes;
+    if (weight) {
+      weights += bytes;
+      weight_peak = std::max(weight_peak, weights);
+    }
+    if (current > peak) {
+      peak = current;
+      peak_label = label;
+    }
+  }
+  void remove(int64_t bytes, bool weight) {
+    current -= bytes;
+    if (weight) weights -= bytes;
+  }
+  // Memory held only while the current op runs.
+  void transient(int64_t bytes) {
+    if (current + bytes > peak) {
+      peak = current + bytes;
+      peak_label = label;
+    }
+  }
+};
+
 namespace {
 
-// Shape-only storage; its lifetime is what the byte counters track.
+// Shape-only storage; its lifetime is what the byte counters track. A convolution weight grows
+// by its packed copies when it first runs (BackendMemoryModel::conv_weight_copies).
 class CountedStorage final : public Storage {
  public:
-  CountedStorage(int64_t bytes, std::shared_ptr<int64_t> current, std::shared_ptr<int64_t> peak)
-      : bytes_(bytes), current_(std::move(current)), peak_(std::move(peak)) {
-    *current_ += bytes_;
-    *peak_ = std::max(*peak_, *current_);
+  CountedStorage(int64_t bytes, bool weight, std::shared_ptr<CountingBackend::Counters> counters)
+      : bytes_(bytes), weight_(weight), counters_(std::move(counters)) {
+    counters_->add(bytes_, weight_);
   }
-  ~CountedStorage() override { *current_ -= bytes_; }
+  ~CountedStorage() override { counters_->remove(bytes_, weight_); }
+
+  void pack(double copies) {
+    if (packed_ || !weight_) return;
+    packed_ = true;
+    const auto extra = static_cast<int64_t>(static_cast<double>(bytes_) * (copies - 1.0));
+    if (extra <= 0) return;
+    bytes_ += extra;
+    counters_->add(extra, true);
+  }
 
  private:
   int64_t bytes_;
-  std::shared_ptr<int64_t> current_, peak_;
+  bool weight_;
+  bool packed_ = false;
+  std::shared_ptr<CountingBackend::Counters> counters_;
 };
-
-Status check5(const Tensor& x, const char* op) {
-  if (x.shape.rank() != 5) {
-    return invalid_argument(std::string(op) + ": expected a 5-D tensor, got " + x.shape.to_string());
-  }
-  return Status::ok();
-}
 
 }  // namespace
 
-Tensor CountingBackend::make(Shape shape, bool weight) {
+CountingBackend::CountingBackend(DType activation_dtype, BackendMemoryModel model,
+                                 int64_t weight_element_bytes)
+    : dtype_(activation_dtype),
+      model_(std::move(model)),
+      weight_element_bytes_(weight_element_bytes),
+      counters_(std::make_shared<Counters>()) {}
+
+Tensor CountingBackend::make(Shape shape, const char* op) {
+  counters_->label = std::string(op) + " " + shape.to_string();
   const int64_t bytes = shape.numel() * dtype_size(dtype_);
   Tensor t;
   t.shape = std::move(shape);
   t.dtype = dtype_;
-  if (weight) {
-    weight_bytes_ += bytes;
-    t.storage = std::make_shared<Storage>();
-  } else {
-    t.storage = std::make_shared<CountedStorage>(bytes, current_, peak_);
-  }
+  t.storage = std::make_shared<CountedStorage>(bytes, false, counters_);
   return t;
 }
 
-Result<Tensor> CountingBackend::upload(const HostTensor& host) { return make(host.shape()); }
+Tensor CountingBackend::declare(const Shape& shape) { return make(shape, "upload"); }
+
+Tensor CountingBackend::declare_weight(const Shape& shape) {
+  counters_->label = "upload_weight " + shape.to_string();
+  Tensor t;
+  t.shape = shape;
+  t.dtype = dtype_;
+  t.storage =
+      std::make_shared<CountedStorage>(shape.numel() * weight_element_bytes_, true, counters_);
+  return t;
+}
+
+Result<Tensor> CountingBackend::upload(const HostTensor& host) { return declare(host.shape()); }
 
 Result<Tensor> CountingBackend::upload_weight(const HostTensor& host, std::string_view) {
-  return make(host.shape(), true);
+  return declare_weight(host.shape());
 }
 
 Result<HostTensor> CountingBackend::download(const Tensor& t) {
-  return HostTensor(DType::kF32, t.shape);
+  return HostTensor::create(DType::kF32, t.shape);
 }
 
-Result<Tensor> CountingBackend::conv3d(const Tensor& x, const Tensor& w, const Tensor&,
+Status CountingBackend::download_frames(const Tensor& t, HostTensor& dst, int64_t frame_offset) {
+  return check_download_frames(t.shape, dst, frame_offset);  // nothing to copy
+}
+
+Result<Tensor> CountingBackend::conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
                                        const Conv3dParams& p) {
-  SEEDVAE_TRY(check5(x, "conv3d"));
-  const Shape& k = w.shape;
-  if (k.rank() != 5 || k[1] != x.shape[1]) {
-    return invalid_argument("conv3d: weight " + k.to_string() + " does not fit input " +
-                            x.shape.to_string());
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape out, conv3d_output_shape(x.shape, w.shape, p));
+  SEEDVAE_TRY(check_conv3d_bias(b, w.shape));
+  if (auto* ws = dynamic_cast<CountedStorage*>(w.storage.get())) {
+    counters_->label = "pack " + w.shape.to_string();
+    ws->pack(model_.conv_weight_copies);
   }
-  const int64_t to = (x.shape[2] - k[2]) / p.stride_t + 1;
-  const int64_t ho = (x.shape[3] + p.pad_top + p.pad_bottom - k[3]) / p.stride_h + 1;
-  const int64_t wo = (x.shape[4] + p.pad_left + p.pad_right - k[4]) / p.stride_w + 1;
-  if (to < 1 || ho < 1 || wo < 1) {
-    return invalid_argument("conv3d: input " + x.shape.to_string() + " too small for kernel " +
-                            k.to_string());
-  }
-  flops_ += 2.0 * static_cast<double>(k.numel()) * static_cast<double>(x.shape[0] * to * ho * wo);
-  return make({x.shape[0], k[0], to, ho, wo});
+  flops_ += 2.0 * static_cast<double>(w.shape.numel()) *
+            static_cast<double>(out[0] * out[2] * out[3] * out[4]);
+  Tensor y = make(out, "conv3d");
+  counters_->transient(model_.conv_scratch_bytes);
+  return y;
 }
 
 Result<Tensor> CountingBackend::causal_pad(const Tensor& x, const Tensor* memory, int frames) {
-  SEEDVAE_TRY(check5(x, "causal_pad"));
-  Shape s = x.shape;
-  s[2] += memory ? memory->shape[2] : frames;
-  return make(s);
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape out,
+                           causal_pad_shape(x.shape, memory ? &memory->shape : nullptr, frames));
+  return make(out, "causal_pad");
 }
 
 Result<Tensor> CountingBackend::slice_frames(const Tensor& x, int64_t begin, int64_t end) {
-  SEEDVAE_TRY(check5(x, "slice_frames"));
-  if (begin < 0 || end > x.shape[2] || begin >= end) {
-    return invalid_argument("slice_frames: bad range");
-  }
-  Shape s = x.shape;
-  s[2] = end - begin;
-  return make(s);
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape out, slice_frames_shape(x.shape, begin, end));
+  return make(out, "slice_frames");
 }
 
 Result<Tensor> CountingBackend::concat_frames(const Tensor& a, const Tensor& b) {
-  Shape s = a.shape;
-  s[2] += b.shape[2];
-  return make(s);
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape out, concat_frames_shape(a.shape, b.shape));
+  return make(out, "concat_frames");
 }
 
 Status CountingBackend::copy_frames_into(Tensor& dst, int64_t dst_frame, const Tensor& src,
@@ -98,40 +156,53 @@ Status CountingBackend::copy_frames_into(Tensor& dst, int64_t dst_frame, const T
   return check_frame_copy(dst.shape, dst_frame, src.shape, src_frame, count);
 }
 
-Result<Tensor> CountingBackend::group_norm(const Tensor& x, const Tensor&, const Tensor&,
-                                           const GroupNormParams&) {
-  SEEDVAE_TRY(check5(x, "group_norm"));
-  return make(x.shape);
+Result<Tensor> CountingBackend::group_norm(const Tensor& x, const Tensor& gamma,
+                                           const Tensor& beta, const GroupNormParams& p) {
+  SEEDVAE_TRY(check_group_norm(x.shape, gamma, beta, p));
+  return make(x.shape, "group_norm");
 }
 
 Status CountingBackend::add_inplace(Tensor& acc, const Tensor& x) {
-  if (acc.shape != x.shape) return invalid_argument("add_inplace: shape mismatch");
-  return Status::ok();
+  return check_add(acc.shape, x.shape);
 }
 
 Result<Tensor> CountingBackend::depth_to_space(const Tensor& x, int z, bool drop_frame_1, int) {
-  SEEDVAE_TRY(check5(x, "depth_to_space"));
   SEEDVAE_ASSIGN_OR_RETURN(const Shape s, depth_to_space_shape(x.shape, z, drop_frame_1));
-  return make(s);
+  return make(s, "depth_to_space");
 }
 
-Result<Tensor> CountingBackend::attention(const Tensor& x, const AttentionWeights&) {
-  SEEDVAE_TRY(check5(x, "attention"));
-  const double c = static_cast<double>(x.shape[1]);
-  const double n = static_cast<double>(x.shape[3] * x.shape[4]);
+Result<Tensor> CountingBackend::attention(const Tensor& x, const AttentionWeights& w) {
+  SEEDVAE_TRY(check_attention(x.shape, w));
+  const int64_t c = x.shape[1], tokens = x.shape[3] * x.shape[4];
   const double frames = static_cast<double>(x.shape[0] * x.shape[2]);
+  const double n = static_cast<double>(tokens), cd = static_cast<double>(c);
   // 4 projections (N x C x C) + QK^T and AV (N x N x C each), 2 FLOPs per MAC.
-  flops_ += frames * 2.0 * (4.0 * n * c * c + 2.0 * n * n * c);
-  return make(x.shape);
+  flops_ += frames * 2.0 * (4.0 * n * cd * cd + 2.0 * n * n * cd);
+  Tensor y = make(x.shape, "attention");
+  if (model_.attention_buffers) {
+    // The CPU kernel: fp32 normalised input, q/k/v/out projections and one block of scores.
+    const int64_t block =
+        std::min<int64_t>(tokens, std::max<int64_t>(64, (int64_t{1} << 22) / std::max<int64_t>(1, tokens)));
+    counters_->transient(4 * (x.shape.numel() + 4 * tokens * c + block * tokens));
+  }
+  return y;
 }
 
 MemoryStats CountingBackend::memory_stats() const {
   MemoryStats m;
-  m.current_bytes = *current_;
-  m.peak_bytes = *peak_;
+  m.current_bytes = counters_->current;
+  m.peak_bytes = counters_->peak;
   return m;
 }
 
-void CountingBackend::reset_peak() { *peak_ = *current_; }
+void CountingBackend::reset_peak() {
+  counters_->peak = counters_->current;
+  counters_->weight_peak = counters_->weights;
+  counters_->peak_label = counters_->label;
+}
+
+int64_t CountingBackend::weight_bytes() const { return counters_->weights; }
+int64_t CountingBackend::weight_peak_bytes() const { return counters_->weight_peak; }
+const std::string& CountingBackend::peak_at() const { return counters_->peak_label; }
 
 }  // namespace seedvae

@@ -1,25 +1,63 @@
 // A Backend that computes nothing: it infers output shapes, counts floating-point operations and
 // tracks the bytes a real backend would hold (allocation on creation, release when the last Tensor
-// dies). Running the model through it gives the exact FLOP count of vae_spec.md §7 per stage and a
-// dry-run activation-memory profile for the planner, in milliseconds and without weights' values.
+// dies), including what that backend holds beyond the op outputs (BackendMemoryModel: packed
+// weight copies, the attention's scratch buffers). Running VaeModel on it is how the planner
+// predicts a run's memory and FLOPs (core/schedule/planner.h): the op sequence is the model's own,
+// in milliseconds and without weights' values.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "core/backend/backend.h"
 
 namespace seedvae {
 
+// What a backend holds beyond the tensors the model asks for, as the dry run models it.
+struct BackendMemoryModel {
+  std::string name = "cpu";
+  // Weight bytes per parameter byte of a convolution weight once it has run: the CPU backend
+  // keeps the plain weight and oneDNN's packed copy (made by its first convolution); the CUDA
+  // backend keeps one repacked copy.
+  double conv_weight_copies = 2.0;
+  // Most packed copies one convolution weight can get: oneDNN may pick a different weight layout
+  // for some problem shapes (measured: certain narrow tile widths), and the CPU backend keeps up
+  // to 4 packs per weight. The planner's upper bound for plans with several tile shapes.
+  int max_weight_packs = 4;
+  // Scratch a convolution holds while it runs (oneDNN's scratchpad on the CPU backend: 12 KiB
+  // measured; cuDNN's workspace comes from the CUDA backend's allocator and is not modelled yet).
+  int64_t conv_scratch_bytes = 12 << 10;
+  // The attention keeps fp32 GroupNorm, q/k/v/out and score-block buffers while it runs (the CPU
+  // kernel); the CUDA backend's flash-style kernel needs O(tokens x head_dim) scratch.
+  bool attention_buffers = true;
+  int64_t fixed_bytes = 0;  // context/runtime overhead outside the allocator (planner: added)
+  // Exact tiling: host work (GroupNorm statistics, window extraction, transfers) as a fraction of
+  // the convolution time (the planner's time model); measured on the CPU backend.
+  double exact_host_overhead = 0.15;
+
+  static BackendMemoryModel cpu();
+  static BackendMemoryModel cuda();  // uncalibrated until measured on a GPU
+};
+
 class CountingBackend final : public Backend {
  public:
-  explicit CountingBackend(DType activation_dtype = DType::kF32) : dtype_(activation_dtype) {}
+  // Activations in `activation_dtype`, parameters at `weight_element_bytes` bytes each.
+  explicit CountingBackend(DType activation_dtype = DType::kF32,
+                           BackendMemoryModel model = BackendMemoryModel::cpu(),
+                           int64_t weight_element_bytes = 4);
 
-  std::string name() const override { return "counting (dry run)"; }
+  std::string name() const override { return "counting (dry run, " + model_.name + " model)"; }
   DType activation_dtype() const override { return dtype_; }
 
   Result<Tensor> upload(const HostTensor& host) override;
   Result<Tensor> upload_weight(const HostTensor& host, std::string_view name) override;
   Result<HostTensor> download(const Tensor& t) override;  // zeros of the right shape
+  Status download_frames(const Tensor& t, HostTensor& dst, int64_t frame_offset) override;
+
+  // Shape-only tensors, without a host tensor to copy from: an activation (as upload() makes)
+  // and a parameter (as upload_weight() makes; VaeModel::create's ParameterFactory).
+  Tensor declare(const Shape& shape);
+  Tensor declare_weight(const Shape& shape);
 
   Result<Tensor> conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
                         const Conv3dParams& p) override;
@@ -35,24 +73,34 @@ class CountingBackend final : public Backend {
                                 int context_frames = 2) override;
   Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) override;
 
+  // Every byte the modelled backend would hold: activations and weights (with their packed
+  // copies), as a real backend's allocator counts them.
   MemoryStats memory_stats() const override;
   void reset_peak() override;
 
   // Multiply-add FLOPs (2 per MAC) of convolutions, projections and attention matmuls since the
-  // last reset_flops().
+  // last reset_flops(). add_flops() adds work done elsewhere (exact tiling runs one tile of a
+  // layer here and accounts for the others).
   double flops() const { return flops_; }
   void reset_flops() { flops_ = 0; }
-  // Weights are counted separately from activations.
-  int64_t weight_bytes() const { return weight_bytes_; }
+  void add_flops(double f) { flops_ += f; }
+  // Live parameter bytes (packed copies included) and their peak since the last reset_peak().
+  int64_t weight_bytes() const;
+  int64_t weight_peak_bytes() const;
+  // The op where the total peak was last reached ("conv3d [1, 128, 6, 64, 64] * ...").
+  const std::string& peak_at() const;
+  const BackendMemoryModel& model() const { return model_; }
+
+  struct Counters;
 
  private:
-  Tensor make(Shape shape, bool weight = false);
+  Tensor make(Shape shape, const char* op);
 
   DType dtype_;
+  BackendMemoryModel model_;
+  int64_t weight_element_bytes_;
   double flops_ = 0;
-  int64_t weight_bytes_ = 0;
-  std::shared_ptr<int64_t> current_ = std::make_shared<int64_t>(0);
-  std::shared_ptr<int64_t> peak_ = std::make_shared<int64_t>(0);
+  std::shared_ptr<Counters> counters_;
 };
 
 }  // namespace seedvae

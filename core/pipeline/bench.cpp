@@ -87,8 +87,6 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights,
   r.options = o;
   r.config = c.to_string();
   SEEDVAE_ASSIGN_OR_RETURN(VaeModel model, VaeModel::create(backend, weights));
-  model.set_hires_chunk_frames(o.hires_chunk_frames);
-  model.set_lean_convs(o.lean_convs);
   const int latents = (o.frames - 1) / f + 1;
   for (const bool enc : {true, false}) {
     if ((enc && !o.encode) || (!enc && !o.decode)) continue;
@@ -108,7 +106,11 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights,
       model.set_telemetry(staged ? &times : nullptr);
       backend.reset_peak();
       const auto t0 = Clock::now();
-      const StreamOptions so{o.chunk_latents, o.async_tiles, o.lone_head};
+      const StreamOptions so{.chunk_latents = o.chunk_latents,
+                             .async_tiles = o.async_tiles,
+                             .lone_head = o.lone_head,
+                             .hires_chunk_frames = o.hires_chunk_frames,
+                             .lean_convs = o.lean_convs};
       auto out = enc ? encode_video(model, x, so) : decode_latent(model, x, so);
       if (!out) return out.take_status();
       SEEDVAE_TRY(backend.synchronize());

@@ -174,8 +174,6 @@ class ConfigRun {
     if (!opt_.run_model) return Status::ok();
 
     SEEDVAE_ASSIGN_OR_RETURN(VaeModel model, VaeModel::create(backend_, weights_));
-    model.set_hires_chunk_frames(opt_.hires_chunk_frames);
-    model.set_lean_convs(opt_.lean_convs);
     model_ = &model;
     tiled_decode_ = cfg.value("tiled_decode", Json::object());
     tiled_encode_ = cfg.value("tiled_encode", Json::object());
@@ -218,6 +216,15 @@ class ConfigRun {
   }
 
  private:
+  // Temporal chunks of `chunk` latents, with the model options being verified.
+  StreamOptions stream(int chunk) const {
+    StreamOptions so;
+    so.chunk_latents = chunk;
+    so.hires_chunk_frames = opt_.hires_chunk_frames;
+    so.lean_convs = opt_.lean_convs;
+    return so;
+  }
+
   static double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
   }
@@ -282,7 +289,7 @@ class ConfigRun {
     const std::string key = case_name + "/enc/" + std::to_string(split);
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
     SEEDVAE_ASSIGN_OR_RETURN(HostTensor x, input(case_name));
-    StreamOptions so{split / weights_.config.temporal_factor()};
+    const StreamOptions so = stream(split / weights_.config.temporal_factor());
     SEEDVAE_ASSIGN_OR_RETURN(HostTensor m, capture(case_name, split == 0, [&] {
                                return encode_video(*model_, x, so);
                              }));
@@ -311,7 +318,7 @@ class ConfigRun {
       }
       auto x = input(g.case_name);
       if (!x) return x.take_status();
-      out = enc ? tiled_encode(*model_, *x, to) : tiled_decode(*model_, *x, to);
+      out = enc ? tiled_encode(*model_, *x, to, stream(1)) : tiled_decode(*model_, *x, to, stream(1));
     } else if (g.op == "enc_moments") {
       out = encode(g.case_name, g.split);
     } else if (g.op == "enc_mean") {
@@ -329,7 +336,7 @@ class ConfigRun {
       }
       if (!z) return z.take_status();
       out = capture(g.case_name, g.split == 0,
-                    [&] { return decode_latent(*model_, *z, StreamOptions{chunk}); });
+                    [&] { return decode_latent(*model_, *z, stream(chunk)); });
     }
     if (!out) {
       if (out.status().code() == StatusCode::kInternal) {

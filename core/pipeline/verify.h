@@ -27,8 +27,8 @@ struct VerifyOptions {
   std::string precision = "fp32";
   bool run_model = true;                  // false: check inputs and weights only
   bool intermediates = true;              // compare per-block intermediates where shipped
-  int hires_chunk_frames = 0;             // VaeModel::set_hires_chunk_frames (0 = off)
-  bool lean_convs = false;                // VaeModel::set_lean_convs
+  int hires_chunk_frames = 0;             // ChunkOptions::hires_chunk_frames (0 = off)
+  bool lean_convs = false;                // ChunkOptions::lean_convs
 };
 
 struct VerifyRow {

@@ -3,19 +3,43 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
+#include <vector>
+
+#include "core/vae/vae_model.h"
 
 namespace seedvae {
 
-int64_t ExactStreamState::bytes() const {
-  int64_t n = 0;
-  for (const auto& [k, t] : memory) n += t.nbytes();
-  return n;
-}
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Bytes of the host's whole-frame tensors, now and at their peak.
+struct HostCounter {
+  int64_t current = 0, peak = 0;
+};
+
+// A whole-frame activation in host memory: fp32, contiguous [1, C, T, H, W] (empty in a dry run,
+// where only its bytes are counted).
+class HostFrames final : public Storage {
+ public:
+  HostFrames(HostTensor data, int64_t bytes, std::shared_ptr<HostCounter> counter)
+      : data(std::move(data)), bytes_(bytes), counter_(std::move(counter)) {
+    counter_->current += bytes_;
+    counter_->peak = std::max(counter_->peak, counter_->current);
+  }
+  ~HostFrames() override { counter_->current -= bytes_; }
+  HostTensor data;
+
+ private:
+  int64_t bytes_;
+  std::shared_ptr<HostCounter> counter_;
+};
 
 // Per-frame GroupNorm (+ SiLU) with statistics of the whole frame, in the CPU backend's form:
 // y = (x - mean) * (rstd * gamma) + beta.
-struct ExactTiledVae::NormAct {
-  int64_t channels = 0, frames = 0, groups = 1;
+struct NormAct {
+  int64_t channels = 0, groups = 1;
   std::vector<float> mean;   // [frames * groups]
   std::vector<float> scale;  // [frames * channels]
   std::vector<float> shift;  // [channels]
@@ -31,23 +55,47 @@ struct ExactTiledVae::NormAct {
   }
 };
 
-struct ExactTiledVae::ConvSpec {
-  std::string prefix;  // "<...>.conv1": weight prefix and causal-memory key
-  int stride_t = 1, stride_hw = 1;
-  bool downsample_pad = false;           // Downsample3D: zero pad (0, 1, 0, 1), no other padding
-  const HostTensor* residual = nullptr;  // raw block input added to the output (resnet)
-  std::string shortcut;                  // 1x1x1 conv applied to the residual first (if not empty)
-  int64_t full_h = 0, full_w = 0;        // full-resolution frame (tile scaling)
-  bool final_layer = false;              // tiles reported through on_tile
+// group_norm's result: `source` (HostFrames) normalised on read.
+class NormView final : public Storage {
+ public:
+  NormView(std::shared_ptr<Storage> source, NormAct norm)
+      : source(std::move(source)), norm(std::move(norm)) {}
+  std::shared_ptr<Storage> source;
+  NormAct norm;
 };
 
-namespace {
+// causal_pad's result: `context` frames in front of `source` (HostFrames or NormView): the frames
+// of `memory` (HostFrames, as they are), or copies of the source's (activated) first frame.
+class PadView final : public Storage {
+ public:
+  PadView(std::shared_ptr<Storage> source, std::shared_ptr<Storage> memory, int64_t context)
+      : source(std::move(source)), memory(std::move(memory)), context(context) {}
+  std::shared_ptr<Storage> source, memory;
+  int64_t context;
+};
 
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
+// A parameter: the caller's host tensor (referenced) or a copy; uploaded to the device when a
+// layer needs it.
+class HostWeight final : public Storage {
+ public:
+  const HostTensor* host = nullptr;
+  HostTensor owned;
+  std::string name;
+  Shape shape;
+  const HostTensor& values() const { return host ? *host : owned; }
+};
 
-// Element (c, t, y, x) of a [1, C, T, H, W] fp32 host tensor.
+// What a tensor of this backend reads as: frames [0, context) from `memory` as they are (or the
+// activated frame 0 of `src` when there is no memory), then the frames of `src`, activated by
+// `norm` when given.
+struct View {
+  const HostTensor* src = nullptr;
+  const NormAct* norm = nullptr;
+  const HostTensor* memory = nullptr;
+  int64_t context = 0;
+};
+
+// Element (c, t, y, 0) of a [1, C, T, H, W] fp32 host tensor.
 inline const float* row_ptr(const HostTensor& t, int64_t c, int64_t f, int64_t y) {
   const Shape& s = t.shape();
   return t.data<float>() + ((c * s[2] + f) * s[3] + y) * s[4];
@@ -55,6 +103,55 @@ inline const float* row_ptr(const HostTensor& t, int64_t c, int64_t f, int64_t y
 inline float* row_ptr(HostTensor& t, int64_t c, int64_t f, int64_t y) {
   const Shape& s = t.shape();
   return t.data<float>() + ((c * s[2] + f) * s[3] + y) * s[4];
+}
+
+// Writes frames [e_begin, e_end) of `v` (channels C, frame H x W), region [y0, y0 + h) x
+// [x0, x0 + w) of each (zero outside the frame), into frames [d0, d0 + e_end - e_begin) of `dst`
+// [1, C, Td, h, w].
+void fill(const View& v, HostTensor& dst, int64_t d0, int64_t e_begin, int64_t e_end, int64_t y0,
+          int64_t x0) {
+  const Shape& xs = v.src->shape();
+  const Shape& ds = dst.shape();
+  const int64_t C = xs[1], H = xs[3], W = xs[4];
+  const int64_t wh = ds[3], ww = ds[4], frames = e_end - e_begin;
+  const int64_t jobs = C * frames;
+  const int64_t xa = std::max<int64_t>(0, -x0), xb = std::min<int64_t>(ww, W - x0);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+  for (int64_t job = 0; job < jobs; ++job) {
+    const int64_t c = job / frames, e = e_begin + job % frames;
+    const float* plane_row0 = nullptr;
+    int64_t t = 0;
+    bool activate = true;
+    if (e < v.context) {
+      if (v.memory != nullptr) {
+        plane_row0 = row_ptr(*v.memory, c, e, 0);
+        activate = false;
+      } else {
+        plane_row0 = row_ptr(*v.src, c, 0, 0);
+      }
+    } else {
+      t = e - v.context;
+      plane_row0 = row_ptr(*v.src, c, t, 0);
+    }
+    for (int64_t i = 0; i < wh; ++i) {
+      float* d = row_ptr(dst, c, d0 + e - e_begin, i);
+      const int64_t yy = y0 + i;
+      if (yy < 0 || yy >= H || xb <= xa) {
+        std::memset(d, 0, static_cast<size_t>(ww) * sizeof(float));
+        continue;
+      }
+      const float* srow = plane_row0 + yy * W + x0;
+      for (int64_t j = 0; j < xa; ++j) d[j] = 0.f;
+      if (activate && v.norm != nullptr) {
+        for (int64_t j = xa; j < xb; ++j) d[j] = v.norm->apply(srow[j], t, c);
+      } else {
+        std::memcpy(d + xa, srow + xa, static_cast<size_t>(xb - xa) * sizeof(float));
+      }
+      for (int64_t j = xb; j < ww; ++j) d[j] = 0.f;
+    }
+  }
 }
 
 // Copies `src` [1, C, T, h, w] into `dst` [1, C, T, H, W] at (y0, x0).
@@ -73,88 +170,36 @@ void paste(HostTensor& dst, const HostTensor& src, int64_t y0, int64_t x0) {
   }
 }
 
-// Region [y0, y0+h) x [x0, x0+w) of every channel and frame (inside the tensor).
-HostTensor crop(const HostTensor& src, int64_t y0, int64_t x0, int64_t h, int64_t w) {
-  const Shape& s = src.shape();
-  HostTensor out(DType::kF32, Shape{1, s[1], s[2], h, w});
-  const int64_t planes = s[1] * s[2];
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static)
-#endif
-  for (int64_t p = 0; p < planes; ++p) {
-    const int64_t c = p / s[2], f = p % s[2];
-    for (int64_t y = 0; y < h; ++y) {
-      std::memcpy(row_ptr(out, c, f, y), row_ptr(src, c, f, y0 + y) + x0,
-                  static_cast<size_t>(w) * sizeof(float));
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-ExactTiledVae::ExactTiledVae(Backend& backend, const VaeWeights& weights, ExactOptions options)
-    : backend_(backend), weights_(weights), options_(options) {}
-
-const HostTensor* ExactTiledVae::host_param(const std::string& name) const {
-  auto it = weights_.tensors.find(name);
-  return it == weights_.tensors.end() ? nullptr : &it->second;
-}
-
-Result<Tensor> ExactTiledVae::weight(const std::string& name) {
-  if (auto it = cache_.find(name); it != cache_.end()) return it->second;
-  const HostTensor* h = host_param(name);
-  if (h == nullptr) return not_found("exact tiling: the weights lack " + name);
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor t, backend_.upload_weight(*h, name));
-  cache_.emplace(name, t);
-  return t;
-}
-
-void ExactTiledVae::release_weights() {
-  if (!options_.keep_weights) cache_.clear();
-}
-
-Status ExactTiledVae::step_done(ExactContext& ctx) {
-  ++ctx.steps_done;
-  if (ctx.report) ++ctx.report->tiles_run;
-  if (ctx.progress) {
-    ctx.progress->report(ctx.stage, ctx.steps_done, std::max(ctx.steps_done, ctx.steps_total));
-  }
-  return Status::ok();
-}
-
-Result<ExactTiledVae::NormAct> ExactTiledVae::norm_for(const HostTensor& x,
-                                                       const std::string& prefix, bool silu) const {
-  const HostTensor* g = host_param(prefix + ".weight");
-  const HostTensor* b = host_param(prefix + ".bias");
-  if (g == nullptr || b == nullptr) return not_found("exact tiling: the weights lack " + prefix);
+// The statistics of every (frame, group) of x over the whole frame, two passes in double like the
+// CPU backend: the mean, then squared deviations from the float mean with the exact correction
+// for the mean's rounding.
+Result<NormAct> norm_statistics(const HostTensor& x, const HostTensor& gamma_any,
+                                const HostTensor& beta_any, int groups, float eps, bool silu) {
   const Shape& s = x.shape();
   NormAct n;
   n.channels = s[1];
-  n.frames = s[2];
-  n.groups = weights_.config.norm_groups;
+  n.groups = groups;
   n.silu = silu;
-  if (n.groups < 1 || n.channels % n.groups != 0) {
-    return invalid_argument("exact tiling: " + std::to_string(n.channels) +
-                            " channels are not divisible into " + std::to_string(n.groups) +
-                            " groups");
-  }
-  const HostTensor gamma = g->to(DType::kF32), beta = b->to(DType::kF32);
+  const int64_t frames = s[2];
+  const HostTensor gamma = gamma_any.to(DType::kF32), beta = beta_any.to(DType::kF32);
   const int64_t cg = n.channels / n.groups;
   const int64_t hw = s[3] * s[4];
   const int64_t count = cg * hw;
-  n.mean.assign(static_cast<size_t>(n.frames * n.groups), 0.f);
-  n.scale.assign(static_cast<size_t>(n.frames * n.channels), 0.f);
-  n.shift.assign(beta.f32().begin(), beta.f32().end());
-  const double eps = static_cast<double>(weights_.config.norm_eps);
-  const int64_t jobs = n.frames * n.groups;
+  try {
+    n.mean.assign(static_cast<size_t>(frames * n.groups), 0.f);
+    n.scale.assign(static_cast<size_t>(frames * n.channels), 0.f);
+    n.shift.assign(beta.f32().begin(), beta.f32().end());
+  } catch (const std::bad_alloc&) {
+    return out_of_memory("exact tiling: out of memory for the GroupNorm statistics of " +
+                         s.to_string());
+  }
+  const auto eps_d = static_cast<double>(eps);
+  const int64_t jobs = frames * n.groups;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1)
 #endif
   for (int64_t job = 0; job < jobs; ++job) {
     const int64_t t = job / n.groups, gi = job % n.groups;
-    // Two passes in double, like the CPU backend: mean, then squared deviations from the float
-    // mean with the exact correction for the mean's rounding.
     double sum = 0;
     for (int64_t c = gi * cg; c < (gi + 1) * cg; ++c) {
       const float* p = row_ptr(x, c, t, 0);
@@ -163,7 +208,7 @@ Result<ExactTiledVae::NormAct> ExactTiledVae::norm_for(const HostTensor& x,
       sum += part;
     }
     const double mean_d = sum / static_cast<double>(count);
-    const float mean = static_cast<float>(mean_d);
+    const auto mean = static_cast<float>(mean_d);
     double ss = 0;
     for (int64_t c = gi * cg; c < (gi + 1) * cg; ++c) {
       const float* p = row_ptr(x, c, t, 0);
@@ -177,7 +222,7 @@ Result<ExactTiledVae::NormAct> ExactTiledVae::norm_for(const HostTensor& x,
     const double bias = mean_d - static_cast<double>(mean);
     double var = ss / static_cast<double>(count) - bias * bias;
     if (var < 0) var = 0;
-    const double rstd = 1.0 / std::sqrt(var + eps);
+    const double rstd = 1.0 / std::sqrt(var + eps_d);
     n.mean[static_cast<size_t>(job)] = mean;
     for (int64_t c = gi * cg; c < (gi + 1) * cg; ++c) {
       n.scale[static_cast<size_t>(t * n.channels + c)] =
@@ -187,421 +232,468 @@ Result<ExactTiledVae::NormAct> ExactTiledVae::norm_for(const HostTensor& x,
   return n;
 }
 
-namespace {
-
-// Frames of a causal convolution's extended input: E context frames (the stored memory, already
-// activated, or E copies of the activated frame 0) followed by the chunk's activated frames.
-struct ExtSource {
-  const HostTensor* x = nullptr;
-  const HostTensor* memory = nullptr;  // [1, C, E, H, W] or null
-  int64_t context = 0;                 // E
-  template <typename Norm>
-  void fill(HostTensor& dst, const Norm* norm, int64_t e_begin, int64_t e_end, int64_t y0,
-            int64_t x0) const {
-    const Shape& xs = x->shape();
-    const Shape& ds = dst.shape();
-    const int64_t C = xs[1], H = xs[3], W = xs[4];
-    const int64_t wh = ds[3], ww = ds[4], frames = e_end - e_begin;
-    const int64_t jobs = C * frames;
-    const int64_t xa = std::max<int64_t>(0, -x0), xb = std::min<int64_t>(ww, W - x0);
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static)
-#endif
-    for (int64_t job = 0; job < jobs; ++job) {
-      const int64_t c = job / frames, e = e_begin + job % frames;
-      const float* plane_row0 = nullptr;
-      int64_t t = 0;
-      bool activate = true;
-      if (e < context) {
-        if (memory != nullptr) {
-          plane_row0 = row_ptr(*memory, c, e, 0);
-          activate = false;
-        } else {
-          plane_row0 = row_ptr(*x, c, 0, 0);
-        }
-      } else {
-        t = e - context;
-        plane_row0 = row_ptr(*x, c, t, 0);
-      }
-      for (int64_t i = 0; i < wh; ++i) {
-        float* d = row_ptr(dst, c, e - e_begin, i);
-        const int64_t yy = y0 + i;
-        if (yy < 0 || yy >= H || xb <= xa) {
-          std::memset(d, 0, static_cast<size_t>(ww) * sizeof(float));
-          continue;
-        }
-        const float* srow = plane_row0 + yy * W + x0;
-        for (int64_t j = 0; j < xa; ++j) d[j] = 0.f;
-        if (activate && norm != nullptr) {
-          for (int64_t j = xa; j < xb; ++j) d[j] = norm->apply(srow[j], t, c);
-        } else {
-          std::memcpy(d + xa, srow + xa, static_cast<size_t>(xb - xa) * sizeof(float));
-        }
-        for (int64_t j = xb; j < ww; ++j) d[j] = 0.f;
-      }
-    }
-  }
-};
-
 }  // namespace
 
-int64_t ExactTiledVae::tiles_for(int64_t h, int64_t w, int64_t full_h, int64_t full_w) const {
-  const int64_t lh = balanced_tile(h, ceil_div(options_.tile_h * h, full_h));
-  const int64_t lw = balanced_tile(w, ceil_div(options_.tile_w * w, full_w));
-  return static_cast<int64_t>(uniform_starts(h, lh).size() * uniform_starts(w, lw).size());
+struct ExactTilingBackend::Impl {
+  const VaeWeights* weights = nullptr;
+  CountingBackend* dry = nullptr;
+  std::shared_ptr<HostCounter> host = std::make_shared<HostCounter>();
+  std::map<std::string, Tensor> device_weights;  // on the device now, by name
+  int64_t full_h = 0, full_w = 0;
+
+  // A new whole-frame tensor (zero-filled; shape only in a dry run).
+  Result<Tensor> frames(const Shape& shape) {
+    Tensor t;
+    t.shape = shape;
+    t.dtype = DType::kF32;
+    const int64_t bytes = shape.numel() * 4;
+    if (dry) {
+      t.storage = std::make_shared<HostFrames>(HostTensor(), bytes, host);
+      return t;
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor data, HostTensor::create(DType::kF32, shape));
+    t.storage = std::make_shared<HostFrames>(std::move(data), bytes, host);
+    return t;
+  }
+
+  static HostFrames* host_frames(const Tensor& t) {
+    return dynamic_cast<HostFrames*>(t.storage.get());
+  }
+
+  Result<HostWeight*> weight(const Tensor& t, std::string_view op) const {
+    auto* w = dynamic_cast<HostWeight*>(t.storage.get());
+    if (w == nullptr) {
+      return invalid_argument(std::string(op) + ": a parameter was not made by upload_weight");
+    }
+    return w;
+  }
+
+  Result<View> view(const Tensor& t, std::string_view op) const {
+    const Storage* s = t.storage.get();
+    View v;
+    if (const auto* pad = dynamic_cast<const PadView*>(s)) {
+      v.context = pad->context;
+      if (pad->memory) v.memory = &static_cast<const HostFrames*>(pad->memory.get())->data;
+      s = pad->source.get();
+    }
+    if (const auto* norm = dynamic_cast<const NormView*>(s)) {
+      v.norm = &norm->norm;
+      s = norm->source.get();
+    }
+    const auto* frames = dynamic_cast<const HostFrames*>(s);
+    if (frames == nullptr) {
+      return invalid_argument(std::string(op) + ": the tensor was not made by this backend");
+    }
+    v.src = &frames->data;
+    return v;
+  }
+
+  // t as a plain whole-frame tensor: itself, or its view written out.
+  Result<Tensor> materialise(const Tensor& t, std::string_view op) {
+    if (host_frames(t) != nullptr) return t;
+    SEEDVAE_ASSIGN_OR_RETURN(const View v, view(t, op));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor out, frames(t.shape));
+    if (!dry) fill(v, host_frames(out)->data, 0, 0, t.shape[2], 0, 0);
+    return out;
+  }
+
+  // Puts the parameters `needed` on the device (and, unless `keep`, takes every other one off).
+  Status on_device(const std::vector<const HostWeight*>& needed, bool keep, Backend& device) {
+    if (!keep) {
+      for (auto it = device_weights.begin(); it != device_weights.end();) {
+        const bool wanted = std::any_of(needed.begin(), needed.end(),
+                                        [&](const HostWeight* w) { return w->name == it->first; });
+        it = wanted ? std::next(it) : device_weights.erase(it);
+      }
+    }
+    for (const HostWeight* w : needed) {
+      if (device_weights.count(w->name)) continue;
+      if (dry) {
+        device_weights.emplace(w->name, dry->declare_weight(w->shape));
+      } else {
+        SEEDVAE_ASSIGN_OR_RETURN(Tensor t, device.upload_weight(w->values(), w->name));
+        device_weights.emplace(w->name, std::move(t));
+      }
+    }
+    return Status::ok();
+  }
+  const Tensor& device_weight(const HostWeight* w) const { return device_weights.at(w->name); }
+};
+
+ExactTilingBackend::ExactTilingBackend(Backend& device, ExactTilingOptions options,
+                                       const VaeWeights* weights)
+    : ExactTilingBackend(device, options, weights, nullptr) {}
+
+ExactTilingBackend::ExactTilingBackend(Backend& device, ExactTilingOptions options,
+                                       const VaeWeights* weights, CountingBackend* dry)
+    : device_(device), options_(options), impl_(std::make_unique<Impl>()) {
+  impl_->weights = weights;
+  impl_->dry = dry;
 }
 
-Result<HostTensor> ExactTiledVae::conv(const HostTensor& x, const NormAct* norm,
-                                       const ConvSpec& spec, ExactStreamState& state,
-                                       ExactContext& ctx) {
-  const HostTensor* hw_param = host_param(spec.prefix + ".weight");
-  if (hw_param == nullptr) return not_found("exact tiling: the weights lack " + spec.prefix);
-  const Shape& ws = hw_param->shape();
-  const Shape& xs = x.shape();
-  if (ws.rank() != 5 || ws[1] != xs[1]) {
-    return invalid_argument("exact tiling: " + spec.prefix + " expects " + std::to_string(ws[1]) +
-                            " input channels, got " + xs.to_string());
-  }
-  const int64_t cout = ws[0], kt = ws[2], kh = ws[3], kw = ws[4];
-  const int64_t C = xs[1], T = xs[2], H = xs[3], W = xs[4];
-  const int64_t sh = spec.stride_hw, sw = spec.stride_hw, st = spec.stride_t;
-  const int64_t pt = spec.downsample_pad ? 0 : kh / 2, pb = spec.downsample_pad ? 1 : kh / 2;
-  const int64_t pl = spec.downsample_pad ? 0 : kw / 2, pr = spec.downsample_pad ? 1 : kw / 2;
-  const int64_t ho = (H + pt + pb - kh) / sh + 1, wo = (W + pl + pr - kw) / sw + 1;
-  // Temporal context: kT - 1 replicated frames on the first chunk, the stored kT - sT frames
-  // later (as InflatedCausalConv3d / VaeModel::causal_conv do).
-  ExtSource src;
-  src.x = &x;
-  src.context = kt - 1;
-  if (kt > 1 && state.started) {
-    auto it = state.memory.find(spec.prefix);
-    if (it == state.memory.end()) {
-      return internal_error("exact tiling: causal memory of " + spec.prefix +
-                            " is missing in a continued stream");
-    }
-    src.memory = &it->second;
-    src.context = it->second.shape()[2];
-  }
-  const int64_t text = src.context + T;
-  if (text < kt || ho < 1 || wo < 1) {
-    return invalid_argument("exact tiling: input " + xs.to_string() + " is too small for " +
-                            spec.prefix);
-  }
-  const int64_t to = (text - kt) / st + 1;
+std::unique_ptr<ExactTilingBackend> ExactTilingBackend::dry_run(CountingBackend& device,
+                                                                ExactTilingOptions options) {
+  return std::unique_ptr<ExactTilingBackend>(
+      new ExactTilingBackend(device, options, nullptr, &device));
+}
 
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor wt, weight(spec.prefix + ".weight"));
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor bt, weight(spec.prefix + ".bias"));
-  Tensor wsc, bsc;
-  if (!spec.shortcut.empty()) {
-    SEEDVAE_ASSIGN_OR_RETURN(wsc, weight(spec.shortcut + ".weight"));
-    SEEDVAE_ASSIGN_OR_RETURN(bsc, weight(spec.shortcut + ".bias"));
+ExactTilingBackend::~ExactTilingBackend() = default;
+
+void ExactTilingBackend::set_frame(int64_t height, int64_t width) {
+  impl_->full_h = height;
+  impl_->full_w = width;
+}
+
+void ExactTilingBackend::set_hooks(Hooks hooks) { hooks_ = std::move(hooks); }
+
+int64_t ExactTilingBackend::host_bytes() const { return impl_->host->current; }
+int64_t ExactTilingBackend::host_peak_bytes() const { return impl_->host->peak; }
+
+std::string ExactTilingBackend::name() const {
+  return "exact tiles " + std::to_string(options_.tile_w) + "x" + std::to_string(options_.tile_h) +
+         " on " + device_.name();
+}
+
+void ExactTilingBackend::reset_peak() {
+  device_.reset_peak();
+  impl_->host->peak = impl_->host->current;
+}
+
+Tensor ExactTilingBackend::declare_weight(const Shape& shape, const std::string& name) {
+  auto w = std::make_shared<HostWeight>();
+  w->name = name;
+  w->shape = shape;
+  Tensor t;
+  t.shape = shape;
+  t.dtype = DType::kF32;
+  t.storage = std::move(w);
+  return t;
+}
+
+Tensor ExactTilingBackend::declare(const Shape& shape) {
+  Tensor t;
+  t.shape = shape;
+  t.dtype = DType::kF32;
+  t.storage = std::make_shared<HostFrames>(HostTensor(), shape.numel() * 4, impl_->host);
+  return t;
+}
+
+Result<Tensor> ExactTilingBackend::upload(const HostTensor& host) {
+  SEEDVAE_TRY(check_upload(host, "upload"));
+  if (impl_->dry) return declare(host.shape());
+  Tensor t;
+  t.shape = host.shape();
+  t.dtype = DType::kF32;
+  HostTensor data = host.dtype() == DType::kF32 ? host : host.to(DType::kF32);
+  t.storage = std::make_shared<HostFrames>(std::move(data), t.shape.numel() * 4, impl_->host);
+  return t;
+}
+
+Result<Tensor> ExactTilingBackend::upload_weight(const HostTensor& host, std::string_view name) {
+  SEEDVAE_TRY(check_upload(host, "upload_weight(" + std::string(name) + ")"));
+  Tensor t = declare_weight(host.shape(), std::string(name));
+  auto* w = static_cast<HostWeight*>(t.storage.get());
+  if (const VaeWeights* weights = impl_->weights) {
+    auto it = weights->tensors.find(w->name);
+    if (it != weights->tensors.end() && &it->second == &host) w->host = &it->second;  // no copy
+  }
+  if (w->host == nullptr) w->owned = host;
+  return t;
+}
+
+Result<HostTensor> ExactTilingBackend::download(const Tensor& t) {
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor m, impl_->materialise(t, "download"));
+  if (impl_->dry) return HostTensor::create(DType::kF32, t.shape);
+  return Impl::host_frames(m)->data;
+}
+
+Result<Tensor> ExactTilingBackend::conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
+                                          const Conv3dParams& p) {
+  constexpr std::string_view op = "conv3d";
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape out_shape, conv3d_output_shape(x.shape, w.shape, p));
+  SEEDVAE_TRY(check_conv3d_bias(b, w.shape));
+  SEEDVAE_ASSIGN_OR_RETURN(const View v, impl_->view(x, op));
+  SEEDVAE_ASSIGN_OR_RETURN(const HostWeight* wh, impl_->weight(w, op));
+  std::vector<const HostWeight*> needed{wh};
+  const HostWeight* bh = nullptr;
+  if (b.defined()) {
+    SEEDVAE_ASSIGN_OR_RETURN(bh, impl_->weight(b, op));
+    needed.push_back(bh);
+  }
+  SEEDVAE_TRY(impl_->on_device(needed, options_.keep_weights, device_));
+  const Tensor& wd = impl_->device_weight(wh);
+  const Tensor bd = bh ? impl_->device_weight(bh) : Tensor{};
+  if (impl_->full_h < 1 || impl_->full_w < 1) {
+    return internal_error("exact tiling: set_frame() was not called before running");
   }
 
+  const Shape& xs = x.shape;
+  const int64_t cin = xs[1], text = xs[2];
+  const int64_t kh = w.shape[3], kw = w.shape[4];
+  const int64_t sh = p.stride_h, sw = p.stride_w;
+  const int64_t ho = out_shape[3], wo = out_shape[4];
   // The tile scaled to this layer's resolution, balanced so the shifted last tile overlaps least.
-  const int64_t lh = balanced_tile(ho, ceil_div(options_.tile_h * ho, spec.full_h));
-  const int64_t lw = balanced_tile(wo, ceil_div(options_.tile_w * wo, spec.full_w));
+  const int64_t lh = balanced_tile(ho, ceil_div(options_.tile_h * ho, impl_->full_h));
+  const int64_t lw = balanced_tile(wo, ceil_div(options_.tile_w * wo, impl_->full_w));
   const std::vector<int64_t> rows = uniform_starts(ho, lh), cols = uniform_starts(wo, lw);
   const int64_t th = std::min(lh, ho), tw = std::min(lw, wo);
-  const int64_t win_h = (th - 1) * sh + kh, win_w = (tw - 1) * sw + kw;
+  const Shape window_shape{1, cin, text, (th - 1) * sh + kh, (tw - 1) * sw + kw};
+  const auto total = static_cast<int64_t>(rows.size() * cols.size());
+  last_conv_tiles_ = total;
+  Conv3dParams cp;  // the windows carry the padding
+  cp.stride_t = p.stride_t;
+  cp.stride_h = p.stride_h;
+  cp.stride_w = p.stride_w;
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, impl_->frames(out_shape));
 
-  SEEDVAE_ASSIGN_OR_RETURN(HostTensor out,
-                           HostTensor::create(DType::kF32, Shape{1, cout, to, ho, wo}));
-  SEEDVAE_ASSIGN_OR_RETURN(HostTensor window,
-                           HostTensor::create(DType::kF32, Shape{1, C, text, win_h, win_w}));
-  Conv3dParams cp;
-  cp.stride_t = static_cast<int>(st);
-  cp.stride_h = static_cast<int>(sh);
-  cp.stride_w = static_cast<int>(sw);
-  const int64_t total = static_cast<int64_t>(rows.size() * cols.size());
-  for (int64_t oy : rows) {
-    for (int64_t ox : cols) {
-      if (ctx.cancel) SEEDVAE_TRY(ctx.cancel->check());
-      src.fill(window, norm, 0, text, oy * sh - pt, ox * sw - pl);
-      SEEDVAE_ASSIGN_OR_RETURN(Tensor xt, backend_.upload(window));
-      SEEDVAE_ASSIGN_OR_RETURN(Tensor y, backend_.conv3d(xt, wt, bt, cp));
+  if (CountingBackend* dry = impl_->dry) {
+    // Every window of the layer has one shape: run one, count the others.
+    const double before = dry->flops();
+    Tensor xt = dry->declare(window_shape);
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor yt, dry->conv3d(xt, wd, bd, cp));
+    dry->add_flops((dry->flops() - before) * static_cast<double>(total - 1));
+    steps_ += total;
+    if (hooks_.report) hooks_.report->tiles_run += total;
+    return y;
+  }
+
+  HostTensor& out = Impl::host_frames(y)->data;
+  SEEDVAE_ASSIGN_OR_RETURN(HostTensor window, HostTensor::create(DType::kF32, window_shape));
+  const bool final_layer = !hooks_.final_weight.empty() && hooks_.final_weight == wh->name;
+  const int64_t cout = out_shape[1];
+  for (size_t ri = 0; ri < rows.size(); ++ri) {
+    for (size_t ci = 0; ci < cols.size(); ++ci) {
+      const int64_t oy = rows[ri], ox = cols[ci];
+      if (hooks_.cancel) SEEDVAE_TRY(hooks_.cancel->check());
+      fill(v, window, 0, 0, text, oy * sh - p.pad_top, ox * sw - p.pad_left);
+      SEEDVAE_ASSIGN_OR_RETURN(Tensor xt, device_.upload(window));
+      SEEDVAE_ASSIGN_OR_RETURN(Tensor yt, device_.conv3d(xt, wd, bd, cp));
       xt = {};
-      if (spec.residual != nullptr) {
-        const Shape& rs = spec.residual->shape();
-        if (rs[2] != to || rs[3] != ho || rs[4] != wo) {
-          return internal_error("exact tiling: residual " + rs.to_string() + " does not match " +
-                                spec.prefix);
-        }
-        SEEDVAE_ASSIGN_OR_RETURN(Tensor r, backend_.upload(crop(*spec.residual, oy, ox, th, tw)));
-        if (!spec.shortcut.empty()) {
-          SEEDVAE_ASSIGN_OR_RETURN(r, backend_.conv3d(r, wsc, bsc, {}));
-        }
-        SEEDVAE_TRY(backend_.add_inplace(y, r));
-      }
-      SEEDVAE_ASSIGN_OR_RETURN(HostTensor yh, backend_.download(y));
-      y = {};
+      SEEDVAE_ASSIGN_OR_RETURN(HostTensor yh, device_.download(yt));
+      yt = {};
       paste(out, yh, oy, ox);
-      if (spec.final_layer) {
+      if (final_layer) {
+        const auto index = static_cast<int64_t>(ri * cols.size() + ci);
         const Rect px{oy, ox, th, tw};
-        const int64_t index = static_cast<int64_t>(
-            (std::find(rows.begin(), rows.end(), oy) - rows.begin()) * cols.size() +
-            (std::find(cols.begin(), cols.end(), ox) - cols.begin()));
-        if (ctx.report) {
-          auto& rep = *ctx.report;
-          if (rep.tile_sums.size() < static_cast<size_t>(total)) {
-            rep.tile_sums.assign(static_cast<size_t>(total), std::vector<double>(cout, 0.0));
-            rep.tile_counts.assign(static_cast<size_t>(total), 0);
+        if (TileRunReport* rep = hooks_.report) {
+          if (rep->tile_sums.size() < static_cast<size_t>(total)) {
+            rep->tile_sums.assign(static_cast<size_t>(total), std::vector<double>(cout, 0.0));
+            rep->tile_counts.assign(static_cast<size_t>(total), 0);
+            rep->rects.assign(static_cast<size_t>(total), Rect{});
+            rep->output_rects.assign(static_cast<size_t>(total), Rect{});
           }
-          auto& sums = rep.tile_sums[static_cast<size_t>(index)];
+          auto& sums = rep->tile_sums[static_cast<size_t>(index)];
           const int64_t per_c = yh.numel() / cout;
           for (int64_t c = 0; c < cout; ++c) {
             double s = 0;
-            const float* p = yh.data<float>() + c * per_c;
-            for (int64_t i = 0; i < per_c; ++i) s += p[i];
+            const float* q = yh.data<float>() + c * per_c;
+            for (int64_t i = 0; i < per_c; ++i) s += q[i];
             sums[static_cast<size_t>(c)] += s;
           }
-          rep.tile_counts[static_cast<size_t>(index)] += per_c;
-          if (rep.rects.size() < static_cast<size_t>(total)) {
-            rep.rects.assign(static_cast<size_t>(total), Rect{});
-            rep.output_rects.assign(static_cast<size_t>(total), Rect{});
-          }
-          rep.rects[static_cast<size_t>(index)] = px;
-          rep.output_rects[static_cast<size_t>(index)] = px;
+          rep->tile_counts[static_cast<size_t>(index)] += per_c;
+          rep->rects[static_cast<size_t>(index)] = px;
+          rep->output_rects[static_cast<size_t>(index)] = px;
         }
-        if (ctx.on_tile) {
+        if (hooks_.on_tile) {
           TileEvent ev;
           ev.index = index;
           ev.total = total;
-          ev.chunk = ctx.chunk;
-          ev.first_frame = ctx.first_frame;
+          ev.chunk = hooks_.chunk;
+          ev.first_frame = hooks_.first_frame;
           ev.pixel = px;
-          ev.latent = {oy / 8, ox / 8, ceil_div(oy + th, 8) - oy / 8,
-                       ceil_div(ox + tw, 8) - ox / 8};
+          ev.latent = {oy / 8, ox / 8, ceil_div(oy + th, 8) - oy / 8, ceil_div(ox + tw, 8) - ox / 8};
           ev.data = &yh;
-          SEEDVAE_TRY(ctx.on_tile(ev));
+          SEEDVAE_TRY(hooks_.on_tile(ev));
         }
       }
-      SEEDVAE_TRY(step_done(ctx));
+      ++steps_;
+      if (hooks_.report) ++hooks_.report->tiles_run;
+      if (hooks_.progress) {
+        hooks_.progress->report(hooks_.stage, steps_, std::max(steps_, hooks_.steps_total));
+      }
     }
   }
-  // Causal memory: the last kT - sT frames of the extended (activated) input, whole frame.
-  const int64_t keep = kt > 1 ? kt - st : 0;
-  if (keep > 0) {
-    SEEDVAE_ASSIGN_OR_RETURN(HostTensor mem,
-                             HostTensor::create(DType::kF32, Shape{1, C, keep, H, W}));
-    src.fill(mem, norm, text - keep, text, 0, 0);
-    state.memory[spec.prefix] = std::move(mem);
+  return y;
+}
+
+Result<Tensor> ExactTilingBackend::causal_pad(const Tensor& x, const Tensor* memory, int frames) {
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape out,
+                           causal_pad_shape(x.shape, memory ? &memory->shape : nullptr, frames));
+  Tensor src = x;
+  if (dynamic_cast<const PadView*>(x.storage.get()) != nullptr) {
+    SEEDVAE_ASSIGN_OR_RETURN(src, impl_->materialise(x, "causal_pad"));
   }
-  return out;
+  SEEDVAE_TRY(impl_->view(src, "causal_pad").take_status());
+  std::shared_ptr<Storage> mem;
+  if (memory != nullptr) {
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor m, impl_->materialise(*memory, "causal_pad"));
+    mem = m.storage;
+  }
+  Tensor t;
+  t.shape = out;
+  t.dtype = DType::kF32;
+  t.storage = std::make_shared<PadView>(src.storage, std::move(mem), out[2] - x.shape[2]);
+  return t;
 }
 
-Result<HostTensor> ExactTiledVae::resnet(const HostTensor& x, const std::string& p, int64_t full_h,
-                                         int64_t full_w, ExactStreamState& state,
-                                         ExactContext& ctx) {
-  SEEDVAE_ASSIGN_OR_RETURN(NormAct n1, norm_for(x, p + ".norm1", true));
-  ConvSpec c1;
-  c1.prefix = p + ".conv1";
-  c1.full_h = full_h;
-  c1.full_w = full_w;
-  SEEDVAE_ASSIGN_OR_RETURN(HostTensor h, conv(x, &n1, c1, state, ctx));
-  SEEDVAE_ASSIGN_OR_RETURN(NormAct n2, norm_for(h, p + ".norm2", true));
-  ConvSpec c2;
-  c2.prefix = p + ".conv2";
-  c2.full_h = full_h;
-  c2.full_w = full_w;
-  c2.residual = &x;
-  if (host_param(p + ".conv_shortcut.weight") != nullptr) c2.shortcut = p + ".conv_shortcut";
-  SEEDVAE_ASSIGN_OR_RETURN(HostTensor out, conv(h, &n2, c2, state, ctx));
-  release_weights();
-  return out;
+Result<Tensor> ExactTilingBackend::slice_frames(const Tensor& x, int64_t begin, int64_t end) {
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape out, slice_frames_shape(x.shape, begin, end));
+  SEEDVAE_ASSIGN_OR_RETURN(const View v, impl_->view(x, "slice_frames"));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, impl_->frames(out));
+  if (!impl_->dry) fill(v, Impl::host_frames(y)->data, 0, begin, end, 0, 0);
+  return y;
 }
 
-Result<HostTensor> ExactTiledVae::attention(const HostTensor& x, const std::string& a) {
-  AttentionWeights aw;
-  SEEDVAE_ASSIGN_OR_RETURN(aw.norm_weight, weight(a + ".group_norm.weight"));
-  SEEDVAE_ASSIGN_OR_RETURN(aw.norm_bias, weight(a + ".group_norm.bias"));
-  SEEDVAE_ASSIGN_OR_RETURN(aw.wq, weight(a + ".to_q.weight"));
-  SEEDVAE_ASSIGN_OR_RETURN(aw.bq, weight(a + ".to_q.bias"));
-  SEEDVAE_ASSIGN_OR_RETURN(aw.wk, weight(a + ".to_k.weight"));
-  SEEDVAE_ASSIGN_OR_RETURN(aw.bk, weight(a + ".to_k.bias"));
-  SEEDVAE_ASSIGN_OR_RETURN(aw.wv, weight(a + ".to_v.weight"));
-  SEEDVAE_ASSIGN_OR_RETURN(aw.bv, weight(a + ".to_v.bias"));
-  SEEDVAE_ASSIGN_OR_RETURN(aw.wo, weight(a + ".to_out.0.weight"));
-  SEEDVAE_ASSIGN_OR_RETURN(aw.bo, weight(a + ".to_out.0.bias"));
-  aw.groups = weights_.config.norm_groups;
-  aw.eps = weights_.config.norm_eps;
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor xt, backend_.upload(x));
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, backend_.attention(xt, aw));
+Status ExactTilingBackend::copy_frames_into(Tensor& dst, int64_t dst_frame, const Tensor& src,
+                                            int64_t src_frame, int64_t count) {
+  SEEDVAE_TRY(check_frame_copy(dst.shape, dst_frame, src.shape, src_frame, count));
+  HostFrames* d = Impl::host_frames(dst);
+  if (d == nullptr) {
+    return unsupported("exact tiling copies frames into whole-frame tensors only, not into views");
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(const View v, impl_->view(src, "copy_frames_into"));
+  if (!impl_->dry) fill(v, d->data, dst_frame, src_frame, src_frame + count, 0, 0);
+  return Status::ok();
+}
+
+Result<Tensor> ExactTilingBackend::concat_frames(const Tensor& a, const Tensor& b) {
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape out, concat_frames_shape(a.shape, b.shape));
+  SEEDVAE_ASSIGN_OR_RETURN(const View va, impl_->view(a, "concat_frames"));
+  SEEDVAE_ASSIGN_OR_RETURN(const View vb, impl_->view(b, "concat_frames"));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, impl_->frames(out));
+  if (!impl_->dry) {
+    fill(va, Impl::host_frames(y)->data, 0, 0, a.shape[2], 0, 0);
+    fill(vb, Impl::host_frames(y)->data, a.shape[2], 0, b.shape[2], 0, 0);
+  }
+  return y;
+}
+
+Result<Tensor> ExactTilingBackend::group_norm(const Tensor& x, const Tensor& gamma,
+                                              const Tensor& beta, const GroupNormParams& p) {
+  constexpr std::string_view op = "group_norm";
+  SEEDVAE_TRY(check_group_norm(x.shape, gamma, beta, p));
+  if (!gamma.defined() || !beta.defined()) {
+    return invalid_argument("group_norm: exact tiling needs the affine parameters");
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(const HostWeight* g, impl_->weight(gamma, op));
+  SEEDVAE_ASSIGN_OR_RETURN(const HostWeight* bt, impl_->weight(beta, op));
+  SEEDVAE_ASSIGN_OR_RETURN(const Tensor source, impl_->materialise(x, op));
+  NormAct norm;
+  if (!impl_->dry) {
+    SEEDVAE_ASSIGN_OR_RETURN(norm, norm_statistics(Impl::host_frames(source)->data, g->values(),
+                                                   bt->values(), p.groups, p.eps, p.silu));
+  }
+  Tensor t;
+  t.shape = x.shape;
+  t.dtype = DType::kF32;
+  t.storage = std::make_shared<NormView>(source.storage, std::move(norm));
+  return t;
+}
+
+Status ExactTilingBackend::add_inplace(Tensor& acc, const Tensor& x) {
+  SEEDVAE_TRY(check_add(acc.shape, x.shape));
+  HostFrames* a = Impl::host_frames(acc);
+  if (a == nullptr) return unsupported("add_inplace: exact tiling adds into whole-frame tensors");
+  SEEDVAE_ASSIGN_OR_RETURN(const Tensor addend, impl_->materialise(x, "add_inplace"));
+  if (impl_->dry) return Status::ok();
+  float* d = a->data.data<float>();
+  const float* s = Impl::host_frames(addend)->data.data<float>();
+  const int64_t n = acc.shape.numel();
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+  for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+  return Status::ok();
+}
+
+// Upsample3D's rearrangement (docs/model.md §2.1): input channel k = ((ih*2 + iw)*Z + it)*C + c
+// of frame f goes to output channel c, frame f*Z + it, pixel (2h + ih, 2w + iw); frame 1 is
+// dropped when asked. A copy, so the host does it.
+Result<Tensor> ExactTilingBackend::depth_to_space(const Tensor& x, int z, bool drop_frame_1, int) {
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape out, depth_to_space_shape(x.shape, z, drop_frame_1));
+  SEEDVAE_ASSIGN_OR_RETURN(const Tensor in, impl_->materialise(x, "depth_to_space"));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, impl_->frames(out));
+  if (impl_->dry) return y;
+  const HostTensor& src = Impl::host_frames(in)->data;
+  HostTensor& dst = Impl::host_frames(y)->data;
+  const int64_t C = out[1], T = x.shape[2], H = x.shape[3], W = x.shape[4];
+  const int64_t jobs = C * T * z;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+  for (int64_t job = 0; job < jobs; ++job) {
+    const int64_t c = job / (T * z), f = (job / z) % T, it = job % z;
+    int64_t of = f * z + it;
+    if (drop_frame_1) {
+      if (of == 1) continue;
+      if (of > 1) --of;
+    }
+    for (int64_t ih = 0; ih < 2; ++ih) {
+      for (int64_t iw = 0; iw < 2; ++iw) {
+        const int64_t k = ((ih * 2 + iw) * z + it) * C + c;
+        for (int64_t h = 0; h < H; ++h) {
+          const float* s = row_ptr(src, k, f, h);
+          float* d = row_ptr(dst, c, of, 2 * h + ih) + iw;
+          for (int64_t w = 0; w < W; ++w) d[2 * w] = s[w];
+        }
+      }
+    }
+  }
+  return y;
+}
+
+Result<Tensor> ExactTilingBackend::attention(const Tensor& x, const AttentionWeights& w) {
+  constexpr std::string_view op = "attention";
+  SEEDVAE_TRY(check_attention(x.shape, w));
+  const Tensor* params[] = {&w.norm_weight, &w.norm_bias, &w.wq, &w.bq, &w.wk,
+                            &w.bk,          &w.wv,        &w.bv, &w.wo, &w.bo};
+  std::vector<const HostWeight*> needed;
+  for (const Tensor* t : params) {
+    SEEDVAE_ASSIGN_OR_RETURN(const HostWeight* hw, impl_->weight(*t, op));
+    needed.push_back(hw);
+  }
+  SEEDVAE_TRY(impl_->on_device(needed, options_.keep_weights, device_));
+  AttentionWeights dw = w;
+  Tensor* dparams[] = {&dw.norm_weight, &dw.norm_bias, &dw.wq, &dw.bq, &dw.wk,
+                       &dw.bk,          &dw.wv,        &dw.bv, &dw.wo, &dw.bo};
+  for (size_t i = 0; i < needed.size(); ++i) *dparams[i] = impl_->device_weight(needed[i]);
+  if (hooks_.cancel) SEEDVAE_TRY(hooks_.cancel->check());
+  // Global over the frame: the whole (1/64-size) frame at once.
+  SEEDVAE_ASSIGN_OR_RETURN(const Tensor in, impl_->materialise(x, op));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, impl_->frames(x.shape));
+  ++steps_;
+  if (hooks_.report) ++hooks_.report->tiles_run;
+  if (CountingBackend* dry = impl_->dry) {
+    Tensor xt = dry->declare(x.shape);
+    SEEDVAE_TRY(dry->attention(xt, dw).take_status());
+    return y;
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor xt, device_.upload(Impl::host_frames(in)->data));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor yt, device_.attention(xt, dw));
   xt = {};
-  SEEDVAE_ASSIGN_OR_RETURN(HostTensor out, backend_.download(y));
-  release_weights();
-  return out;
+  SEEDVAE_ASSIGN_OR_RETURN(Impl::host_frames(y)->data, device_.download(yt));
+  if (hooks_.progress) {
+    hooks_.progress->report(hooks_.stage, steps_, std::max(steps_, hooks_.steps_total));
+  }
+  return y;
 }
 
-Result<HostTensor> ExactTiledVae::upsample(const HostTensor& x, const std::string& p, bool temporal,
-                                           int64_t full_h, int64_t full_w, ExactStreamState& state,
-                                           ExactContext& ctx) {
-  const Shape& s = x.shape();
-  const int64_t C = s[1], T = s[2], H = s[3], W = s[4];
-  const int z = temporal ? 2 : 1;
-  const bool drop = temporal && !state.started;
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor wu, weight(p + ".upscale_conv.weight"));
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor bu, weight(p + ".upscale_conv.bias"));
+Result<int64_t> exact_steps_per_chunk(const VaeConfig& config, bool encode, int64_t height,
+                                      int64_t width, const ExactTilingOptions& options) {
+  CountingBackend device;
+  auto tiles = ExactTilingBackend::dry_run(device, options);
+  tiles->set_frame(height, width);
   SEEDVAE_ASSIGN_OR_RETURN(
-      HostTensor u,
-      HostTensor::create(DType::kF32, Shape{1, C, T * z - (drop ? 1 : 0), 2 * H, 2 * W}));
-  const int64_t lh = balanced_tile(H, ceil_div(options_.tile_h * H, full_h));
-  const int64_t lw = balanced_tile(W, ceil_div(options_.tile_w * W, full_w));
-  const int64_t th = std::min(lh, H), tw = std::min(lw, W);
-  for (int64_t oy : uniform_starts(H, lh)) {
-    for (int64_t ox : uniform_starts(W, lw)) {
-      if (ctx.cancel) SEEDVAE_TRY(ctx.cancel->check());
-      SEEDVAE_ASSIGN_OR_RETURN(Tensor xt, backend_.upload(crop(x, oy, ox, th, tw)));
-      SEEDVAE_ASSIGN_OR_RETURN(Tensor y, backend_.conv3d(xt, wu, bu, {}));
-      xt = {};
-      SEEDVAE_ASSIGN_OR_RETURN(y, backend_.depth_to_space(y, z, drop));
-      SEEDVAE_ASSIGN_OR_RETURN(HostTensor yh, backend_.download(y));
-      y = {};
-      paste(u, yh, 2 * oy, 2 * ox);
-      SEEDVAE_TRY(step_done(ctx));
-    }
-  }
-  ConvSpec cs;
-  cs.prefix = p + ".conv";
-  cs.full_h = full_h;
-  cs.full_w = full_w;
-  SEEDVAE_ASSIGN_OR_RETURN(HostTensor out, conv(u, nullptr, cs, state, ctx));
-  release_weights();
-  return out;
-}
-
-Result<HostTensor> ExactTiledVae::decode_chunk(const HostTensor& z_in, ExactStreamState& state,
-                                               ExactContext& ctx) {
-  const VaeConfig& c = weights_.config;
-  const Shape& zs = z_in.shape();
-  if (zs.rank() != 5 || zs[0] != 1 || zs[1] != c.latent_channels || zs[2] < 1) {
-    return invalid_argument("decoder input must be [1, " + std::to_string(c.latent_channels) +
-                            ", t, h, w], got " + zs.to_string());
-  }
-  const HostTensor z = z_in.dtype() == DType::kF32 ? z_in : z_in.to(DType::kF32);
-  const int64_t full_h = zs[3] * c.spatial_factor(), full_w = zs[4] * c.spatial_factor();
-  ConvSpec cin;
-  cin.prefix = "decoder.conv_in";
-  cin.full_h = full_h;
-  cin.full_w = full_w;
-  SEEDVAE_ASSIGN_OR_RETURN(HostTensor h, conv(z, nullptr, cin, state, ctx));
-  release_weights();
-  SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, "decoder.mid_block.resnets.0", full_h, full_w, state, ctx));
-  SEEDVAE_ASSIGN_OR_RETURN(h, attention(h, "decoder.mid_block.attentions.0"));
-  SEEDVAE_TRY(step_done(ctx));
-  SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, "decoder.mid_block.resnets.1", full_h, full_w, state, ctx));
-  for (int l = 0; l < c.levels(); ++l) {
-    const std::string p = "decoder.up_blocks." + std::to_string(l);
-    for (int j = 0; j < c.layers_per_block + 1; ++j) {
-      SEEDVAE_ASSIGN_OR_RETURN(
-          h, resnet(h, p + ".resnets." + std::to_string(j), full_h, full_w, state, ctx));
-    }
-    if (l < c.levels() - 1) {
-      SEEDVAE_ASSIGN_OR_RETURN(h, upsample(h, p + ".upsamplers.0", c.decoder_temporal_up(l), full_h,
-                                           full_w, state, ctx));
-    }
-  }
-  SEEDVAE_ASSIGN_OR_RETURN(NormAct n, norm_for(h, "decoder.conv_norm_out", true));
-  ConvSpec cout;
-  cout.prefix = "decoder.conv_out";
-  cout.full_h = full_h;
-  cout.full_w = full_w;
-  cout.final_layer = true;
-  SEEDVAE_ASSIGN_OR_RETURN(HostTensor out, conv(h, &n, cout, state, ctx));
-  release_weights();
-  state.started = true;
-  return out;
-}
-
-Result<HostTensor> ExactTiledVae::encode_chunk(const HostTensor& x_in, ExactStreamState& state,
-                                               ExactContext& ctx) {
-  const VaeConfig& c = weights_.config;
-  const Shape& xs = x_in.shape();
-  if (xs.rank() != 5 || xs[0] != 1 || xs[1] != c.in_channels) {
-    return invalid_argument("encoder input must be [1, " + std::to_string(c.in_channels) +
-                            ", T, H, W], got " + xs.to_string());
-  }
-  const int64_t t = xs[2];
-  const int f = c.temporal_factor();
-  if (!state.started ? (t % f != 1 % f) : (t % f != 0)) {
-    return invalid_argument("encoder chunk of " + std::to_string(t) + " frames: the first chunk " +
-                            "needs 4k+1 frames, later chunks 4k");
-  }
-  if (xs[3] % c.spatial_factor() || xs[4] % c.spatial_factor()) {
-    return invalid_argument("frame size " + std::to_string(xs[4]) + "x" + std::to_string(xs[3]) +
-                            " is not a multiple of " + std::to_string(c.spatial_factor()));
-  }
-  const HostTensor x = x_in.dtype() == DType::kF32 ? x_in : x_in.to(DType::kF32);
-  const int64_t full_h = xs[3], full_w = xs[4];
-  ConvSpec cin;
-  cin.prefix = "encoder.conv_in";
-  cin.full_h = full_h;
-  cin.full_w = full_w;
-  SEEDVAE_ASSIGN_OR_RETURN(HostTensor h, conv(x, nullptr, cin, state, ctx));
-  release_weights();
-  for (int l = 0; l < c.levels(); ++l) {
-    const std::string p = "encoder.down_blocks." + std::to_string(l);
-    for (int j = 0; j < c.layers_per_block; ++j) {
-      SEEDVAE_ASSIGN_OR_RETURN(
-          h, resnet(h, p + ".resnets." + std::to_string(j), full_h, full_w, state, ctx));
-    }
-    if (l < c.levels() - 1) {
-      ConvSpec ds;
-      ds.prefix = p + ".downsamplers.0.conv";
-      ds.stride_t = c.encoder_temporal_down(l) ? 2 : 1;
-      ds.stride_hw = 2;
-      ds.downsample_pad = true;
-      ds.full_h = full_h;
-      ds.full_w = full_w;
-      SEEDVAE_ASSIGN_OR_RETURN(h, conv(h, nullptr, ds, state, ctx));
-      release_weights();
-    }
-  }
-  SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, "encoder.mid_block.resnets.0", full_h, full_w, state, ctx));
-  SEEDVAE_ASSIGN_OR_RETURN(h, attention(h, "encoder.mid_block.attentions.0"));
-  SEEDVAE_TRY(step_done(ctx));
-  SEEDVAE_ASSIGN_OR_RETURN(h, resnet(h, "encoder.mid_block.resnets.1", full_h, full_w, state, ctx));
-  SEEDVAE_ASSIGN_OR_RETURN(NormAct n, norm_for(h, "encoder.conv_norm_out", true));
-  ConvSpec co;
-  co.prefix = "encoder.conv_out";
-  co.full_h = full_h;
-  co.full_w = full_w;
-  co.final_layer = true;
-  SEEDVAE_ASSIGN_OR_RETURN(HostTensor out, conv(h, &n, co, state, ctx));
-  release_weights();
-  state.started = true;
-  return out;
-}
-
-int64_t ExactTiledVae::decode_steps(int64_t lh, int64_t lw) const {
-  const VaeConfig& c = weights_.config;
-  const int64_t fh = lh * c.spatial_factor(), fw = lw * c.spatial_factor();
-  int64_t h = lh, w = lw;
-  int64_t n = tiles_for(h, w, fh, fw) * 5 + 1;  // conv_in, 4 mid convs, attention
-  for (int l = 0; l < c.levels(); ++l) {
-    n += tiles_for(h, w, fh, fw) * 2 * (c.layers_per_block + 1);
-    if (l < c.levels() - 1) {
-      n += tiles_for(h, w, fh, fw);  // upscale tiles
-      h *= 2;
-      w *= 2;
-      n += tiles_for(h, w, fh, fw);  // upsampler conv
-    }
-  }
-  return n + tiles_for(h, w, fh, fw);  // conv_out
-}
-
-int64_t ExactTiledVae::encode_steps(int64_t fh, int64_t fw) const {
-  const VaeConfig& c = weights_.config;
-  int64_t h = fh, w = fw;
-  int64_t n = tiles_for(h, w, fh, fw);  // conv_in
-  for (int l = 0; l < c.levels(); ++l) {
-    n += tiles_for(h, w, fh, fw) * 2 * c.layers_per_block;
-    if (l < c.levels() - 1) {
-      h /= 2;
-      w /= 2;
-      n += tiles_for(h, w, fh, fw);
-    }
-  }
-  return n + tiles_for(h, w, fh, fw) * 5 + 1;  // mid convs, attention, conv_out
+      VaeModel model, VaeModel::create(*tiles, config, [&](const VaeConfig::Param& p) {
+        return Result<Tensor>(tiles->declare_weight(p.shape, p.name));
+      }));
+  const int sf = config.spatial_factor();
+  const Shape in = encode ? Shape{1, config.in_channels, 1, height, width}
+                          : Shape{1, config.latent_channels, 1, height / sf, width / sf};
+  CausalState state;
+  const Tensor x = tiles->declare(in);
+  SEEDVAE_TRY((encode ? model.encode_chunk(x, state) : model.decode_chunk(x, state)).take_status());
+  return tiles->steps_done();
 }
 
 }  // namespace seedvae

@@ -1,100 +1,130 @@
 // Exact tiling: the untiled encoder/decoder result with a tile's worth of activations on the
-// backend (design, memory and time cost: docs/tiling.md).
+// device (the algorithm and its cost: docs/model.md §5 and ARCHITECTURE.md, "Exact mode").
 //
-// The model is run layer by layer. Each layer's input and output for the current temporal chunk
-// live on the host as whole frames; the backend sees, per convolution, one window = an output
-// tile plus the halo its kernel needs (zero-filled outside the frame, which *is* the
-// convolution's zero padding, so every window of a layer has the same shape and one backend
-// plan serves all of them), with the causal context frames prepended. GroupNorm statistics are
-// computed per frame over the whole frame on the host (double accumulation) before the layer
-// they normalise runs, and GroupNorm + SiLU are applied while the window is extracted. The
-// mid-block attention, global over the frame, runs untiled on the 1/64-size frame. Causal
-// memory (the last kT - sT frames of every causal convolution's extended input) is kept per
-// layer for the whole frame on the host, so any chunking and any tiling give the same frames.
+// ExactTilingBackend is a Backend that runs VaeModel -- the same model definition every other
+// path runs -- by executing each of the model's ops tile by tile on another ("device") backend.
+// The model sees whole-frame tensors; they live in host memory (fp32), and:
+//  * conv3d runs per output tile: the window (tile + kernel halo, zero-filled outside the frame,
+//    which *is* the convolution's zero padding) is extracted on the host, uploaded, convolved on
+//    the device with no padding and downloaded into the output. Every window of a layer has one
+//    shape, so the device reuses one plan per layer. Each layer's grid is the user's tile scaled
+//    to the layer's resolution and balanced (balanced_tile);
+//  * group_norm computes the per-frame statistics over the whole frame (double accumulation, the
+//    CPU kernel's exact form) and returns a view: GroupNorm + SiLU are applied while a following
+//    convolution extracts its windows, so the normalised tensor never exists whole;
+//  * causal_pad returns a view [memory, x] (or x with its activated first frame replicated), so
+//    the extended input is never built either; slicing it gives the causal memory of the next
+//    chunk (already activated, whole frame);
+//  * the mid-block attention (global over the frame) runs untiled on the 1/64-size frame;
+//  * residual adds, depth-to-space and frame copies are host loops.
+// A convolution's weights go to the device on first use and, unless keep_weights, leave it when
+// the next layer's weights come (one layer's weights on the device at a time).
 //
-// Convolution weights are uploaded on first use; unless keep_weights is set each layer's
-// weights are released when the layer is done (only one layer's weights on the backend).
+// A dry run (dry_run()) does the same on shapes only over a CountingBackend: one tile of each
+// layer runs there (every window of a layer has the same shape, so the device peak is the same)
+// and the others are counted; host tensors are counted, never allocated. The planner predicts
+// exact mode this way, and the tile executions of a chunk (progress) come from it.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "core/backend/backend.h"
+#include "core/backend/counting_backend.h"
 #include "core/base/cancel.h"
 #include "core/base/progress.h"
 #include "core/schedule/tiled.h"
-#include "core/tensor/host_tensor.h"
 #include "core/vae/state_dict.h"
 
 namespace seedvae {
 
-// Causal memory of one exact stream, on the host: per causal convolution, its trailing
-// (already normalised/activated) input frames over the whole frame.
-struct ExactStreamState {
-  bool started = false;
-  std::map<std::string, HostTensor> memory;
-  void reset() {
-    started = false;
-    memory.clear();
-  }
-  int64_t bytes() const;
-};
-
-struct ExactOptions {
+struct ExactTilingOptions {
   int64_t tile_h = 512, tile_w = 512;  // tile extent in full-resolution pixels
-  bool keep_weights = false;
+  bool keep_weights = false;           // keep every uploaded weight on the device
 };
 
-// Per-call context: hooks and bookkeeping.
-struct ExactContext {
-  const CancelToken* cancel = nullptr;
-  ProgressSink* progress = nullptr;
-  std::string stage = "decode exact";
-  int64_t chunk = 0;
-  int64_t first_frame = 0;  // of this chunk's output, for TileEvent
-  TileSink on_tile;         // called for every tile of the final layer
-  TileRunReport* report = nullptr;
-  int64_t steps_done = 0, steps_total = 0;  // progress units (tile executions)
-};
-
-class ExactTiledVae {
+class ExactTilingBackend final : public Backend {
  public:
-  // `backend` and `weights` must outlive this object.
-  ExactTiledVae(Backend& backend, const VaeWeights& weights, ExactOptions options);
+  // Runs every op tile by tile on `device`. upload_weight() references the tensors of `weights`
+  // (when given; they must outlive this backend) instead of copying them.
+  ExactTilingBackend(Backend& device, ExactTilingOptions options,
+                     const VaeWeights* weights = nullptr);
+  // Shapes only: tiles run on `device`'s counting ops, host tensors are counted (see above).
+  static std::unique_ptr<ExactTilingBackend> dry_run(CountingBackend& device,
+                                                     ExactTilingOptions options);
+  ~ExactTilingBackend() override;
 
-  // One temporal chunk through the decoder: z [1, latent, t, h, w] -> [1, 3, T, 8h, 8w]
-  // (first chunk: 4t-3 frames, later 4t).
-  Result<HostTensor> decode_chunk(const HostTensor& z, ExactStreamState& state, ExactContext& ctx);
-  // One chunk through the encoder: x [1, 3, T, H, W] (first chunk 4k+1 frames, later 4k) ->
-  // moments [1, 2*latent, t, H/8, W/8].
-  Result<HostTensor> encode_chunk(const HostTensor& x, ExactStreamState& state, ExactContext& ctx);
+  // The full-resolution frame (decode: output pixels; encode: input pixels) the tile is given in.
+  void set_frame(int64_t height, int64_t width);
 
-  // Tile executions (progress units) one chunk of the given size will take.
-  int64_t decode_steps(int64_t latent_h, int64_t latent_w) const;
-  int64_t encode_steps(int64_t h, int64_t w) const;
+  // Where a run reports its tiles (optional; set before each chunk).
+  struct Hooks {
+    const CancelToken* cancel = nullptr;  // checked before every tile
+    ProgressSink* progress = nullptr;     // one unit per tile execution
+    std::string stage = "exact";
+    int64_t steps_total = 0;              // of the whole run (progress total)
+    std::string final_weight;             // the output layer's weight name ("decoder.conv_out.weight")
+    TileSink on_tile;                     // every tile of the output layer
+    TileRunReport* report = nullptr;      // rects, tile sums and counts of the output layer
+    int64_t chunk = 0, first_frame = 0;   // of the chunk being run (TileEvent)
+  };
+  void set_hooks(Hooks hooks);
+  Hooks& hooks() { return hooks_; }
+
+  // Tile executions so far; host bytes of the whole-frame tensors now and at their peak; the
+  // tiles of the last convolution that ran (the output layer's grid after a chunk).
+  int64_t steps_done() const { return steps_; }
+  int64_t host_bytes() const;
+  int64_t host_peak_bytes() const;
+  int64_t last_conv_tiles() const { return last_conv_tiles_; }
+
+  // Dry run: a shape-only parameter (VaeModel::create's ParameterFactory) and input.
+  Tensor declare_weight(const Shape& shape, const std::string& name);
+  Tensor declare(const Shape& shape);
+
+  std::string name() const override;
+  DType activation_dtype() const override { return DType::kF32; }
+  Result<Tensor> upload(const HostTensor& host) override;
+  Result<Tensor> upload_weight(const HostTensor& host, std::string_view name) override;
+  Result<HostTensor> download(const Tensor& t) override;
+  Result<Tensor> conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
+                        const Conv3dParams& p) override;
+  Result<Tensor> causal_pad(const Tensor& x, const Tensor* memory, int frames) override;
+  Result<Tensor> slice_frames(const Tensor& x, int64_t begin, int64_t end) override;
+  Status copy_frames_into(Tensor& dst, int64_t dst_frame, const Tensor& src, int64_t src_frame,
+                          int64_t count) override;
+  Result<Tensor> concat_frames(const Tensor& a, const Tensor& b) override;
+  Result<Tensor> group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const GroupNormParams& p) override;
+  Status add_inplace(Tensor& acc, const Tensor& x) override;
+  Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1,
+                                int context_frames = 2) override;
+  Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) override;
+  Status synchronize() override { return device_.synchronize(); }
+  // The device's memory: what the tiles hold there (the host tensors are host_bytes()).
+  MemoryStats memory_stats() const override { return device_.memory_stats(); }
+  void reset_peak() override;
+  int64_t begin_device_span() override { return device_.begin_device_span(); }
+  double end_device_span(int64_t span) override { return device_.end_device_span(span); }
+
+  struct Impl;
 
  private:
-  struct NormAct;
-  struct ConvSpec;
-  Result<HostTensor> conv(const HostTensor& x, const NormAct* norm, const ConvSpec& spec,
-                          ExactStreamState& state, ExactContext& ctx);
-  Result<HostTensor> resnet(const HostTensor& x, const std::string& prefix, int64_t full_h,
-                            int64_t full_w, ExactStreamState& state, ExactContext& ctx);
-  Result<HostTensor> attention(const HostTensor& x, const std::string& prefix);
-  Result<HostTensor> upsample(const HostTensor& x, const std::string& prefix, bool temporal,
-                              int64_t full_h, int64_t full_w, ExactStreamState& state,
-                              ExactContext& ctx);
-  Result<NormAct> norm_for(const HostTensor& x, const std::string& prefix, bool silu) const;
-  Result<Tensor> weight(const std::string& name);
-  void release_weights();
-  const HostTensor* host_param(const std::string& name) const;
-  Status step_done(ExactContext& ctx);
-  int64_t tiles_for(int64_t h, int64_t w, int64_t full_h, int64_t full_w) const;
+  ExactTilingBackend(Backend& device, ExactTilingOptions options, const VaeWeights* weights,
+                     CountingBackend* dry);
 
-  Backend& backend_;
-  const VaeWeights& weights_;
-  ExactOptions options_;
-  std::map<std::string, Tensor> cache_;
+  Backend& device_;
+  ExactTilingOptions options_;
+  Hooks hooks_;
+  int64_t steps_ = 0;
+  int64_t last_conv_tiles_ = 0;
+  std::unique_ptr<Impl> impl_;
 };
+
+// Tile executions of one temporal chunk of an exact run over a `height` x `width` frame (a dry
+// run of one chunk): the progress units of ExactTilingBackend.
+Result<int64_t> exact_steps_per_chunk(const VaeConfig& config, bool encode, int64_t height,
+                                      int64_t width, const ExactTilingOptions& options);
 
 }  // namespace seedvae

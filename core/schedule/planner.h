@@ -2,54 +2,31 @@
 // mode and a memory budget, predicts the peak backend memory and the relative time of a run, and
 // picks the largest tile and temporal chunk that fit (`seedvae plan`, --budget-gb).
 //
-// Memory model (vae_spec.md §7.2 reasoning, made exact): the op sequence of VaeModel (and of the
-// exact-mode executor) is replayed on shapes only, with every tensor's allocation and release in
-// program order, plus the transient buffers a backend holds while an op runs (BackendMemoryModel:
-// on the CPU backend oneDNN's blocked copies of a convolution's input and output, the attention's
-// GroupNorm/q/k/v/score buffers; weights plain + packed). The peak is the largest live sum.
-// Pure integer math: no weights, no tensors, microseconds per candidate.
+// Memory model: VaeModel itself is replayed on shapes only -- untiled and blended tiles on a
+// CountingBackend, exact tiling on an ExactTilingBackend dry run over one -- so every tensor is
+// allocated and released in the model's own program order, with the options of the run (temporal
+// chunk, lone head, chunked upsampling, lean convolutions). The CountingBackend adds what the
+// backend holds beyond the tensors the model asks for (BackendMemoryModel: packed weights, the
+// attention's scratch). The peak is the largest live sum. The first chunk runs once before the
+// measured chunks, as a backend's first run packs its weights; then the first two chunks are
+// replayed (the first is the largest, the second has every causal memory alive).
 //
 // Time model: FLOPs of the run (including the recomputation of overlapping tiles and halos)
 // relative to the untiled run, times a per-mode overhead factor for host-side work
-// (BackendMemoryModel::exact_host_overhead); calibrated on the CPU backend (docs/tiling.md).
+// (BackendMemoryModel::exact_host_overhead); calibrated on the CPU backend.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/backend/counting_backend.h"
 #include "core/base/status.h"
 #include "core/schedule/tile_plan.h"
 #include "core/schedule/tiled.h"
 #include "core/vae/vae_config.h"
 
 namespace seedvae {
-
-// What a backend holds beyond the model's own tensors.
-struct BackendMemoryModel {
-  std::string name = "cpu";
-  // Copies of a convolution's input / output held while it runs (for backends that reorder
-  // activations into blocked layouts when the channel count is a multiple of 16). The CPU
-  // backend's oneDNN build convolves the plain NCDHW layout directly (measured: only a 12 KiB
-  // scratchpad per convolution), cuDNN works in place: 0 for both.
-  double conv_input_copies = 0.0;
-  double conv_output_copies = 0.0;
-  // Weight bytes per parameter byte: plain + packed convolution weights on the CPU backend.
-  double conv_weight_copies = 2.0;
-  // Most packed copies one convolution weight can get: oneDNN may pick a different weight
-  // layout for some problem shapes (measured: certain narrow tile widths), and the CPU backend
-  // keeps up to 4 packs per weight. Used for the upper bound of plans with several tile shapes.
-  int max_weight_packs = 4;
-  // Attention keeps fp32 GroupNorm, q/k/v/out and score-block buffers (the CPU kernel).
-  bool attention_buffers = true;
-  int64_t fixed_bytes = 0;  // context/runtime overhead counted by the backend
-  // Exact mode: host work (GroupNorm statistics, window extraction, transfers) as a fraction of
-  // the convolution time; measured on the CPU backend.
-  double exact_host_overhead = 0.15;
-
-  static BackendMemoryModel cpu();
-  static BackendMemoryModel cuda();  // uncalibrated until measured on a GPU
-};
 
 enum class PlanOp { kDecode, kEncode };
 
@@ -67,7 +44,9 @@ struct PlanRequest {
   int chunk_latents = 1;   // temporal chunk when not automatic
   bool auto_chunk = true;  // pick the largest chunk (<= max_chunk_latents) that fits
   int max_chunk_latents = 4;
-  int hires_chunk_frames = 0;  // VaeModel::set_hires_chunk_frames (untiled and blend modes)
+  int hires_chunk_frames = 0;  // ChunkOptions::hires_chunk_frames (untiled and blend modes)
+  bool lean_convs = false;     // ChunkOptions::lean_convs (untiled and blend modes)
+  bool lone_head = false;      // StreamOptions::lone_head
   int64_t budget_bytes = 0;  // 0: unlimited
   bool exact_keep_weights = false;
   BackendMemoryModel backend = BackendMemoryModel::cpu();
@@ -88,7 +67,7 @@ struct PlanEstimate {
   int64_t tile_shapes = 1;   // distinct tile shapes in the plan
   int64_t host_bytes = 0;    // host memory of the scheduler (accumulators, parked state,
                              // exact mode's whole-frame layer inputs and causal memory)
-  std::string peak_at;       // op where the activation peak happens
+  std::string peak_at;       // block and op where the peak happens
   double flops = 0;          // of the whole clip
   double relative_time = 1;  // vs. the untiled run of the same clip
   bool fits = true;

@@ -81,7 +81,7 @@ namespace {
 // so no per-chunk host tensors or final concatenation are needed. With async_tiles a chunk's
 // download lands (and its hooks run) while the next chunk computes.
 template <typename Step>
-Result<HostTensor> run_stream(const VaeModel& model, const HostTensor& input,
+Result<HostTensor> run_stream(VaeModel& model, const HostTensor& input,
                               const std::vector<std::pair<int64_t, int64_t>>& in_ranges,
                               int64_t out_frames, std::string_view stage, const StreamHooks& hooks,
                               bool async, Step step) {
@@ -95,10 +95,9 @@ Result<HostTensor> run_stream(const VaeModel& model, const HostTensor& input,
     if (hooks.cancel) SEEDVAE_TRY(hooks.cancel->check());
     const auto [b, e] = in_ranges[static_cast<size_t>(i)];
     const bool whole = b == 0 && e == input.shape()[2];
-    model.set_telemetry_labels(i, hooks.tile);
     const VaeModel::SummarySpan summary = model.begin_summary();
     SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(whole ? input : slice_time(input, b, e)));
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, step(x, state));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, step(x, state, i));
     x = {};
     if (out.empty()) {
       Shape o = y.shape;
@@ -109,7 +108,7 @@ Result<HostTensor> run_stream(const VaeModel& model, const HostTensor& input,
     const int64_t t = y.shape[2], first = produced;
     SEEDVAE_TRY(pipe.download(y, out, first));
     y = {};
-    SEEDVAE_TRY(model.end_summary("chunk", summary));
+    SEEDVAE_TRY(model.end_summary("chunk", summary, i, hooks.tile));
     CopyPipeline::Finish finish = [&, i, first, t]() -> Status {
       if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(first, slice_time(out, first, first + t)));
       if (hooks.progress) hooks.progress->report(stage, i + 1, total);
@@ -128,7 +127,7 @@ Result<HostTensor> run_stream(const VaeModel& model, const HostTensor& input,
 
 }  // namespace
 
-Result<HostTensor> encode_video(const VaeModel& model, const HostTensor& video,
+Result<HostTensor> encode_video(VaeModel& model, const HostTensor& video,
                                 const StreamOptions& options, const StreamHooks& hooks) {
   const Shape& s = video.shape();
   const int f = model.config().temporal_factor();
@@ -142,10 +141,12 @@ Result<HostTensor> encode_video(const VaeModel& model, const HostTensor& video,
     e = (e - 1) * f + 1;
   }
   return run_stream(model, video, chunks, latents, "encode", hooks, options.async_tiles,
-                    [&](const Tensor& x, CausalState& st) { return model.encode_chunk(x, st); });
+                    [&](const Tensor& x, CausalState& st, int64_t i) {
+                      return model.encode_chunk(x, st, options.chunk_options(i, hooks.tile));
+                    });
 }
 
-Result<HostTensor> encode_stream(const VaeModel& model, FrameSource& source,
+Result<HostTensor> encode_stream(VaeModel& model, FrameSource& source,
                                  const StreamOptions& options, const StreamHooks& hooks) {
   Backend& backend = model.backend();
   const int f = model.config().temporal_factor();
@@ -177,11 +178,11 @@ Result<HostTensor> encode_stream(const VaeModel& model, FrameSource& source,
                                 std::to_string(frames_in + k) + " frames");
       }
       frame_shape = s;
-      model.set_telemetry_labels(i, hooks.tile);
       const VaeModel::SummarySpan summary = model.begin_summary();
       SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(x_host));
       x_host = {};
-      SEEDVAE_ASSIGN_OR_RETURN(Tensor y, model.encode_chunk(x, state));
+      SEEDVAE_ASSIGN_OR_RETURN(Tensor y,
+                               model.encode_chunk(x, state, options.chunk_options(i, hooks.tile)));
       x = {};
       if (y.shape.rank() != 5) return internal_error("stream step returned " + y.shape.to_string());
       Shape o = y.shape;
@@ -190,7 +191,7 @@ Result<HostTensor> encode_stream(const VaeModel& model, FrameSource& source,
       const size_t pi = parts.size() - 1;
       SEEDVAE_TRY(pipe.download(y, parts[pi], 0));
       y = {};
-      SEEDVAE_TRY(model.end_summary("chunk", summary));
+      SEEDVAE_TRY(model.end_summary("chunk", summary, i, hooks.tile));
       const int64_t first = produced;
       CopyPipeline::Finish finish = [&, pi, first]() -> Status {
         if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(first, parts[pi]));
@@ -218,7 +219,7 @@ Result<HostTensor> encode_stream(const VaeModel& model, FrameSource& source,
   return concat_time(parts);
 }
 
-Result<HostTensor> decode_latent(const VaeModel& model, const HostTensor& latent,
+Result<HostTensor> decode_latent(VaeModel& model, const HostTensor& latent,
                                  const StreamOptions& options, const StreamHooks& hooks) {
   const Shape& s = latent.shape();
   if (s.rank() != 5 || s[0] != 1 || s[2] < 1) {
@@ -228,7 +229,9 @@ Result<HostTensor> decode_latent(const VaeModel& model, const HostTensor& latent
   return run_stream(model, latent, plan_chunks(s[2], options.chunk_latents, options.lone_head),
                     (s[2] - 1) * f + 1,
                     "decode", hooks, options.async_tiles,
-                    [&](const Tensor& z, CausalState& st) { return model.decode_chunk(z, st); });
+                    [&](const Tensor& z, CausalState& st, int64_t i) {
+                      return model.decode_chunk(z, st, options.chunk_options(i, hooks.tile));
+                    });
 }
 
 HostTensor moments_mean(const HostTensor& moments) {

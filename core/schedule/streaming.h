@@ -1,4 +1,4 @@
-// Temporal slicing (vae_spec.md §4): runs a whole clip through the VaeModel chunk by chunk with an
+// Temporal slicing (docs/model.md §4): runs a whole clip through the VaeModel chunk by chunk with an
 // explicit causal state, so device memory is bounded by the chunk, not by the clip length.
 // Cancellation is checked between chunks; progress is reported per chunk (one chunk late with
 // StreamOptions::async_tiles).
@@ -32,8 +32,18 @@ struct StreamOptions {
   // frames). Every chunk then has at most 4*chunk_latents output frames, so the largest chunk,
   // which sets the peak device memory of a streamed decode, is a fifth smaller (1 + 4 + 4 ...
   // frames instead of 5 + 4 ...). The same result up to floating-point reassociation (any
-  // chunking aligned to latent frames is exact, vae_spec.md §4.3).
+  // chunking aligned to latent frames is exact, docs/model.md §4.3).
   bool lone_head = false;
+  // How the model runs each chunk (VaeModel's ChunkOptions: chunked upsampling, lean
+  // convolutions). Same output.
+  int hires_chunk_frames = 0;
+  bool lean_convs = false;
+
+  // The model options of chunk `chunk` (telemetry label) of tile `tile`.
+  ChunkOptions chunk_options(int64_t chunk, int64_t tile) const {
+    return {.hires_chunk_frames = hires_chunk_frames, .lean_convs = lean_convs, .chunk = chunk,
+            .tile = tile};
+  }
 };
 
 // Receives each finished chunk on the engine thread: frames [first_frame, first_frame + T) of the
@@ -54,7 +64,7 @@ std::vector<std::pair<int64_t, int64_t>> plan_chunks(int64_t latent_frames, int 
 
 // video: [1, 3, T, H, W] with T = 4n+1 and H, W multiples of 8, any dtype. Returns the moments
 // [1, 2*latent, n+1, H/8, W/8] in fp32.
-Result<HostTensor> encode_video(const VaeModel& model, const HostTensor& video,
+Result<HostTensor> encode_video(VaeModel& model, const HostTensor& video,
                                 const StreamOptions& options, const StreamHooks& hooks = {});
 
 // A pull source of video frames for encode_stream(): the frames arrive chunk by chunk instead of
@@ -77,11 +87,11 @@ class FrameSource {
 // bit-identical to encode_video() of the concatenated frames. The chunk count is unknown in
 // advance: progress reports `total` as done + 1 until the source ends. Cancellation is checked
 // before each pull.
-Result<HostTensor> encode_stream(const VaeModel& model, FrameSource& source,
+Result<HostTensor> encode_stream(VaeModel& model, FrameSource& source,
                                  const StreamOptions& options, const StreamHooks& hooks = {});
 
 // latent: [1, latent, t, h, w]. Returns the decoded video [1, 3, 4t-3, 8h, 8w] in fp32 (unclamped).
-Result<HostTensor> decode_latent(const VaeModel& model, const HostTensor& latent,
+Result<HostTensor> decode_latent(VaeModel& model, const HostTensor& latent,
                                  const StreamOptions& options, const StreamHooks& hooks = {});
 
 // Channels [0, latent) of the moments: the posterior mean SeedVR2 uses.

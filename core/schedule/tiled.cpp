@@ -92,7 +92,7 @@ HostTensor crop_hw(const HostTensor& src_any, int64_t y0, int64_t x0, int64_t h,
 }
 
 struct BlendJob {
-  const VaeModel& model;
+  VaeModel& model;
   const HostTensor& input;
   const TileOptions& options;
   const StreamOptions& stream;
@@ -104,7 +104,7 @@ struct BlendJob {
 // Blended tiling, chunk-major. Encode: input pixels, output moments blended in latent units.
 // Decode: latent input, output pixels blended in pixels.
 Result<HostTensor> run_blend(const BlendJob& job) {
-  const VaeModel& model = job.model;
+  VaeModel& model = job.model;
   Backend& backend = model.backend();
   const VaeConfig& cfg = model.config();
   const int sf = cfg.spatial_factor();
@@ -218,7 +218,6 @@ Result<HostTensor> run_blend(const BlendJob& job) {
                   ParkedState* park_into) -> Status {
     if (job.hooks.cancel) SEEDVAE_TRY(job.hooks.cancel->check());
     const auto ti = static_cast<size_t>(tile.index);
-    model.set_telemetry_labels(static_cast<int64_t>(ci), tile.index);
     const VaeModel::SummarySpan summary = model.begin_summary();
     HostTensor tin;
     if (job.encode) {
@@ -231,7 +230,9 @@ Result<HostTensor> run_blend(const BlendJob& job) {
     }
     SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(tin));
     tin = HostTensor();
-    Result<Tensor> yr = job.encode ? model.encode_chunk(x, state) : model.decode_chunk(x, state);
+    const ChunkOptions chunk_options = job.stream.chunk_options(static_cast<int64_t>(ci), tile.index);
+    Result<Tensor> yr = job.encode ? model.encode_chunk(x, state, chunk_options)
+                                   : model.decode_chunk(x, state, chunk_options);
     if (!yr.is_ok()) return yr.take_status().with_context("tile " + std::to_string(tile.index));
     x = {};
     Tensor yt = std::move(yr).value();
@@ -245,7 +246,7 @@ Result<HostTensor> run_blend(const BlendJob& job) {
     SEEDVAE_TRY(pipe.download(yt, *out, 0));
     yt = {};
     if (park_into) SEEDVAE_TRY(park_async(pipe, state, *park_into));
-    SEEDVAE_TRY(model.end_summary("tile", summary));
+    SEEDVAE_TRY(model.end_summary("tile", summary, static_cast<int64_t>(ci), tile.index));
 
     return pipe.end_step([&, out, ti, ci, frame0, park_into, tp = &tile, ap = &acc]() -> Status {
       const PlannedTile& pt = *tp;
@@ -370,7 +371,6 @@ Result<HostTensor> run_blend(const BlendJob& job) {
     }
     SEEDVAE_ASSIGN_OR_RETURN(result, concat_time(pieces));
   }
-  model.set_telemetry_labels(-1, -1);
   if (report) {
     report->backend_peak_bytes = backend.memory_stats().peak_bytes;
     report->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -378,10 +378,11 @@ Result<HostTensor> run_blend(const BlendJob& job) {
   return result;
 }
 
-// Exact tiling, chunk-major through ExactTiledVae.
-Result<HostTensor> run_exact(const VaeModel& model, const HostTensor& input,
-                             const TileOptions& options, const StreamOptions& stream,
-                             const StreamHooks& hooks, TileHooks* tile_hooks, bool encode) {
+// Exact tiling: the model run on an ExactTilingBackend over the model's own backend, chunk by
+// chunk (chunk-major: finished chunks stream out through on_chunk as with the untiled path).
+Result<HostTensor> run_exact(VaeModel& model, const HostTensor& input, const TileOptions& options,
+                             const StreamOptions& stream, const StreamHooks& hooks,
+                             TileHooks* tile_hooks, bool encode) {
   if (options.weights == nullptr) {
     return invalid_argument("exact tiling needs the host weights (TileOptions::weights)");
   }
@@ -396,16 +397,20 @@ Result<HostTensor> run_exact(const VaeModel& model, const HostTensor& input,
   }
   const auto t0 = Clock::now();
   const VaeConfig& cfg = model.config();
-  const int tf = cfg.temporal_factor();
+  const int tf = cfg.temporal_factor(), sf = cfg.spatial_factor();
   const Shape& s = input.shape();
   if (s.rank() != 5 || s[0] != 1 || s[2] < 1 || (encode && (s[2] - 1) % tf != 0)) {
     return invalid_argument(std::string(encode ? "encode needs a [1, 3, 4n+1, H, W] video"
                                                : "decode needs a [1, C, t, h, w] latent") +
                             ", got " + s.to_string());
   }
-  ExactTiledVae engine(
-      model.backend(), *options.weights,
-      ExactOptions{options.spec.tile_h, options.spec.tile_w, options.exact_keep_weights});
+  const int64_t full_h = encode ? s[3] : s[3] * sf, full_w = encode ? s[4] : s[4] * sf;
+  const ExactTilingOptions exact{options.spec.tile_h, options.spec.tile_w,
+                                 options.exact_keep_weights};
+  ExactTilingBackend tiles(model.backend(), exact, options.weights);
+  tiles.set_frame(full_h, full_w);
+  SEEDVAE_ASSIGN_OR_RETURN(VaeModel tiled, VaeModel::create(tiles, *options.weights));
+  tiled.set_telemetry(model.telemetry());
   const int64_t latents = encode ? (s[2] - 1) / tf + 1 : s[2];
   auto ranges = plan_chunks(latents, stream.chunk_latents);
   if (encode) {
@@ -420,39 +425,46 @@ Result<HostTensor> run_exact(const VaeModel& model, const HostTensor& input,
     report->mode = TilingMode::kExact;
     report->chunks = static_cast<int64_t>(ranges.size());
   }
-  ExactStreamState state;
-  ExactContext ctx;
-  ctx.cancel = hooks.cancel;
-  ctx.progress = hooks.progress;
-  ctx.stage = encode ? "encode exact" : "decode exact";
-  ctx.report = report;
-  if (tile_hooks) ctx.on_tile = tile_hooks->on_tile;
-  const int64_t per_chunk =
-      encode ? engine.encode_steps(s[3], s[4]) : engine.decode_steps(s[3], s[4]);
-  ctx.steps_total = per_chunk * static_cast<int64_t>(ranges.size());
+  SEEDVAE_ASSIGN_OR_RETURN(const int64_t per_chunk,
+                           exact_steps_per_chunk(cfg, encode, full_h, full_w, exact));
+  ExactTilingBackend::Hooks th;
+  th.cancel = hooks.cancel;
+  th.progress = hooks.progress;
+  th.stage = encode ? "encode exact" : "decode exact";
+  th.steps_total = per_chunk * static_cast<int64_t>(ranges.size());
+  th.final_weight = encode ? "encoder.conv_out.weight" : "decoder.conv_out.weight";
+  th.report = report;
+  if (tile_hooks) th.on_tile = tile_hooks->on_tile;
+  tiles.set_hooks(std::move(th));
+  CausalState state;
   std::vector<HostTensor> pieces;
   int64_t produced = 0;
   for (size_t i = 0; i < ranges.size(); ++i) {
     if (hooks.cancel) SEEDVAE_TRY(hooks.cancel->check());
     const auto [b, e] = ranges[i];
-    const HostTensor chunk = (b == 0 && e == s[2]) ? input : slice_time(input, b, e);
-    ctx.chunk = static_cast<int64_t>(i);
-    ctx.first_frame = produced;
-    SEEDVAE_ASSIGN_OR_RETURN(HostTensor y, encode ? engine.encode_chunk(chunk, state, ctx)
-                                                  : engine.decode_chunk(chunk, state, ctx));
+    tiles.hooks().chunk = static_cast<int64_t>(i);
+    tiles.hooks().first_frame = produced;
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor x,
+                             tiles.upload((b == 0 && e == s[2]) ? input : slice_time(input, b, e)));
+    const ChunkOptions chunk_options{.chunk = static_cast<int64_t>(i), .tile = -1};
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, encode ? tiled.encode_chunk(x, state, chunk_options)
+                                              : tiled.decode_chunk(x, state, chunk_options));
+    x = {};
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor out, tiles.download(y));
+    y = {};
     if (report) report->host_state_bytes = std::max(report->host_state_bytes, state.bytes());
-    if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(produced, y));
-    produced += y.shape()[2];
-    pieces.push_back(std::move(y));
+    if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(produced, out));
+    produced += out.shape()[2];
+    pieces.push_back(std::move(out));
   }
   if (report) {
-    const int64_t lat_h = encode ? s[3] / cfg.spatial_factor() : s[3];
-    const int64_t lat_w = encode ? s[4] / cfg.spatial_factor() : s[4];
+    const int64_t lat_h = encode ? s[3] / sf : s[3];
+    const int64_t lat_w = encode ? s[4] / sf : s[4];
     TileSpec spec = options.spec;
     spec.overlap_h = spec.overlap_w = 0;
-    spec.tile_h = std::max<int64_t>(spec.tile_h, cfg.spatial_factor());
-    spec.tile_w = std::max<int64_t>(spec.tile_w, cfg.spatial_factor());
-    if (auto p = make_tile_plan(lat_h, lat_w, spec, TileLayout::kUniform, cfg.spatial_factor())) {
+    spec.tile_h = std::max<int64_t>(spec.tile_h, sf);
+    spec.tile_w = std::max<int64_t>(spec.tile_w, sf);
+    if (auto p = make_tile_plan(lat_h, lat_w, spec, TileLayout::kUniform, sf)) {
       report->plan = std::move(*p);
     }
     report->backend_peak_bytes = model.backend().memory_stats().peak_bytes;
@@ -461,7 +473,7 @@ Result<HostTensor> run_exact(const VaeModel& model, const HostTensor& input,
   return concat_time(pieces);
 }
 
-Result<HostTensor> run_off(const VaeModel& model, const HostTensor& input,
+Result<HostTensor> run_off(VaeModel& model, const HostTensor& input,
                            const StreamOptions& stream, const StreamHooks& hooks,
                            TileHooks* tile_hooks, bool encode) {
   const auto t0 = Clock::now();
@@ -482,7 +494,7 @@ Result<HostTensor> run_off(const VaeModel& model, const HostTensor& input,
 
 }  // namespace
 
-Result<HostTensor> tiled_decode(const VaeModel& model, const HostTensor& latent,
+Result<HostTensor> tiled_decode(VaeModel& model, const HostTensor& latent,
                                 const TileOptions& options, const StreamOptions& stream,
                                 const StreamHooks& hooks, TileHooks* tile_hooks) {
   const Shape& s = latent.shape();
@@ -505,7 +517,7 @@ Result<HostTensor> tiled_decode(const VaeModel& model, const HostTensor& latent,
   return run_blend({model, latent, options, stream, hooks, tile_hooks, false});
 }
 
-Result<HostTensor> tiled_encode(const VaeModel& model, const HostTensor& video,
+Result<HostTensor> tiled_encode(VaeModel& model, const HostTensor& video,
                                 const TileOptions& options, const StreamOptions& stream,
                                 const StreamHooks& hooks, TileHooks* tile_hooks) {
   const Shape& s = video.shape();

@@ -11,21 +11,155 @@ int64_t CausalState::bytes() const {
   return n;
 }
 
+// ---- the recorded chunks (CUDA graphs) ---------------------------------------------------------
+
+class VaeModel::GraphCache {
+ public:
+  struct Record {
+    int64_t id = -1;
+    Tensor in, out;  // the recording's input and output (fixed addresses)
+  };
+  explicit GraphCache(Backend& backend) : backend_(&backend) {}
+  GraphCache(const GraphCache&) = delete;
+  GraphCache& operator=(const GraphCache&) = delete;
+  ~GraphCache() { clear(); }
+
+  void clear() {
+    for (auto& [key, rec] : graphs) {
+      rec.in = {};
+      rec.out = {};
+      backend_->release_graph(rec.id);
+    }
+    graphs.clear();
+  }
+
+  std::map<std::string, Record> graphs;  // shape | options | state layout | addresses -> recording
+  std::set<std::string> stable;          // shape | options | state layout keeping its state
+  GraphStats stats;
+
+ private:
+  Backend* backend_;
+};
+
+// ---- one chunk call ----------------------------------------------------------------------------
+
+// Everything one encode_chunk / decode_chunk call needs besides the model's weights: the stream's
+// causal state, the call's options, and the bookkeeping of the call itself (the stage clock for
+// telemetry, whether a piece stage runs, whether a graph is being recorded). The network's order
+// of operations (docs/model.md §2.2-2.3) is written here once; which ops run depends only on the
+// backend the model was created on.
+class VaeModel::Pass {
+ public:
+  Pass(VaeModel& model, CausalState& state, const ChunkOptions& options, bool capturing)
+      : m_(model),
+        b_(*model.backend_),
+        state_(state),
+        opt_(options),
+        capturing_(capturing),
+        in_place_state_(model.graphs_on()) {}
+
+  Result<Tensor> encode(const Tensor& x);
+  Result<Tensor> decode(const Tensor& z);
+
+ private:
+  // How causal_conv treats its causal memory. kKeepElsewhere: pads as usual but stores nothing
+  // (the caller keeps the memory in another form, upsample()); kExtended: x already is the
+  // extended input (memory frames first), so it neither pads nor stores.
+  enum class Memory { kStore, kKeepElsewhere, kExtended };
+
+  // ---- the network ----
+  Result<Tensor> encoder_head(Tensor x);
+  Result<Tensor> encoder_level(Tensor h, int level);
+  Result<Tensor> decoder_tail(Tensor h);
+  Result<Tensor> up_block(Tensor h, int level);
+  Result<Tensor> mid_block(const Tensor& x, const std::string& prefix);
+  Result<Tensor> resnet(Tensor x, const std::string& prefix);
+
+  // ---- layers ----
+  Result<Tensor> causal_conv(const Tensor& x, const std::string& prefix, int stride_t,
+                             int stride_hw, bool downsample_pad, Memory memory_mode = Memory::kStore);
+  // GroupNorm+SiLU `norm`, then the causal convolution `conv` (lean where it applies).
+  Result<Tensor> norm_conv(Tensor x, const std::string& norm, const std::string& conv);
+  Result<Tensor> norm_silu(const Tensor& x, const std::string& prefix, int context_frames = 2);
+  // Whether the causal convolution `conv` runs lean on a chunk of `frames` frames.
+  bool lean_applies(const std::string& conv, int64_t frames) const;
+  // The lean convolution itself: `n` is the convolution's input (owned: its first four frames
+  // are overwritten); `write_context` puts the two context frames into frames 0 and 1 of n.
+  template <typename WriteContext>
+  Result<Tensor> split_context_conv(Tensor n, const std::string& conv, WriteContext write_context);
+  Result<Tensor> upsample(Tensor x, const std::string& prefix, bool temporal);
+  // The low-resolution frames of x the next call of the upsampler needs (undefined: none).
+  Result<Tensor> next_upsampler_memory(const Tensor& x, const Tensor* memory, bool temporal);
+  // Upsample3D's 1x1x1 upscale_conv and depth-to-space (`context_frames`: see
+  // Backend::depth_to_space).
+  Result<Tensor> upscale(const Tensor& x, const std::string& prefix, bool temporal,
+                         bool drop_frame_1, int context_frames = 2);
+  // Runs `stage` on consecutive frame pieces of x and concatenates: a first piece of
+  // `first_piece` frames if > 0, then `piece` frames each (default hires_chunk_frames; <= 0 or
+  // >= the frame count: one call on the whole x). While chunked upsampling is on, the stage's
+  // causal memory is read by every piece and is never offered to Backend::offload_hint.
+  template <typename Stage>
+  Result<Tensor> in_pieces(Tensor x, Stage stage, int64_t first_piece = 0, int64_t piece = -1);
+
+  // ---- causal state ----
+  // Stores a conv's causal memory and, outside the piece stages (whose memory every piece reads),
+  // hints the backend that it may move it off the device until the next chunk.
+  Status keep_memory(const std::string& key, Tensor memory);
+  // Writes frames [begin, begin + slot frames) of src into the causal memory `key` in place when
+  // the state is updated in place (graphs) and the slot has that shape; false (nothing done)
+  // otherwise.
+  Result<bool> update_memory_in_place(const std::string& key, const Tensor& src, int64_t begin);
+
+  // ---- telemetry and observers ----
+  Status observe(std::string_view block, const Tensor& t);
+  void start_stage_clock();
+
+  const Tensor& w(const std::string& name) const { return m_.w(name); }
+  const VaeConfig& config() const { return m_.config_; }
+
+  VaeModel& m_;
+  Backend& b_;
+  CausalState& state_;
+  const ChunkOptions& opt_;
+  const bool capturing_;       // recording a graph: no stage telemetry
+  const bool in_place_state_;  // graphs: causal memory is updated in place
+  bool piece_stage_ = false;   // inside in_pieces() with chunked upsampling on
+  std::chrono::steady_clock::time_point stage_start_;
+  int64_t stage_span_ = -1;  // Backend::begin_device_span handle of the running stage
+};
+
+// ---- the model -----------------------------------------------------------------------------------
+
+VaeModel::VaeModel() = default;
+VaeModel::VaeModel(VaeModel&&) noexcept = default;
+VaeModel& VaeModel::operator=(VaeModel&&) noexcept = default;
+VaeModel::~VaeModel() = default;
+
 Result<VaeModel> VaeModel::create(Backend& backend, const VaeWeights& weights) {
-  SEEDVAE_TRY(weights.config.validate());
-  VaeModel m;
-  m.backend_ = &backend;
-  m.graph_cache_ = std::make_shared<GraphCache>();
-  m.graph_cache_->backend = &backend;
-  m.config_ = weights.config;
-  for (const auto& p : weights.config.parameters()) {
+  return create(backend, weights.config, [&](const VaeConfig::Param& p) -> Result<Tensor> {
     auto it = weights.tensors.find(p.name);
     if (it == weights.tensors.end()) return not_found("weights lack tensor " + p.name);
     if (it->second.shape() != p.shape) {
       return invalid_argument("tensor " + p.name + " is " + it->second.shape().to_string() +
                               ", expected " + p.shape.to_string());
     }
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor t, backend.upload_weight(it->second, p.name));
+    return backend.upload_weight(it->second, p.name);
+  });
+}
+
+Result<VaeModel> VaeModel::create(Backend& backend, const VaeConfig& config,
+                                  const ParameterFactory& make) {
+  SEEDVAE_TRY(config.validate());
+  VaeModel m;
+  m.backend_ = &backend;
+  m.graphs_ = std::make_unique<GraphCache>(backend);
+  m.config_ = config;
+  for (const auto& p : config.parameters()) {
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor t, make(p));
+    if (t.shape != p.shape) {
+      return internal_error("parameter " + p.name + " was made as " + t.shape.to_string() +
+                            ", expected " + p.shape.to_string());
+    }
     m.weights_.emplace(p.name, std::move(t));
   }
   return m;
@@ -37,40 +171,19 @@ const Tensor& VaeModel::w(const std::string& name) const {
   return it == weights_.end() ? kEmpty : it->second;
 }
 
-void VaeModel::emit_sample(std::string_view stage, double wall_ms, double device_ms) const {
+void VaeModel::emit_sample(std::string_view stage, int64_t chunk, int64_t tile, double wall_ms,
+                           double device_ms) const {
   const MemoryStats m = backend_->memory_stats();
   StageSample s;
   s.stage = std::string(stage);
-  s.chunk = chunk_label_;
-  s.tile = tile_label_;
+  s.chunk = chunk;
+  s.tile = tile;
   s.wall_ms = wall_ms;
   s.device_ms = device_ms;
   s.current_bytes = m.current_bytes;
   s.peak_bytes = m.peak_bytes;
   s.device_used_bytes = m.device_used_bytes;
   telemetry_->on_stage(s);
-}
-
-// A stage ends here and the next one starts: device span first (it waits for its own end mark),
-// then the wall clock after the queue has drained, so the device span lies inside the wall span.
-Status VaeModel::observe(std::string_view block, const Tensor& t) const {
-  if (telemetry_ && !capturing_) {
-    const double device_ms = backend_->end_device_span(stage_span_);
-    SEEDVAE_TRY(backend_->synchronize());
-    const auto now = std::chrono::steady_clock::now();
-    emit_sample(block, std::chrono::duration<double, std::milli>(now - stage_start_).count(),
-                device_ms);
-    stage_start_ = now;
-    stage_span_ = backend_->begin_device_span();
-  }
-  return observer_ ? observer_(block, t) : Status::ok();
-}
-
-void VaeModel::start_stage_clock() const {
-  if (telemetry_ && !capturing_) {
-    stage_start_ = std::chrono::steady_clock::now();
-    stage_span_ = backend_->begin_device_span();  // an earlier span left open simply expires
-  }
 }
 
 VaeModel::SummarySpan VaeModel::begin_summary() const {
@@ -83,22 +196,243 @@ VaeModel::SummarySpan VaeModel::begin_summary() const {
   return s;
 }
 
-Status VaeModel::end_summary(std::string_view stage, const SummarySpan& span) const {
+Status VaeModel::end_summary(std::string_view stage, const SummarySpan& span, int64_t chunk,
+                             int64_t tile) const {
   if (!span.active || !telemetry_) return Status::ok();
   const double device_ms = backend_->end_device_span(span.device_span);
   SEEDVAE_TRY(backend_->synchronize());
   const auto now = std::chrono::steady_clock::now();
-  emit_sample(stage, std::chrono::duration<double, std::milli>(now - span.start).count(),
-              device_ms);
+  emit_sample(stage, chunk, tile,
+              std::chrono::duration<double, std::milli>(now - span.start).count(), device_ms);
   return Status::ok();
 }
 
-// InflatedCausalConv3d (§2.1): temporal context of kT-1 frames (replicated frame 0 on the first
-// chunk, the stored memory later), zero spatial padding, plain conv; remembers the last kT-sT
-// frames of the extended input for the next chunk.
-Result<Tensor> VaeModel::causal_conv(const Tensor& x, const std::string& prefix, int stride_t,
-                                     int stride_hw, bool downsample_pad, CausalState& state,
-                                     Memory memory_mode) const {
+VaeModel::GraphStats VaeModel::graph_stats() const { return graphs_ ? graphs_->stats : GraphStats{}; }
+
+Result<Tensor> VaeModel::encode_chunk(const Tensor& x, CausalState& state,
+                                      const ChunkOptions& options) {
+  return graphed("encoder", x, state, options, [&](const Tensor& in, bool capturing) {
+    return Pass(*this, state, options, capturing).encode(in);
+  });
+}
+
+Result<Tensor> VaeModel::decode_chunk(const Tensor& z, CausalState& state,
+                                      const ChunkOptions& options) {
+  return graphed("decoder", z, state, options, [&](const Tensor& in, bool capturing) {
+    return Pass(*this, state, options, capturing).decode(in);
+  });
+}
+
+// ---- telemetry ---------------------------------------------------------------------------------
+
+// A stage ends here and the next one starts: device span first (it waits for its own end mark),
+// then the wall clock after the queue has drained, so the device span lies inside the wall span.
+Status VaeModel::Pass::observe(std::string_view block, const Tensor& t) {
+  if (m_.telemetry_ && !capturing_) {
+    const double device_ms = b_.end_device_span(stage_span_);
+    SEEDVAE_TRY(b_.synchronize());
+    const auto now = std::chrono::steady_clock::now();
+    m_.emit_sample(block, opt_.chunk, opt_.tile,
+                   std::chrono::duration<double, std::milli>(now - stage_start_).count(),
+                   device_ms);
+    stage_start_ = now;
+    stage_span_ = b_.begin_device_span();
+  }
+  return m_.observer_ ? m_.observer_(block, t) : Status::ok();
+}
+
+void VaeModel::Pass::start_stage_clock() {
+  if (m_.telemetry_ && !capturing_) {
+    stage_start_ = std::chrono::steady_clock::now();
+    stage_span_ = b_.begin_device_span();  // an earlier span left open simply expires
+  }
+}
+
+// ---- the network -------------------------------------------------------------------------------
+
+Result<Tensor> VaeModel::Pass::encode(const Tensor& x) {
+  // x: [1, 3, T, H, W]
+  const auto& c = config();
+  if (x.shape.rank() != 5 || x.shape[1] != c.in_channels) {
+    return invalid_argument("encoder input must be [1, " + std::to_string(c.in_channels) +
+                            ", T, H, W], got " + x.shape.to_string());
+  }
+  const int64_t t = x.shape[2];
+  const int f = c.temporal_factor();
+  if (!state_.started ? (t % f != 1 % f) : (t % f != 0)) {
+    return invalid_argument("encoder chunk of " + std::to_string(t) + " frames: the first chunk " +
+                            "needs 4k+1 frames, later chunks 4k");
+  }
+  if (x.shape[3] % c.spatial_factor() || x.shape[4] % c.spatial_factor()) {
+    return invalid_argument("frame size " + std::to_string(x.shape[4]) + "x" +
+                            std::to_string(x.shape[3]) + " is not a multiple of " +
+                            std::to_string(c.spatial_factor()));
+  }
+  start_stage_clock();
+  int first_level = 0;  // levels before the first temporal downsampling run in encoder_head
+  while (first_level < c.levels() - 1 && !c.encoder_temporal_down(first_level)) ++first_level;
+  auto head = [&](Tensor piece) { return encoder_head(std::move(piece)); };
+  Tensor h;
+  int next_level = first_level;
+  if (opt_.hires_chunk_frames > 0 && first_level < c.levels() - 1) {
+    // The first temporal level in pieces around the head's: pairs of frames (its stride-2
+    // downsampler makes one frame of each pair, carrying one frame of memory), the first chunk's
+    // extra first frame alone.
+    const int64_t n = opt_.hires_chunk_frames;
+    const int64_t outer = std::max<int64_t>(2, (n + 1) / 2 * 2);
+    const int64_t first = !state_.started && x.shape[2] % 2 == 1 ? 1 : 0;
+    SEEDVAE_ASSIGN_OR_RETURN(
+        h, in_pieces(
+               x,
+               [&](Tensor piece) -> Result<Tensor> {
+                 SEEDVAE_ASSIGN_OR_RETURN(Tensor y, in_pieces(std::move(piece), head));
+                 return encoder_level(std::move(y), first_level);
+               },
+               first, outer));
+    next_level = first_level + 1;
+  } else {
+    SEEDVAE_ASSIGN_OR_RETURN(h, in_pieces(x, head));
+  }
+  for (int l = next_level; l < c.levels(); ++l) {
+    SEEDVAE_ASSIGN_OR_RETURN(h, encoder_level(std::move(h), l));
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(h, mid_block(h, "encoder.mid_block"));
+  SEEDVAE_TRY(observe("encoder.mid_block", h));
+  SEEDVAE_ASSIGN_OR_RETURN(h, norm_conv(std::move(h), "encoder.conv_norm_out", "encoder.conv_out"));
+  SEEDVAE_TRY(observe("encoder.conv_out", h));
+  state_.started = true;
+  return h;
+}
+
+Result<Tensor> VaeModel::Pass::decode(const Tensor& z) {
+  // z: [1, 16, t, h, w]
+  const auto& c = config();
+  if (z.shape.rank() != 5 || z.shape[1] != c.latent_channels) {
+    return invalid_argument("decoder input must be [1, " + std::to_string(c.latent_channels) +
+                            ", t, h, w], got " + z.shape.to_string());
+  }
+  start_stage_clock();
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, causal_conv(z, "decoder.conv_in", 1, 1, false));
+  SEEDVAE_TRY(observe("decoder.conv_in", h));
+  SEEDVAE_ASSIGN_OR_RETURN(h, mid_block(h, "decoder.mid_block"));
+  SEEDVAE_TRY(observe("decoder.mid_block", h));
+  for (int l = 0; l < c.levels() && c.decoder_temporal_up(l); ++l) {
+    SEEDVAE_ASSIGN_OR_RETURN(h, up_block(std::move(h), l));
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(
+      h, in_pieces(std::move(h), [&](Tensor piece) { return decoder_tail(std::move(piece)); }));
+  state_.started = true;
+  return h;
+}
+
+// conv_in and the encoder levels before the first temporal downsampling (all at full frame rate).
+Result<Tensor> VaeModel::Pass::encoder_head(Tensor x) {
+  const auto& c = config();
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, causal_conv(x, "encoder.conv_in", 1, 1, false));
+  x = {};
+  SEEDVAE_TRY(observe("encoder.conv_in", h));
+  for (int l = 0; l < c.levels() - 1 && !c.encoder_temporal_down(l); ++l) {
+    const std::string p = "encoder.down_blocks." + std::to_string(l);
+    for (int j = 0; j < c.layers_per_block; ++j) {
+      SEEDVAE_ASSIGN_OR_RETURN(h, resnet(std::move(h), p + ".resnets." + std::to_string(j)));
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(h, causal_conv(h, p + ".downsamplers.0.conv", 1, 2, true));
+    SEEDVAE_TRY(observe(p, h));
+  }
+  return h;
+}
+
+// encoder.down_blocks.<l>: its resnets, then its downsampler (all levels but the last).
+Result<Tensor> VaeModel::Pass::encoder_level(Tensor h, int l) {
+  const auto& c = config();
+  const std::string p = "encoder.down_blocks." + std::to_string(l);
+  for (int j = 0; j < c.layers_per_block; ++j) {
+    SEEDVAE_ASSIGN_OR_RETURN(h, resnet(std::move(h), p + ".resnets." + std::to_string(j)));
+  }
+  if (l < c.levels() - 1) {
+    const bool temporal = c.encoder_temporal_down(l);
+    SEEDVAE_ASSIGN_OR_RETURN(
+        h, causal_conv(h, p + ".downsamplers.0.conv", temporal ? 2 : 1, 2, true));
+  }
+  SEEDVAE_TRY(observe(p, h));
+  return h;
+}
+
+// Decoder levels at full frame rate (after the last temporal upsampling), conv_norm_out, conv_out.
+Result<Tensor> VaeModel::Pass::decoder_tail(Tensor h) {
+  const auto& c = config();
+  int l = 0;
+  while (l < c.levels() && c.decoder_temporal_up(l)) ++l;
+  for (; l < c.levels(); ++l) {
+    SEEDVAE_ASSIGN_OR_RETURN(h, up_block(std::move(h), l));
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(h, norm_conv(std::move(h), "decoder.conv_norm_out", "decoder.conv_out"));
+  SEEDVAE_TRY(observe("decoder.conv_out", h));
+  return h;
+}
+
+// decoder.up_blocks.<l>: its resnets, then its upsampler (all levels but the last).
+Result<Tensor> VaeModel::Pass::up_block(Tensor h, int l) {
+  const auto& c = config();
+  const std::string p = "decoder.up_blocks." + std::to_string(l);
+  for (int j = 0; j < c.layers_per_block + 1; ++j) {
+    SEEDVAE_ASSIGN_OR_RETURN(h, resnet(std::move(h), p + ".resnets." + std::to_string(j)));
+  }
+  if (l < c.levels() - 1) {
+    SEEDVAE_ASSIGN_OR_RETURN(h, upsample(std::move(h), p + ".upsamplers.0", c.decoder_temporal_up(l)));
+  }
+  SEEDVAE_TRY(observe(p, h));
+  return h;
+}
+
+Result<Tensor> VaeModel::Pass::mid_block(const Tensor& x, const std::string& p) {
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, resnet(x, p + ".resnets.0"));
+  const std::string a = p + ".attentions.0";
+  AttentionWeights aw;
+  aw.norm_weight = w(a + ".group_norm.weight");
+  aw.norm_bias = w(a + ".group_norm.bias");
+  aw.wq = w(a + ".to_q.weight");
+  aw.bq = w(a + ".to_q.bias");
+  aw.wk = w(a + ".to_k.weight");
+  aw.bk = w(a + ".to_k.bias");
+  aw.wv = w(a + ".to_v.weight");
+  aw.bv = w(a + ".to_v.bias");
+  aw.wo = w(a + ".to_out.0.weight");
+  aw.bo = w(a + ".to_out.0.bias");
+  aw.groups = config().norm_groups;
+  aw.eps = config().norm_eps;
+  SEEDVAE_ASSIGN_OR_RETURN(h, b_.attention(h, aw));
+  return resnet(h, p + ".resnets.1");
+}
+
+// ResnetBlock3D: SiLU(GN) -> conv1 -> SiLU(GN) -> conv2, plus the (1x1x1) shortcut of the raw x.
+Result<Tensor> VaeModel::Pass::resnet(Tensor x, const std::string& p) {
+  const bool projected = w(p + ".conv_shortcut.weight").defined();
+  Tensor shortcut;
+  if (projected && opt_.lean_convs && p.rfind("decoder.", 0) == 0) {
+    // lean: the shortcut first, so x is not held through the convolutions
+    SEEDVAE_ASSIGN_OR_RETURN(shortcut, b_.conv3d(x, w(p + ".conv_shortcut.weight"),
+                                                 w(p + ".conv_shortcut.bias"), {}));
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(
+      Tensor h, norm_conv(shortcut.defined() ? std::move(x) : x, p + ".norm1", p + ".conv1"));
+  SEEDVAE_ASSIGN_OR_RETURN(h, norm_conv(std::move(h), p + ".norm2", p + ".conv2"));
+  if (projected && !shortcut.defined()) {
+    SEEDVAE_ASSIGN_OR_RETURN(shortcut, b_.conv3d(x, w(p + ".conv_shortcut.weight"),
+                                                 w(p + ".conv_shortcut.bias"), {}));
+  }
+  SEEDVAE_TRY(b_.add_inplace(h, projected ? shortcut : x));
+  return h;
+}
+
+// ---- layers ------------------------------------------------------------------------------------
+
+// InflatedCausalConv3d (docs/model.md §2.1): temporal context of kT-1 frames (replicated frame 0
+// on the first chunk, the stored memory later), zero spatial padding, plain conv; remembers the
+// last kT-sT frames of the extended input for the next chunk.
+Result<Tensor> VaeModel::Pass::causal_conv(const Tensor& x, const std::string& prefix,
+                                           int stride_t, int stride_hw, bool downsample_pad,
+                                           Memory memory_mode) {
   const Tensor& weight = w(prefix + ".weight");
   const Tensor& bias = w(prefix + ".bias");
   if (!weight.defined()) return internal_error("no weight for " + prefix);
@@ -112,410 +446,266 @@ Result<Tensor> VaeModel::causal_conv(const Tensor& x, const std::string& prefix,
   } else {
     p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = kh / 2;
   }
-  if (kt == 1 || memory_mode == Memory::kExtended) return backend_->conv3d(x, weight, bias, p);
+  if (kt == 1 || memory_mode == Memory::kExtended) return b_.conv3d(x, weight, bias, p);
 
   // Memory is used whenever this conv has it: in a continued stream, and also within the first
   // chunk when the high-resolution stages run in pieces (the second piece continues the first).
   const Tensor* memory = nullptr;
-  if (auto it = state.memory.find(prefix); it != state.memory.end()) {
+  if (auto it = state_.memory.find(prefix); it != state_.memory.end()) {
     memory = &it->second;
-  } else if (state.started) {
+  } else if (state_.started) {
     return internal_error("causal memory of " + prefix + " is missing in a continued stream");
   }
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor ext, backend_->causal_pad(x, memory, kt - 1));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor ext, b_.causal_pad(x, memory, kt - 1));
   const int keep = kt - stride_t;
   if (keep > 0 && memory_mode == Memory::kStore) {
     const int64_t tx = ext.shape[2];
     // `ext` holds a copy of the old memory now, so it may be overwritten (graphs) or released
-    SEEDVAE_ASSIGN_OR_RETURN(const bool updated,
-                             update_memory_in_place(state, prefix, ext, tx - keep));
+    SEEDVAE_ASSIGN_OR_RETURN(const bool updated, update_memory_in_place(prefix, ext, tx - keep));
     if (!updated) {
       // release the old memory before the new one is sliced, so the two never coexist (at 1080p
       // a full-resolution memory is 1 GiB)
-      if (memory != nullptr) state.memory.erase(prefix);
+      if (memory != nullptr) state_.memory.erase(prefix);
       memory = nullptr;
-      SEEDVAE_ASSIGN_OR_RETURN(Tensor m, backend_->slice_frames(ext, tx - keep, tx));
+      SEEDVAE_ASSIGN_OR_RETURN(Tensor m, b_.slice_frames(ext, tx - keep, tx));
       // the conv below reads `ext`, not the memory: hinting it now is safe
-      SEEDVAE_TRY(keep_memory(state, prefix, std::move(m)));
+      SEEDVAE_TRY(keep_memory(prefix, std::move(m)));
     }
   }
-  return backend_->conv3d(ext, weight, bias, p);
+  return b_.conv3d(ext, weight, bias, p);
 }
 
-Result<bool> VaeModel::update_memory_in_place(CausalState& state, const std::string& key,
-                                              const Tensor& src, int64_t begin) const {
-  if (!in_place_state()) return false;
-  auto it = state.memory.find(key);
-  if (it == state.memory.end()) return false;
-  Tensor& slot = it->second;
-  const int64_t n = slot.shape.rank() == 5 ? slot.shape[2] : -1;
-  Shape want = src.shape;
-  if (want.rank() != 5 || begin < 0 || begin + n > want[2]) return false;
-  want[2] = n;
-  if (slot.shape != want || slot.dtype != src.dtype) return false;
-  SEEDVAE_TRY(backend_->copy_frames_into(slot, 0, src, begin, n));
-  return true;
+Result<Tensor> VaeModel::Pass::norm_silu(const Tensor& x, const std::string& prefix,
+                                         int context_frames) {
+  GroupNormParams gp{config().norm_groups, config().norm_eps, true, context_frames};
+  return b_.group_norm(x, w(prefix + ".weight"), w(prefix + ".bias"), gp);
 }
 
-Status VaeModel::keep_memory(CausalState& state, const std::string& key, Tensor memory) const {
-  Tensor& slot = state.memory[key];
-  slot = std::move(memory);
-  return piece_stage_ ? Status::ok() : backend_->offload_hint(slot);
-}
-
-Result<Tensor> VaeModel::norm_silu(const Tensor& x, const std::string& prefix,
-                                   int context_frames) const {
-  GroupNormParams gp{config_.norm_groups, config_.norm_eps, true, context_frames};
-  return backend_->group_norm(x, w(prefix + ".weight"), w(prefix + ".bias"), gp);
-}
-
-bool VaeModel::lean_applies(const std::string& conv, int64_t frames,
-                            const CausalState& state) const {
+bool VaeModel::Pass::lean_applies(const std::string& conv, int64_t frames) const {
   // the decoder's convolutions only: the encoder meets its memory target without (and its bf16
-  // error grew past PyTorch's own in one golden tensor with them, docs/gpu-notes.md §9)
-  if (!lean_convs_ || in_place_state() || frames < 4 || conv.rfind("decoder.", 0) != 0) {
+  // error grew past PyTorch's own in one golden tensor with them, docs/gpu-notes.md)
+  if (!opt_.lean_convs || in_place_state_ || frames < 4 || conv.rfind("decoder.", 0) != 0) {
     return false;
   }
   const Tensor& weight = w(conv + ".weight");
   if (!weight.defined() || weight.shape[2] != 3) return false;
-  auto it = state.memory.find(conv);
-  return it != state.memory.end() && it->second.shape.rank() == 5 && it->second.shape[2] == 2;
+  auto it = state_.memory.find(conv);
+  return it != state_.memory.end() && it->second.shape.rank() == 5 && it->second.shape[2] == 2;
 }
 
 template <typename WriteContext>
-Result<Tensor> VaeModel::split_context_conv(Tensor n, const std::string& conv,
-                                            WriteContext write_context) const {
+Result<Tensor> VaeModel::Pass::split_context_conv(Tensor n, const std::string& conv,
+                                                  WriteContext write_context) {
   const Tensor& weight = w(conv + ".weight");
   const Tensor& bias = w(conv + ".bias");
   Conv3dParams p;
   p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = static_cast<int>(weight.shape[3]) / 2;
   const int64_t t = n.shape[2];
   // output frame i reads extended frames [i, i + 3) = [memory, n][i, i + 3): n alone from i = 2
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor late, backend_->conv3d(n, weight, bias, p));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor late, b_.conv3d(n, weight, bias, p));
   // [memory, n0, n1] over n0..n3 (queued after the convolution that read them)
-  SEEDVAE_TRY(backend_->copy_frames_into(n, 2, n, 0, 2));
+  SEEDVAE_TRY(b_.copy_frames_into(n, 2, n, 0, 2));
   SEEDVAE_TRY(write_context(n));
   Tensor head = n;
   if (t > 4) {
-    SEEDVAE_ASSIGN_OR_RETURN(head, backend_->slice_frames(n, 0, 4));
+    SEEDVAE_ASSIGN_OR_RETURN(head, b_.slice_frames(n, 0, 4));
   }
   n = {};
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor early, backend_->conv3d(head, weight, bias, p));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor early, b_.conv3d(head, weight, bias, p));
   head = {};
-  return backend_->concat_frames(early, late);
+  return b_.concat_frames(early, late);
 }
 
-Result<Tensor> VaeModel::norm_conv(Tensor x, const std::string& norm, const std::string& conv,
-                                   CausalState& state) const {
-  const bool lean = lean_applies(conv, x.shape[2], state);
+Result<Tensor> VaeModel::Pass::norm_conv(Tensor x, const std::string& norm,
+                                         const std::string& conv) {
+  const bool lean = lean_applies(conv, x.shape[2]);
   Tensor n;
   if (lean && x.storage.use_count() == 1) {
     // nobody else holds x (a resnet's shortcut was taken first): normalise it in place
-    GroupNormParams gp{config_.norm_groups, config_.norm_eps, true, 0};
-    SEEDVAE_TRY(backend_->group_norm_inplace(x, w(norm + ".weight"), w(norm + ".bias"), gp));
+    GroupNormParams gp{config().norm_groups, config().norm_eps, true, 0};
+    SEEDVAE_TRY(b_.group_norm_inplace(x, w(norm + ".weight"), w(norm + ".bias"), gp));
     n = std::move(x);
   } else {
     SEEDVAE_ASSIGN_OR_RETURN(n, norm_silu(x, norm, lean ? 0 : 2));
     x = {};
   }
-  if (!lean) return causal_conv(n, conv, 1, 1, false, state);
+  if (!lean) return causal_conv(n, conv, 1, 1, false);
   const int64_t t = n.shape[2];
-  Tensor memory = state.memory[conv];
+  Tensor memory = state_.memory[conv];
   // the next chunk's memory: the last two frames of the input, sliced before they are overwritten
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor keep, backend_->slice_frames(n, t - 2, t));
-  SEEDVAE_TRY(keep_memory(state, conv, std::move(keep)));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor keep, b_.slice_frames(n, t - 2, t));
+  SEEDVAE_TRY(keep_memory(conv, std::move(keep)));
   return split_context_conv(std::move(n), conv, [&](Tensor& dst) -> Status {
-    SEEDVAE_TRY(backend_->copy_frames_into(dst, 0, memory, 0, 2));
+    SEEDVAE_TRY(b_.copy_frames_into(dst, 0, memory, 0, 2));
     memory = {};
     return Status::ok();
   });
 }
 
-// ResnetBlock3D: SiLU(GN) -> conv1 -> SiLU(GN) -> conv2, plus the (1x1x1) shortcut of the raw x.
-Result<Tensor> VaeModel::resnet(Tensor x, const std::string& p, CausalState& state) const {
-  const bool projected = w(p + ".conv_shortcut.weight").defined();
-  Tensor shortcut;
-  if (projected && lean_convs_ && p.rfind("decoder.", 0) == 0) {
-    // lean: the shortcut first, so x is not held through the convolutions
-    SEEDVAE_ASSIGN_OR_RETURN(shortcut, backend_->conv3d(x, w(p + ".conv_shortcut.weight"),
-                                                        w(p + ".conv_shortcut.bias"), {}));
-  }
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, norm_conv(shortcut.defined() ? std::move(x) : x,
-                                               p + ".norm1", p + ".conv1", state));
-  SEEDVAE_ASSIGN_OR_RETURN(h, norm_conv(std::move(h), p + ".norm2", p + ".conv2", state));
-  if (projected && !shortcut.defined()) {
-    SEEDVAE_ASSIGN_OR_RETURN(shortcut, backend_->conv3d(x, w(p + ".conv_shortcut.weight"),
-                                                        w(p + ".conv_shortcut.bias"), {}));
-  }
-  SEEDVAE_TRY(backend_->add_inplace(h, projected ? shortcut : x));
-  return h;
+Result<Tensor> VaeModel::Pass::upscale(const Tensor& x, const std::string& p, bool temporal,
+                                       bool drop_frame_1, int context_frames) {
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, b_.conv3d(x, w(p + ".upscale_conv.weight"),
+                                               w(p + ".upscale_conv.bias"), {}));
+  return b_.depth_to_space(y, temporal ? 2 : 1, drop_frame_1, context_frames);
 }
 
-Result<Tensor> VaeModel::mid_block(const Tensor& x, const std::string& p,
-                                   CausalState& state) const {
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, resnet(x, p + ".resnets.0", state));
-  const std::string a = p + ".attentions.0";
-  AttentionWeights aw;
-  aw.norm_weight = w(a + ".group_norm.weight");
-  aw.norm_bias = w(a + ".group_norm.bias");
-  aw.wq = w(a + ".to_q.weight");
-  aw.bq = w(a + ".to_q.bias");
-  aw.wk = w(a + ".to_k.weight");
-  aw.bk = w(a + ".to_k.bias");
-  aw.wv = w(a + ".to_v.weight");
-  aw.bv = w(a + ".to_v.bias");
-  aw.wo = w(a + ".to_out.0.weight");
-  aw.bo = w(a + ".to_out.0.bias");
-  aw.groups = config_.norm_groups;
-  aw.eps = config_.norm_eps;
-  SEEDVAE_ASSIGN_OR_RETURN(h, backend_->attention(h, aw));
-  return resnet(h, p + ".resnets.1", state);
-}
-
-Result<Tensor> VaeModel::upscale(const Tensor& x, const std::string& p, bool temporal,
-                                 bool drop_frame_1, int context_frames) const {
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, backend_->conv3d(x, w(p + ".upscale_conv.weight"),
-                                                      w(p + ".upscale_conv.bias"), {}));
-  return backend_->depth_to_space(y, temporal ? 2 : 1, drop_frame_1, context_frames);
+// The conv of an upsampler keeps its causal memory before the upscale, 4x (spatial) or 8x
+// (temporal) smaller: the last two frames of the conv's extended input are the upscale of the
+// last two input frames (spatial: one output frame per input frame; a first call of one frame
+// replicates it, as the conv replicates its first frame) or of the last input frame (temporal:
+// its two output frames). The one exception is a first chunk of one latent frame at a temporal
+// level: its frame 1 is dropped, the conv's memory is frame 0 twice, and that is kept as it is
+// (high resolution) until the next call (nothing returned here).
+Result<Tensor> VaeModel::Pass::next_upsampler_memory(const Tensor& x, const Tensor* memory,
+                                                     bool temporal) {
+  const int64_t t = x.shape[2];
+  if (temporal) {
+    if (!state_.started && t == 1) return Tensor{};
+    return b_.slice_frames(x, t - 1, t);
+  }
+  if (t >= 2) return b_.slice_frames(x, t - 2, t);
+  if (memory != nullptr) {
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor last, b_.slice_frames(*memory, 1, 2));
+    return b_.concat_frames(last, x);
+  }
+  return b_.concat_frames(x, x);
 }
 
 // Upsample3D: 1x1x1 upscale_conv, depth-to-space (2x2 spatial, x2 temporal on temporal levels),
-// first-frame drop on the first chunk of temporal levels, then a causal 3x3x3 conv.
-//
-// The conv's causal memory is kept before the upscale, 4x (spatial) or 8x (temporal) smaller: the
-// last two frames of the conv's extended input are the upscale of the last two input frames
-// (spatial: one output frame per input frame; a first call of one frame replicates it, as the
-// conv replicates its first frame) or of the last input frame (temporal: its two output frames).
-// The next call upscales those kept frames apart from its own and puts them in front
-// (causal_pad), which gives the conv's extended input. At 1080p in bf16 the decoder's state
-// between chunks shrinks by about 2.5 GiB, for < 0.5 % more FLOPs (the 1x1x1 conv runs again on
-// the kept frames). The one exception is a first chunk of one latent frame at a temporal level:
-// its frame 1 is dropped, the conv's memory is frame 0 twice, and that is kept as it is (high
-// resolution) until the next call.
-Result<Tensor> VaeModel::upsample(Tensor x, const std::string& p, bool temporal,
-                                  CausalState& state) const {
+// first-frame drop on the first chunk of temporal levels, then a causal 3x3x3 conv, whose memory
+// is kept at low resolution (next_upsampler_memory). The next call upscales those kept frames
+// apart from its own and puts them in front (causal_pad), which gives the conv's extended input.
+// At 1080p in bf16 the decoder's state between chunks shrinks by about 2.5 GiB, for < 0.5 % more
+// FLOPs (the 1x1x1 conv runs again on the kept frames). Three cases:
+//  * first call (no low-resolution memory): upscale (dropping frame 1 on a temporal level) and
+//    convolve with the usual causal padding;
+//  * continued stream: x and the kept frames are upscaled apart and joined by causal_pad, which
+//    backends may do in place (the CUDA backend writes the two context frames into spare frames
+//    in front of the depth-to-space output). Upscaling [memory, x] in one call would hold the
+//    1x1x1 conv's output and the depth-to-space output of all frames at once: at 1080p in bf16
+//    about 3.4 GiB more at the last upsampler, more than the state this saves (measured on an
+//    H100, docs/gpu-notes.md);
+//  * continued stream, lean convolutions (spatial levels, T >= 4): x is upscaled without room
+//    for the context, the split convolution runs, and the two memory frames are upscaled one at
+//    a time into place.
+// With graphs the kept frames overwrite the old ones in place at the end, after their last read.
+Result<Tensor> VaeModel::Pass::upsample(Tensor x, const std::string& p, bool temporal) {
   const std::string conv = p + ".conv";
   const std::string low = p + ".upscale_conv";
-  const bool drop = temporal && !state.started;
-  const auto low_it = state.memory.find(low);
-  const bool have_low = low_it != state.memory.end();
+  const auto low_it = state_.memory.find(low);
+  const Tensor* low_memory = low_it == state_.memory.end() ? nullptr : &low_it->second;
   const int64_t t = x.shape[2];
-  // With graphs the kept frames overwrite the old ones at the end (after their last read below);
-  // a one-frame spatial call keeps [old frame 1, x].
-  const bool in_place =
-      in_place_state() && have_low && low_it->second.shape[2] == (temporal ? 1 : 2);
+  const bool in_place = in_place_state_ && low_memory != nullptr &&
+                        low_memory->shape[2] == (temporal ? 1 : 2);
   Tensor keep;  // the low-resolution frames the next call needs
-  if (in_place) {
-    // nothing to slice now
-  } else if (!temporal) {
-    if (t >= 2) {
-      SEEDVAE_ASSIGN_OR_RETURN(keep, backend_->slice_frames(x, t - 2, t));
-    } else if (have_low) {
-      SEEDVAE_ASSIGN_OR_RETURN(Tensor last, backend_->slice_frames(low_it->second, 1, 2));
-      SEEDVAE_ASSIGN_OR_RETURN(keep, backend_->concat_frames(last, x));
-    } else {
-      SEEDVAE_ASSIGN_OR_RETURN(keep, backend_->concat_frames(x, x));
-    }
-  } else if (!(drop && t == 1)) {
-    SEEDVAE_ASSIGN_OR_RETURN(keep, backend_->slice_frames(x, t - 1, t));
+  if (!in_place) {
+    SEEDVAE_ASSIGN_OR_RETURN(keep, next_upsampler_memory(x, low_memory, temporal));
   }
   Tensor out;
-  if (have_low && !temporal && lean_convs_ && !in_place_state() && t >= 4 &&
-      low_it->second.shape[2] == 2) {
-    // Lean (set_lean_convs): the conv's extended input is [upscale(memory), upscale(x)]; upscale
-    // x without room for the context, run the split convolution and upscale the two memory
-    // frames one at a time into place.
-    const Tensor low_memory = low_it->second;
+  if (low_memory == nullptr) {
+    const bool drop = temporal && !state_.started;
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, upscale(x, p, temporal, drop));
+    SEEDVAE_ASSIGN_OR_RETURN(
+        out, causal_conv(y, conv, 1, 1, false,
+                         keep.defined() ? Memory::kKeepElsewhere : Memory::kStore));
+  } else if (!temporal && opt_.lean_convs && !in_place_state_ && t >= 4 &&
+             low_memory->shape[2] == 2) {
+    const Tensor memory = *low_memory;
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, upscale(x, p, false, false, 0));
     x = {};
     SEEDVAE_ASSIGN_OR_RETURN(out, split_context_conv(std::move(y), conv, [&](Tensor& dst) -> Status {
       for (int64_t f = 0; f < 2; ++f) {
-        SEEDVAE_ASSIGN_OR_RETURN(Tensor frame, backend_->slice_frames(low_memory, f, f + 1));
+        SEEDVAE_ASSIGN_OR_RETURN(Tensor frame, b_.slice_frames(memory, f, f + 1));
         SEEDVAE_ASSIGN_OR_RETURN(Tensor up, upscale(frame, p, false, false, 0));
-        SEEDVAE_TRY(backend_->copy_frames_into(dst, f, up, 0, 1));
+        SEEDVAE_TRY(b_.copy_frames_into(dst, f, up, 0, 1));
       }
       return Status::ok();
     }));
-  } else if (have_low) {  // a continued stream: never a first chunk, so nothing is dropped
-    // The upscale is per frame, so the new frames and the kept ones are upscaled apart and joined
-    // by causal_pad, which backends may do in place (the CUDA backend writes the two context
-    // frames into spare frames in front of the depth-to-space output). Upscaling [memory, x] in
-    // one call would hold the 1x1x1 conv's output and the depth-to-space output of all frames
-    // at once: at 1080p in bf16 about 3.4 GiB more at the last upsampler, more than the state
-    // this saves (measured on an H100, docs/gpu-notes.md §7).
+  } else {  // a continued stream: never a first chunk, so nothing is dropped
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, upscale(x, p, temporal, false));
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor m, upscale(low_it->second, p, temporal, false));
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor ext, backend_->causal_pad(y, &m, static_cast<int>(m.shape[2])));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor m, upscale(*low_memory, p, temporal, false));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor ext, b_.causal_pad(y, &m, static_cast<int>(m.shape[2])));
     y = {};
     m = {};
-    SEEDVAE_ASSIGN_OR_RETURN(out, causal_conv(ext, conv, 1, 1, false, state, Memory::kExtended));
-  } else {
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, upscale(x, p, temporal, drop));
-    SEEDVAE_ASSIGN_OR_RETURN(out, causal_conv(y, conv, 1, 1, false, state,
-                                              keep.defined() ? Memory::kKeepElsewhere
-                                                             : Memory::kStore));
+    SEEDVAE_ASSIGN_OR_RETURN(out, causal_conv(ext, conv, 1, 1, false, Memory::kExtended));
   }
   if (in_place) {
-    Tensor& slot = state.memory[low];
+    Tensor& slot = state_.memory[low];
     if (temporal) {
-      SEEDVAE_TRY(backend_->copy_frames_into(slot, 0, x, t - 1, 1));
+      SEEDVAE_TRY(b_.copy_frames_into(slot, 0, x, t - 1, 1));
     } else if (t >= 2) {
-      SEEDVAE_TRY(backend_->copy_frames_into(slot, 0, x, t - 2, 2));
+      SEEDVAE_TRY(b_.copy_frames_into(slot, 0, x, t - 2, 2));
     } else {
-      SEEDVAE_TRY(backend_->copy_frames_into(slot, 0, slot, 1, 1));
-      SEEDVAE_TRY(backend_->copy_frames_into(slot, 1, x, 0, 1));
+      SEEDVAE_TRY(b_.copy_frames_into(slot, 0, slot, 1, 1));
+      SEEDVAE_TRY(b_.copy_frames_into(slot, 1, x, 0, 1));
     }
   } else if (keep.defined()) {
-    state.memory.erase(conv);
-    SEEDVAE_TRY(keep_memory(state, low, std::move(keep)));
+    state_.memory.erase(conv);
+    SEEDVAE_TRY(keep_memory(low, std::move(keep)));
   }
   return out;
 }
 
-Result<Tensor> VaeModel::encode_chunk(const Tensor& x, CausalState& state) const {
-  return graphed("encoder", x, state,
-                 [&](const Tensor& in) { return encode_chunk_eager(in, state); });
-}
-
-Result<Tensor> VaeModel::decode_chunk(const Tensor& z, CausalState& state) const {
-  return graphed("decoder", z, state,
-                 [&](const Tensor& in) { return decode_chunk_eager(in, state); });
-}
-
-Result<Tensor> VaeModel::encode_chunk_eager(const Tensor& x, CausalState& state) const {
-  // x: [1, 3, T, H, W]
-  const auto& c = config_;
-  if (x.shape.rank() != 5 || x.shape[1] != c.in_channels) {
-    return invalid_argument("encoder input must be [1, " + std::to_string(c.in_channels) +
-                            ", T, H, W], got " + x.shape.to_string());
-  }
+template <typename Stage>
+Result<Tensor> VaeModel::Pass::in_pieces(Tensor x, Stage stage, int64_t first_piece,
+                                         int64_t piece) {
   const int64_t t = x.shape[2];
-  const int f = c.temporal_factor();
-  if (!state.started ? (t % f != 1 % f) : (t % f != 0)) {
-    return invalid_argument("encoder chunk of " + std::to_string(t) + " frames: the first chunk " +
-                            "needs 4k+1 frames, later chunks 4k");
+  const int64_t n = piece < 0 ? opt_.hires_chunk_frames : piece;
+  // Chunked upsampling: the stage's memory is read by every piece, so it stays on the device.
+  const bool was_piece_stage = piece_stage_;
+  piece_stage_ = opt_.hires_chunk_frames > 0;
+  struct Restore {
+    bool& flag;
+    bool value;
+    ~Restore() { flag = value; }
+  } restore{piece_stage_, was_piece_stage};
+  const bool split = n > 0 && (first_piece > 0 ? t > first_piece : t > n);
+  if (!split) return stage(std::move(x));  // x is not held while the stage runs
+  // Slice every piece first and drop x, so the whole chunk is not held while the pieces run.
+  std::vector<Tensor> pieces;
+  for (int64_t b = 0; b < t;) {
+    const int64_t len = b == 0 && first_piece > 0 ? first_piece : n;
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor p, b_.slice_frames(x, b, std::min(t, b + len)));
+    pieces.push_back(std::move(p));
+    b += len;
   }
-  if (x.shape[3] % c.spatial_factor() || x.shape[4] % c.spatial_factor()) {
-    return invalid_argument("frame size " + std::to_string(x.shape[4]) + "x" +
-                            std::to_string(x.shape[3]) + " is not a multiple of " +
-                            std::to_string(c.spatial_factor()));
-  }
-  start_stage_clock();
-  int first_level = 0;  // levels before the first temporal downsampling run in encoder_head
-  while (first_level < c.levels() - 1 && !c.encoder_temporal_down(first_level)) ++first_level;
-  auto head = [&](Tensor piece) { return encoder_head(std::move(piece), state); };
-  Tensor h;
-  int next_level = first_level;
-  if (hires_chunk_frames_ > 0 && first_level < c.levels() - 1) {
-    // The first temporal level in pieces around the head's: pairs of frames (its stride-2
-    // downsampler makes one frame of each pair, carrying one frame of memory), the first chunk's
-    // extra first frame alone.
-    const int64_t n = hires_chunk_frames_;
-    const int64_t outer = std::max<int64_t>(2, (n + 1) / 2 * 2);
-    const int64_t first = !state.started && x.shape[2] % 2 == 1 ? 1 : 0;
-    SEEDVAE_ASSIGN_OR_RETURN(h, in_pieces(x, [&](Tensor piece) -> Result<Tensor> {
-                               SEEDVAE_ASSIGN_OR_RETURN(Tensor y, in_pieces(std::move(piece), head));
-                               return encoder_level(std::move(y), first_level, state);
-                             }, first, outer));
-    next_level = first_level + 1;
-  } else {
-    SEEDVAE_ASSIGN_OR_RETURN(h, in_pieces(x, head));
-  }
-  for (int l = next_level; l < c.levels(); ++l) {
-    SEEDVAE_ASSIGN_OR_RETURN(h, encoder_level(std::move(h), l, state));
-  }
-  SEEDVAE_ASSIGN_OR_RETURN(h, mid_block(h, "encoder.mid_block", state));
-  SEEDVAE_TRY(observe("encoder.mid_block", h));
-  SEEDVAE_ASSIGN_OR_RETURN(h, norm_conv(std::move(h), "encoder.conv_norm_out", "encoder.conv_out", state));
-  SEEDVAE_TRY(observe("encoder.conv_out", h));
-  state.started = true;
-  return h;
-}
-
-Result<Tensor> VaeModel::decode_chunk_eager(const Tensor& z, CausalState& state) const {
-  // z: [1, 16, t, h, w]
-  const auto& c = config_;
-  if (z.shape.rank() != 5 || z.shape[1] != c.latent_channels) {
-    return invalid_argument("decoder input must be [1, " + std::to_string(c.latent_channels) +
-                            ", t, h, w], got " + z.shape.to_string());
-  }
-  start_stage_clock();
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, causal_conv(z, "decoder.conv_in", 1, 1, false, state));
-  SEEDVAE_TRY(observe("decoder.conv_in", h));
-  SEEDVAE_ASSIGN_OR_RETURN(h, mid_block(h, "decoder.mid_block", state));
-  SEEDVAE_TRY(observe("decoder.mid_block", h));
-  for (int l = 0; l < c.levels() && c.decoder_temporal_up(l); ++l) {
-    SEEDVAE_ASSIGN_OR_RETURN(h, up_block(std::move(h), l, state));
-  }
-  SEEDVAE_ASSIGN_OR_RETURN(h, in_pieces(std::move(h), [&](Tensor piece) {
-                             return decoder_tail(std::move(piece), state);
-                           }));
-  state.started = true;
-  return h;
-}
-
-// Decoder levels at full frame rate (after the last temporal upsampling), conv_norm_out, conv_out.
-Result<Tensor> VaeModel::decoder_tail(Tensor h, CausalState& state) const {
-  const auto& c = config_;
-  int l = 0;
-  while (l < c.levels() && c.decoder_temporal_up(l)) ++l;
-  for (; l < c.levels(); ++l) {
-    SEEDVAE_ASSIGN_OR_RETURN(h, up_block(std::move(h), l, state));
-  }
-  SEEDVAE_ASSIGN_OR_RETURN(h, norm_conv(std::move(h), "decoder.conv_norm_out", "decoder.conv_out", state));
-  SEEDVAE_TRY(observe("decoder.conv_out", h));
-  return h;
-}
-
-// decoder.up_blocks.<l>: its resnets, then its upsampler (all levels but the last).
-Result<Tensor> VaeModel::up_block(Tensor h, int l, CausalState& state) const {
-  const auto& c = config_;
-  const std::string p = "decoder.up_blocks." + std::to_string(l);
-  for (int j = 0; j < c.layers_per_block + 1; ++j) {
-    SEEDVAE_ASSIGN_OR_RETURN(h, resnet(std::move(h), p + ".resnets." + std::to_string(j), state));
-  }
-  if (l < c.levels() - 1) {
-    SEEDVAE_ASSIGN_OR_RETURN(
-        h, upsample(std::move(h), p + ".upsamplers.0", c.decoder_temporal_up(l), state));
-  }
-  SEEDVAE_TRY(observe(p, h));
-  return h;
-}
-
-// encoder.down_blocks.<l>: its resnets, then its downsampler (all levels but the last).
-Result<Tensor> VaeModel::encoder_level(Tensor h, int l, CausalState& state) const {
-  const auto& c = config_;
-  const std::string p = "encoder.down_blocks." + std::to_string(l);
-  for (int j = 0; j < c.layers_per_block; ++j) {
-    SEEDVAE_ASSIGN_OR_RETURN(h, resnet(std::move(h), p + ".resnets." + std::to_string(j), state));
-  }
-  if (l < c.levels() - 1) {
-    const bool temporal = c.encoder_temporal_down(l);
-    SEEDVAE_ASSIGN_OR_RETURN(
-        h, causal_conv(h, p + ".downsamplers.0.conv", temporal ? 2 : 1, 2, true, state));
-  }
-  SEEDVAE_TRY(observe(p, h));
-  return h;
-}
-
-// conv_in and the encoder levels before the first temporal downsampling (all at full frame rate).
-Result<Tensor> VaeModel::encoder_head(Tensor x, CausalState& state) const {
-  const auto& c = config_;
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, causal_conv(x, "encoder.conv_in", 1, 1, false, state));
   x = {};
-  SEEDVAE_TRY(observe("encoder.conv_in", h));
-  for (int l = 0; l < c.levels() - 1 && !c.encoder_temporal_down(l); ++l) {
-    const std::string p = "encoder.down_blocks." + std::to_string(l);
-    for (int j = 0; j < c.layers_per_block; ++j) {
-      SEEDVAE_ASSIGN_OR_RETURN(h, resnet(std::move(h), p + ".resnets." + std::to_string(j), state));
+  Tensor out;
+  for (Tensor& p : pieces) {
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, stage(std::move(p)));
+    if (!out.defined()) {
+      out = std::move(y);
+    } else {
+      SEEDVAE_ASSIGN_OR_RETURN(out, b_.concat_frames(out, y));
     }
-    SEEDVAE_ASSIGN_OR_RETURN(h, causal_conv(h, p + ".downsamplers.0.conv", 1, 2, true, state));
-    SEEDVAE_TRY(observe(p, h));
   }
-  return h;
+  return out;
 }
 
-// ---- CUDA graphs -----------------------------------------------------------------------------
+// ---- causal state ------------------------------------------------------------------------------
+
+Result<bool> VaeModel::Pass::update_memory_in_place(const std::string& key, const Tensor& src,
+                                                    int64_t begin) {
+  if (!in_place_state_) return false;
+  auto it = state_.memory.find(key);
+  if (it == state_.memory.end()) return false;
+  Tensor& slot = it->second;
+  const int64_t n = slot.shape.rank() == 5 ? slot.shape[2] : -1;
+  Shape want = src.shape;
+  if (want.rank() != 5 || begin < 0 || begin + n > want[2]) return false;
+  want[2] = n;
+  if (slot.shape != want || slot.dtype != src.dtype) return false;
+  SEEDVAE_TRY(b_.copy_frames_into(slot, 0, src, begin, n));
+  return true;
+}
+
+Status VaeModel::Pass::keep_memory(const std::string& key, Tensor memory) {
+  Tensor& slot = state_.memory[key];
+  slot = std::move(memory);
+  return piece_stage_ ? Status::ok() : b_.offload_hint(slot);
+}
+
+// ---- CUDA graphs -------------------------------------------------------------------------------
 
 namespace {
 
@@ -536,27 +726,14 @@ constexpr size_t kMaxGraphs = 32;  // e.g. one per tile with blended tiles; then
 
 }  // namespace
 
-void VaeModel::GraphCache::clear() {
-  for (auto& [key, rec] : graphs) {
-    rec.in = {};
-    rec.out = {};
-    if (backend != nullptr) backend->release_graph(rec.id);
-  }
-  graphs.clear();
-}
-
-VaeModel::GraphStats VaeModel::graph_stats() const {
-  return graph_cache_ ? graph_cache_->stats : GraphStats{};
-}
-
 template <typename Run>
 Result<Tensor> VaeModel::graphed(std::string_view coder, const Tensor& x, CausalState& state,
-                                 Run run) const {
-  if (!graphs_on() || !graph_cache_ || !state.started) return run(x);
-  GraphCache& cache = *graph_cache_;
+                                 const ChunkOptions& options, Run run) {
+  if (!graphs_on() || !state.started) return run(x, false);
+  GraphCache& cache = *graphs_;
   const std::string layout = state_layout(state);
   const std::string shape_layout = std::string(coder) + x.shape.to_string() + "|pieces " +
-                                   std::to_string(hires_chunk_frames_) + "|" + layout;
+                                   std::to_string(options.hires_chunk_frames) + "|" + layout;
   const std::string addresses = state_addresses(*backend_, state);
   const std::string key = shape_layout + "|" + addresses;
   const int64_t frames = x.shape[2];
@@ -571,7 +748,7 @@ Result<Tensor> VaeModel::graphed(std::string_view coder, const Tensor& x, Causal
     if (telemetry_) {
       const double device_ms = backend_->end_device_span(span);
       SEEDVAE_TRY(backend_->synchronize());
-      emit_sample(std::string(coder) + ".graph",
+      emit_sample(std::string(coder) + ".graph", options.chunk, options.tile,
                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0)
                       .count(),
                   device_ms);
@@ -583,9 +760,8 @@ Result<Tensor> VaeModel::graphed(std::string_view coder, const Tensor& x, Causal
     // First chunk of this shape and layout: eager (autotunes the convolutions); does it keep its
     // state where it is?
     ++cache.stats.eager;
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, run(x));
-    if (state_layout(state) == layout &&
-        state_addresses(*backend_, state) == addresses) {
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, run(x, false));
+    if (state_layout(state) == layout && state_addresses(*backend_, state) == addresses) {
       cache.stable.insert(shape_layout);
     }
     return y;
@@ -599,13 +775,12 @@ Result<Tensor> VaeModel::graphed(std::string_view coder, const Tensor& x, Causal
     ++cache.stats.discarded;
     cache.stats.last_discard = begun.to_string();
     ++cache.stats.eager;
-    return run(x);
+    return run(x, false);
   }
-  capturing_ = true;
   Tensor out;
   Status run_status = Status::ok();
   {
-    Result<Tensor> y = run(in);
+    Result<Tensor> y = run(in, true);
     if (y.is_ok()) {
       // a copy inside the recording: any deferred work on the output (a pending bias) is done
       // by the graph itself, and the output's address is the recording's own
@@ -619,9 +794,8 @@ Result<Tensor> VaeModel::graphed(std::string_view coder, const Tensor& x, Causal
       run_status = y.status();
     }
   }
-  capturing_ = false;
-  const bool kept_state = state_layout(state) == layout &&
-                          state_addresses(*backend_, state) == addresses;
+  const bool kept_state =
+      state_layout(state) == layout && state_addresses(*backend_, state) == addresses;
   Result<int64_t> id = backend_->end_capture(run_status.is_ok() && kept_state);
   if (!id.is_ok() || !kept_state) {
     // nothing recorded has run: put the state back as it was and run the chunk eagerly
@@ -633,7 +807,7 @@ Result<Tensor> VaeModel::graphed(std::string_view coder, const Tensor& x, Causal
     if (!kept_state) cache.stable.erase(shape_layout);
     if (id.is_ok()) backend_->release_graph(id.value());
     ++cache.stats.eager;
-    return run(x);
+    return run(x, false);
   }
   GraphCache::Record& rec = cache.graphs[key];
   rec.id = id.value();
@@ -642,42 +816,6 @@ Result<Tensor> VaeModel::graphed(std::string_view coder, const Tensor& x, Causal
   ++cache.stats.captured;
   SEEDVAE_TRY(backend_->launch_graph(rec.id));
   return backend_->slice_frames(rec.out, 0, rec.out.shape[2]);
-}
-
-template <typename Stage>
-Result<Tensor> VaeModel::in_pieces(Tensor x, Stage stage, int64_t first_piece,
-                                   int64_t piece) const {
-  const int64_t t = x.shape[2];
-  const int64_t n = piece < 0 ? hires_chunk_frames_ : piece;
-  // Chunked upsampling: the stage's memory is read by every piece, so it stays on the device.
-  const bool was_piece_stage = piece_stage_;
-  piece_stage_ = hires_chunk_frames_ > 0;
-  struct Restore {
-    bool& flag;
-    bool value;
-    ~Restore() { flag = value; }
-  } restore{piece_stage_, was_piece_stage};
-  const bool split = n > 0 && (first_piece > 0 ? t > first_piece : t > n);
-  if (!split) return stage(std::move(x));  // x is not held while the stage runs
-  // Slice every piece first and drop x, so the whole chunk is not held while the pieces run.
-  std::vector<Tensor> pieces;
-  for (int64_t b = 0; b < t;) {
-    const int64_t len = b == 0 && first_piece > 0 ? first_piece : n;
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor p, backend_->slice_frames(x, b, std::min(t, b + len)));
-    pieces.push_back(std::move(p));
-    b += len;
-  }
-  x = {};
-  Tensor out;
-  for (Tensor& p : pieces) {
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, stage(std::move(p)));
-    if (!out.defined()) {
-      out = std::move(y);
-    } else {
-      SEEDVAE_ASSIGN_OR_RETURN(out, backend_->concat_frames(out, y));
-    }
-  }
-  return out;
 }
 
 }  // namespace seedvae

@@ -13,7 +13,7 @@
 // --cuda-graphs, --census (what was live at the memory peak), --memory-limit-mib N (reserve at
 // most N MiB, as on a smaller card); bench:
 // --no-async-tiles (StreamOptions::async_tiles), --lone-head (StreamOptions::lone_head);
-// verify and bench: --lean-convs (VaeModel::set_lean_convs).
+// verify and bench: --lean-convs (ChunkOptions::lean_convs).
 // Results are printed and written as JSON (--json).
 //
 // bench also measures each stage's device time (CUDA events, the stage telemetry's device_ms):
@@ -270,8 +270,6 @@ Result<std::vector<StageDevice>> stage_device_times(Backend& b, const VaeWeights
   std::vector<StageDevice> out;
   if (runs <= 0) return out;
   SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(b, w));
-  m.set_hires_chunk_frames(bo.hires_chunk_frames);
-  m.set_lean_convs(bo.lean_convs);
   const VaeConfig& c = w.config;
   const int f = c.temporal_factor(), sf = c.spatial_factor();
   for (const bool enc : {true, false}) {
@@ -284,7 +282,11 @@ Result<std::vector<StageDevice>> stage_device_times(Backend& b, const VaeWeights
     for (int i = 0; i < runs; ++i) {
       StageClock clock(b);
       m.set_telemetry(&clock);
-      const StreamOptions so{bo.chunk_latents, bo.async_tiles, bo.lone_head};
+      const StreamOptions so{.chunk_latents = bo.chunk_latents,
+                             .async_tiles = bo.async_tiles,
+                             .lone_head = bo.lone_head,
+                             .hires_chunk_frames = bo.hires_chunk_frames,
+                             .lean_convs = bo.lean_convs};
       auto r = enc ? encode_video(m, x, so) : decode_latent(m, x, so);
       m.set_telemetry(nullptr);
       if (!r) return r.take_status();
@@ -409,10 +411,10 @@ int cmd_bench(const Args& a) {
 struct Row {
   std::string name;
   CudaOptions opt;
-  int hires_chunk = 0;  // VaeModel::set_hires_chunk_frames
+  int hires_chunk = 0;  // ChunkOptions::hires_chunk_frames
   bool async_tiles = true;
   int64_t blend_tile = 0;  // > 0: blend tiling with this tile (px) and a 64 px overlap
-  bool lean_convs = false;  // VaeModel::set_lean_convs
+  bool lean_convs = false;  // ChunkOptions::lean_convs
   bool lone_head = false;   // StreamOptions::lone_head
 };
 
@@ -521,8 +523,6 @@ int cmd_ablate(const Args& a) {
       out.push_back(j);
       continue;
     }
-    m->set_hires_chunk_frames(row.hires_chunk);
-    m->set_lean_convs(row.lean_convs);
     j["hires_chunk_frames"] = row.hires_chunk;
     j["lean_convs"] = row.lean_convs;
     j["lone_head"] = row.lone_head;
@@ -537,7 +537,11 @@ int cmd_ablate(const Args& a) {
       (*b)->reset_peak();
       const double dev0 = gpu::cuda_backend_report(**b)->device_ms;
       const auto t0 = Clock::now();
-      const StreamOptions so{1, row.async_tiles, row.lone_head};
+      const StreamOptions so{.chunk_latents = 1,
+                             .async_tiles = row.async_tiles,
+                             .lone_head = row.lone_head,
+                             .hires_chunk_frames = row.hires_chunk,
+                             .lean_convs = row.lean_convs};
       TileOptions to;
       to.mode = TilingMode::kBlend;
       to.spec = {row.blend_tile, row.blend_tile, 64, 64};

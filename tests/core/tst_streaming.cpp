@@ -132,7 +132,6 @@ class tst_Streaming : public QObject {
     auto whole = decode_latent(*tiny_.model, z, {0});
     QVERIFY2(whole.is_ok(), whole.status().to_string().c_str());
     for (int hires : {0, 1}) {
-      tiny_.model->set_hires_chunk_frames(hires);
       for (const std::vector<int64_t>& split : {std::vector<int64_t>{1, 1, 1, 1},
                                                  std::vector<int64_t>{1, 3}, std::vector<int64_t>{3, 1}}) {
         CausalState state;
@@ -141,7 +140,7 @@ class tst_Streaming : public QObject {
         for (int64_t n : split) {
           auto x = tiny_.backend->upload(slice_time(z, b, b + n));
           QVERIFY(x.is_ok());
-          auto y = tiny_.model->decode_chunk(*x, state);
+          auto y = tiny_.model->decode_chunk(*x, state, {.hires_chunk_frames = hires});
           QVERIFY2(y.is_ok(), y.status().to_string().c_str());
           auto h = tiny_.backend->download(*y);
           QVERIFY(h.is_ok());
@@ -157,10 +156,9 @@ class tst_Streaming : public QObject {
                      .c_str());
       }
     }
-    tiny_.model->set_hires_chunk_frames(0);
   }
 
-  // Chunked upsampling (VaeModel::set_hires_chunk_frames): the high-resolution stages in pieces of
+  // Chunked upsampling (ChunkOptions::hires_chunk_frames): the high-resolution stages in pieces of
   // 1..5 frames, with and without temporal chunks, give the whole-clip result and need less
   // activation memory than running them on the whole chunk.
   void hiresPiecesEqualWhole() {
@@ -170,19 +168,19 @@ class tst_Streaming : public QObject {
     auto dec_whole = decode_latent(*tiny_.model, z, {0});
     QVERIFY(enc_whole.is_ok() && dec_whole.is_ok());
     for (int pieces : {1, 2, 3, 5}) {
-      tiny_.model->set_hires_chunk_frames(pieces);
       for (int chunk : {0, 1, 2}) {
-        expect_whole(x, z, *enc_whole, *dec_whole, {chunk},
+        expect_whole(x, z, *enc_whole, *dec_whole,
+                     {.chunk_latents = chunk, .hires_chunk_frames = pieces},
                      std::to_string(pieces) + "/" + std::to_string(chunk));
         if (QTest::currentTestFailed()) return;
       }
     }
     auto peak_for = [&](int pieces, bool encode) {
-      tiny_.model->set_hires_chunk_frames(pieces);
+      const StreamOptions so{.chunk_latents = 1, .hires_chunk_frames = pieces};
       const int64_t base = tiny_.backend->memory_stats().current_bytes;
       tiny_.backend->reset_peak();
-      const bool ok = encode ? encode_video(*tiny_.model, x, {1}).is_ok()
-                             : decode_latent(*tiny_.model, z, {1}).is_ok();
+      const bool ok = encode ? encode_video(*tiny_.model, x, so).is_ok()
+                             : decode_latent(*tiny_.model, z, so).is_ok();
       if (!ok) qFatal("run failed");
       return tiny_.backend->memory_stats().peak_bytes - base;
     };
@@ -192,10 +190,9 @@ class tst_Streaming : public QObject {
             encode ? "encode" : "decode", static_cast<long long>(off), static_cast<long long>(one));
       QVERIFY2(one * 10 < off * 8, (std::to_string(one) + " vs " + std::to_string(off)).c_str());
     }
-    tiny_.model->set_hires_chunk_frames(0);
   }
 
-  // Lean convolutions (VaeModel::set_lean_convs, the decoder's): the split convolutions give the
+  // Lean convolutions (ChunkOptions::lean_convs, the decoder's): the split convolutions give the
   // whole-clip result (and the encoder, where they do not apply, too) for any chunking (chunks of
   // 1 and 2 latents, with and without a lone head, so chunks of 4, 5 and 8 frames), alone and with
   // high-resolution pieces, and need less activation memory than the standard convolutions.
@@ -205,31 +202,29 @@ class tst_Streaming : public QObject {
     auto enc_whole = encode_video(*tiny_.model, x, {0});
     auto dec_whole = decode_latent(*tiny_.model, z, {0});
     QVERIFY(enc_whole.is_ok() && dec_whole.is_ok());
-    tiny_.model->set_lean_convs(true);
     for (int pieces : {0, 4}) {
-      tiny_.model->set_hires_chunk_frames(pieces);
       for (int chunk : {1, 2}) {
         for (const bool lone : {false, true}) {
-          expect_whole(x, z, *enc_whole, *dec_whole, {chunk, true, lone},
+          expect_whole(x, z, *enc_whole, *dec_whole,
+                       {.chunk_latents = chunk, .lone_head = lone, .hires_chunk_frames = pieces,
+                        .lean_convs = true},
                        "pieces " + std::to_string(pieces) + ", chunk " + std::to_string(chunk) +
                            (lone ? ", lone head" : ""));
           if (QTest::currentTestFailed()) return;
         }
       }
     }
-    tiny_.model->set_hires_chunk_frames(0);
     auto peak_for = [&](bool lean) {
-      tiny_.model->set_lean_convs(lean);
       const int64_t base = tiny_.backend->memory_stats().current_bytes;
       tiny_.backend->reset_peak();
-      if (!decode_latent(*tiny_.model, z, {1, true, true}).is_ok()) qFatal("run failed");
+      const StreamOptions so{.chunk_latents = 1, .lone_head = true, .lean_convs = lean};
+      if (!decode_latent(*tiny_.model, z, so).is_ok()) qFatal("run failed");
       return tiny_.backend->memory_stats().peak_bytes - base;
     };
     const int64_t standard = peak_for(false), lean = peak_for(true);
     qInfo("decode activation peak: standard %lld bytes, lean %lld bytes",
           static_cast<long long>(standard), static_cast<long long>(lean));
     QVERIFY2(lean < standard, (std::to_string(lean) + " vs " + std::to_string(standard)).c_str());
-    tiny_.model->set_lean_convs(false);
   }
 
   // Backend::offload_hint: every chunk hints exactly the causal memory the model keeps for the
@@ -244,7 +239,7 @@ class tst_Streaming : public QObject {
     const HostTensor z = random_tensor({1, 16, 4, 4, 3}, 7);
     for (const bool encode : {true, false}) {
       for (int pieces : {0, 1, 2}) {
-        pm->set_hires_chunk_frames(pieces);
+        const ChunkOptions co{.hires_chunk_frames = pieces};
         const std::string tag = std::string(encode ? "encode" : "decode") + ", pieces " +
                                 std::to_string(pieces);
         CausalState state;
@@ -255,7 +250,7 @@ class tst_Streaming : public QObject {
           auto t = probe.upload(in);
           QVERIFY(t.is_ok());
           probe.hinted.clear();
-          auto y = encode ? pm->encode_chunk(*t, state) : pm->decode_chunk(*t, state);
+          auto y = encode ? pm->encode_chunk(*t, state, co) : pm->decode_chunk(*t, state, co);
           QVERIFY2(y.is_ok(), (tag + " " + y.status().to_string()).c_str());
           const VaeConfig& cfg = pm->config();
           int split = 0;  // decoder: first level in pieces; encoder: last level in pieces
@@ -286,7 +281,6 @@ class tst_Streaming : public QObject {
         }
       }
     }
-    pm->set_hires_chunk_frames(0);
   }
 
   // With graphs on, VaeModel keeps its causal state at fixed addresses: later chunks overwrite
@@ -303,13 +297,12 @@ class tst_Streaming : public QObject {
     const HostTensor x = random_tensor({1, 3, 25, 32, 40}, 6, 0.5f);
     const HostTensor z = random_tensor({1, 16, 7, 4, 3}, 7);
     for (int pieces : {0, 1, 2}) {
-      pm->set_hires_chunk_frames(pieces);
-      plain->set_hires_chunk_frames(pieces);
       const std::string tag = "pieces " + std::to_string(pieces);
-      auto e = encode_video(*pm, x, {1});
-      auto d = decode_latent(*pm, z, {1});
-      auto e0 = encode_video(*plain, x, {1});
-      auto d0 = decode_latent(*plain, z, {1});
+      const StreamOptions so{.chunk_latents = 1, .hires_chunk_frames = pieces};
+      auto e = encode_video(*pm, x, so);
+      auto d = decode_latent(*pm, z, so);
+      auto e0 = encode_video(*plain, x, so);
+      auto d0 = decode_latent(*plain, z, so);
       QVERIFY2(e.is_ok() && d.is_ok(), (tag + " " + (e.is_ok() ? d : e).status().to_string()).c_str());
       QVERIFY(e0.is_ok() && d0.is_ok());
       QVERIFY2(compare(*e, *e0)->max_abs == 0.0, tag.c_str());
@@ -317,7 +310,6 @@ class tst_Streaming : public QObject {
     }
     // the state's storage survives chunks 3.. (chunk 2 still changes its layout: the temporal
     // upsamplers switch from high- to low-resolution memory)
-    pm->set_hires_chunk_frames(0);
     CausalState state;
     std::map<std::string, const Storage*> seen;
     for (int64_t c = 0; c < z.shape()[2]; ++c) {

@@ -112,14 +112,13 @@ class tst_Telemetry : public QObject {
     QFETCH(bool, summaries);
     QFETCH(int, hires);
     VaeModel& m = *model_;
-    m.set_hires_chunk_frames(hires);
     const HostTensor in = encode ? random_tensor({1, 3, 9, 32, 32}, 1)
                                  : random_tensor({1, 16, 3, 4, 4}, 2);
     Recorder rec(summaries);
     m.set_telemetry(&rec);
-    auto r = encode ? encode_video(m, in, {1}) : decode_latent(m, in, {1});
+    const StreamOptions so{.chunk_latents = 1, .hires_chunk_frames = hires};
+    auto r = encode ? encode_video(m, in, so) : decode_latent(m, in, so);
     m.set_telemetry(nullptr);
-    m.set_hires_chunk_frames(0);
     QVERIFY2(r.is_ok(), r.status().to_string().c_str());
     checkSamples(rec.samples, summaries, "chunk");
     // Chunks 0 and 1 (3 latents / 9 frames at 1 latent per chunk: [0, 2), [2, 3)), untiled, and

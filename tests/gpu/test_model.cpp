@@ -145,7 +145,7 @@ GPU_TEST(tiny_vae_streamed_matches_cpu_in_every_mode) {
   for (const Config& c : configs()) expect_oracle(c, {1}, [](VaeModel&) {});
 }
 
-// Lean convolutions (VaeModel::set_lean_convs) with a lone head (chunks of 1, 4, 4 frames, so the
+// Lean convolutions (ChunkOptions::lean_convs) with a lone head (chunks of 1, 4, 4 frames, so the
 // split convolutions run on every later chunk) match the CPU oracle in fp32, bf16, bf16 with the
 // state offloaded and fp32 with 1-frame high-resolution pieces (where no split applies), within
 // the same bounds as the standard convolutions.
@@ -157,10 +157,12 @@ GPU_TEST(lean_convs_match_the_cpu_oracle) {
     for (int pieces : {0, 1}) {
       if (pieces > 0 && c.name != "fp32") continue;
       const Config lc{c.name + (pieces ? " lean pieces" : " lean"), c.opt, c.tol_max, c.tol_rms};
-      expect_oracle(lc, {1, true, true}, [&](VaeModel& m) {
-        m.set_lean_convs(true);
-        m.set_hires_chunk_frames(pieces);
-      });
+      expect_oracle(lc,
+                    {.chunk_latents = 1,
+                     .lone_head = true,
+                     .hires_chunk_frames = pieces,
+                     .lean_convs = true},
+                    [](VaeModel&) {});
     }
   }
 }
@@ -224,9 +226,9 @@ GPU_TEST(chunked_upsampling_equals_whole_chunk_on_gpu) {
   auto dec = decode_latent(*m, ref.latent, {1});
   CHECK(enc.is_ok() && dec.is_ok());
   for (int pieces : {1, 2, 3}) {
-    m->set_hires_chunk_frames(pieces);
-    auto e = encode_video(*m, ref.video, {1});
-    auto d = decode_latent(*m, ref.latent, {1});
+    const StreamOptions so{.chunk_latents = 1, .hires_chunk_frames = pieces};
+    auto e = encode_video(*m, ref.video, so);
+    auto d = decode_latent(*m, ref.latent, so);
     CHECK(e.is_ok() && d.is_ok());
     if (!enc || !dec || !e || !d) continue;
     auto de = compare(*e, *enc);
@@ -264,10 +266,10 @@ GPU_TEST(offloaded_state_moves_once_per_chunk_with_pieces) {
   CHECK(whole_bytes > 0);
   int64_t piece_bytes = -1;
   for (int pieces : {1, 2}) {
-    m->set_hires_chunk_frames(pieces);
+    const StreamOptions so{.chunk_latents = 1, .hires_chunk_frames = pieces};
     m0 = moved();
-    auto d = decode_latent(*m, ref.latent, {1});
-    auto e = encode_video(*m, ref.video, {1});
+    auto d = decode_latent(*m, ref.latent, so);
+    auto e = encode_video(*m, ref.video, so);
     CHECK(d.is_ok() && e.is_ok());
     if (!d || !e || !dec || !enc) continue;
     const int64_t bytes = moved() - m0;
@@ -383,7 +385,7 @@ GPU_TEST(async_tiles_match_synchronous_copies) {
   }
 }
 
-// CUDA graphs (VaeModel::graphed, CudaBackend::begin_capture/launch_graph): a 7-latent clip
+// CUDA graphs (VaeModel's recorded chunks, CudaBackend::begin_capture/launch_graph): a 7-latent clip
 // streams through eager chunks, one recording and replays; the output must equal the eager
 // backend's bit for bit (same kernels and algorithms: heuristic choice on both sides), with and
 // without chunked upsampling, for a second stream (new state) and for blended tiles (a graph per
@@ -409,14 +411,13 @@ GPU_TEST(cuda_graphs_replay_the_eager_result) {
       expect_identical(std::string(pn) + " " + what, g, e);
     };
     for (int pieces : {0, 1}) {
-      me->set_hires_chunk_frames(pieces);
-      mg->set_hires_chunk_frames(pieces);
+      const StreamOptions so{.chunk_latents = 1, .hires_chunk_frames = pieces};
       const std::string tag = pieces ? " (pieces of 1)" : "";
       const auto before = mg->graph_stats();
       for (int run = 0; run < 2; ++run) {  // the second run streams with a new state
         const std::string r = run ? ", second stream" : "";
-        same("decode" + tag + r, decode_latent(*mg, latent, {1}), decode_latent(*me, latent, {1}));
-        same("encode" + tag + r, encode_video(*mg, video, {1}), encode_video(*me, video, {1}));
+        same("decode" + tag + r, decode_latent(*mg, latent, so), decode_latent(*me, latent, so));
+        same("encode" + tag + r, encode_video(*mg, video, so), encode_video(*me, video, so));
       }
       const auto st = mg->graph_stats();
       std::printf("    %s graphs%s: %lld eager, %lld recorded, %lld replayed, %lld discarded %s\n",
@@ -428,8 +429,6 @@ GPU_TEST(cuda_graphs_replay_the_eager_result) {
       CHECK_MSG(st.replayed > before.replayed, "no recording was replayed");
       CHECK_MSG(st.discarded == before.discarded, "discarded: " + st.last_discard);
     }
-    me->set_hires_chunk_frames(0);
-    mg->set_hires_chunk_frames(0);
     TileOptions t;
     t.mode = TilingMode::kBlend;
     t.spec = {24, 24, 8, 8};

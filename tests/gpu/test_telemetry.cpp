@@ -156,12 +156,12 @@ GPU_TEST(stage_samples_carry_device_time) {
       CHECK_MSG(b.is_ok(), b.status().to_string());
       if (!b) continue;
       REQUIRE_OK(VaeModel m, VaeModel::create(**b, test::tiny_weights()));
-      m.set_hires_chunk_frames(hires);
+      const StreamOptions so{.chunk_latents = 1, .hires_chunk_frames = hires};
       const HostTensor latent = test::random_tensor(Shape{1, 16, 4, 16, 16}, 2);
       const HostTensor video = test::random_tensor(Shape{1, 3, 9, 64, 64}, 1);
       // Warm-up without telemetry (algorithm search outside the measured runs).
-      CHECK(decode_latent(m, latent, {1}).is_ok());
-      CHECK(encode_video(m, video, {1}).is_ok());
+      CHECK(decode_latent(m, latent, so).is_ok());
+      CHECK(encode_video(m, video, so).is_ok());
 
       for (const bool encode : {false, true}) {
         Recorder rec(true);
@@ -176,7 +176,7 @@ GPU_TEST(stage_samples_carry_device_time) {
           last = now;
           return Status::ok();
         };
-        auto r = encode ? encode_video(m, video, {1}, hooks) : decode_latent(m, latent, {1}, hooks);
+        auto r = encode ? encode_video(m, video, so, hooks) : decode_latent(m, latent, so, hooks);
         m.set_telemetry(nullptr);
         CHECK_MSG(r.is_ok(), r.status().to_string());
         const std::string w = what + (encode ? " encode" : " decode");
@@ -194,7 +194,7 @@ GPU_TEST(stage_samples_carry_device_time) {
         // A sink that does not want summaries gets the stages only.
         Recorder plain(false);
         m.set_telemetry(&plain);
-        auto r2 = encode ? encode_video(m, video, {1}) : decode_latent(m, latent, {1});
+        auto r2 = encode ? encode_video(m, video, so) : decode_latent(m, latent, so);
         m.set_telemetry(nullptr);
         CHECK(r2.is_ok());
         CHECK(!plain.samples.empty());

@@ -161,7 +161,7 @@ struct RoundTrip {
   double seconds = 0;
 };
 
-Result<RoundTrip> round_trip(const VaeModel& model, const HostTensor& video) {
+Result<RoundTrip> round_trip(VaeModel& model, const HostTensor& video) {
   const auto t0 = std::chrono::steady_clock::now();
   RoundTrip r;
   const Shape& s = video.shape();

@@ -315,7 +315,7 @@ class tst_Tiled : public QObject {
     test::ProbeBackend deferred(*backend_);
     auto dm = VaeModel::create(deferred, weights_);
     QVERIFY2(dm.is_ok(), dm.status().to_string().c_str());
-    const VaeModel& amodel = *dm;
+    VaeModel& amodel = *dm;
     const StreamOptions sync{1, false}, async{1, true};
     auto same = [&](const char* what, const Result<HostTensor>& a, const Result<HostTensor>& b) {
       QVERIFY2(a.is_ok(), a.is_ok() ? "" : a.status().to_string().c_str());
@@ -407,9 +407,10 @@ class tst_Tiled : public QObject {
     QCOMPARE(deferred.in_flight, 0);
   }
 
-  // Exact mode holds a tile's worth of activations: its backend peak grows far slower than the
-  // untiled peak with the frame (4x the pixels; what grows is the untiled mid-block attention on
-  // the 1/64-size frame, whose CPU buffers dominate at this tiny scale), and is far below it.
+  // Exact mode holds a tile's worth of activations: its backend peak is far below the untiled
+  // one, and the 4x larger frame needs less than a quarter of what the untiled run of the small
+  // frame needs (what grows with the frame is the untiled mid-block attention on the 1/64-size
+  // frame, whose CPU buffers dominate at this tiny scale).
   void exactBackendPeakBoundedByTile() {
     auto peak = [&](const HostTensor& z, const TileOptions& o) {
       for (int i = 0; i < 2; ++i) {  // the second run has the weights packed already
@@ -433,9 +434,9 @@ class tst_Tiled : public QObject {
         "%lld, untiled 256x256 %lld",
         static_cast<long long>(ex_small), static_cast<long long>(ex_large),
         static_cast<long long>(un_small), static_cast<long long>(un_large));
+    QVERIFY(ex_small * 20 < un_small);
     QVERIFY(ex_large * 20 < un_large);
-    QVERIFY(static_cast<double>(ex_large) / static_cast<double>(ex_small) <
-            0.85 * static_cast<double>(un_large) / static_cast<double>(un_small));
+    QVERIFY(ex_large * 4 < un_small);
   }
 
   void errors() {
