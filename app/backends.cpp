@@ -28,15 +28,16 @@ std::filesystem::path executable_dir() {
 #endif
 }
 
-Result<std::unique_ptr<Backend>> make_backend(const BackendRequest& r) {
-  if (r.name == "cpu") {
+Result<std::unique_ptr<Backend>> make_backend(const RunOptions& r) {
+  SEEDVAE_TRY(validate(r));
+  if (r.backend == "cpu") {
     if (r.precision != "fp32") {
       return unsupported("the CPU backend computes in fp32; --precision " + r.precision +
                          " needs --backend cuda");
     }
     return create_cpu_backend({r.threads});
   }
-  if (r.name == "cuda") {
+  if (r.backend == "cuda") {
 #ifdef SEEDVAE_HAVE_CUDA
     const auto info = gpu::runtime_info();
     if (!info.error.empty()) return unsupported(info.error);
@@ -65,7 +66,7 @@ Result<std::unique_ptr<Backend>> make_backend(const BackendRequest& r) {
     return unsupported("this build has no CUDA backend (configure with -DSEEDVAE_WITH_CUDA=ON)");
 #endif
   }
-  return invalid_argument("unknown backend \"" + r.name + "\" (choose cpu or cuda)");
+  return invalid_argument("unknown backend \"" + r.backend + "\" (choose cpu or cuda)");
 }
 
 std::vector<std::string> describe_devices() {

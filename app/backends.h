@@ -9,31 +9,13 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/pipeline/run_options.h"
 
 namespace seedvae::app {
 
-struct BackendRequest {
-  std::string name = "cpu";  // "cpu" or "cuda"
-  int threads = 0;           // cpu
-  int device = 0;            // cuda
-  // CUDA engine (ignored by the CPU backend; see gpu/cuda_backend.h CudaOptions and
-  // docs/gpu-notes.md for what each switch does and measures).
-  std::string precision = "fp32";  // fp32 | tf32 | fp16 | bf16
-  bool autotune = true;             // cuDNN algorithm search vs heuristic
-  std::string autotune_cache = "auto";
-  bool channels_last = true;
-  bool fused_gn_silu = true;
-  bool fused_attention = true;
-  bool caching_allocator = true;
-  bool buffer_reuse = true;
-  bool fuse_bias = true;
-  bool offload_state = false;  // causal state in pinned host memory between chunks
-  int offload_window_mib = 1024;  // at most this much of it prefetched back ahead of use
-  bool cuda_graphs = false;  // record a chunk once, replay it for later chunks (VaeModel)
-  int cudnn_workspace_mib = 512;
-};
-
-Result<std::unique_ptr<Backend>> make_backend(const BackendRequest& request);
+// The backend a run's options ask for (RunOptions: backend, device, threads, precision and the
+// CUDA engine's switches). threads 0 means every hardware thread.
+Result<std::unique_ptr<Backend>> make_backend(const RunOptions& options);
 // Human-readable lines about every device (CPU and, when built, CUDA).
 std::vector<std::string> describe_devices();
 

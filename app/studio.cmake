@@ -3,7 +3,7 @@
 # backends module as the CLI (backends.cpp), so the studio gets the CUDA backend exactly when the
 # CLI does. seedvae_ui itself never links gpu/.
 add_executable(seedvae-studio WIN32 studio_main.cpp backends.cpp)
-target_link_libraries(seedvae-studio PRIVATE seedvae_ui seedvae_core)
+target_link_libraries(seedvae-studio PRIVATE seedvae_ui seedvae_pipeline)
 if(SEEDVAE_HAVE_CUDA)
   target_link_libraries(seedvae-studio PRIVATE seedvae_gpu)
   target_compile_definitions(seedvae-studio PRIVATE SEEDVAE_HAVE_CUDA=1)

@@ -64,12 +64,12 @@ AbPanel::AbPanel(QWidget* parent) : QWidget(parent) {
   connect(export_, &QPushButton::clicked, this, &AbPanel::exportRequested);
 }
 
-void AbPanel::setSlot(const QString& slot, const EngineSettings& s) {
+void AbPanel::setSlot(const QString& slot, const RunOptions& s) {
   (slot == QLatin1String("A") ? a_ : b_) = s;
-  (slot == QLatin1String("A") ? a_label_ : b_label_)->setText(s.summary());
+  (slot == QLatin1String("A") ? a_label_ : b_label_)->setText(settings_summary(s));
 }
 
-EngineSettings AbPanel::slotSettings(const QString& slot) const {
+RunOptions AbPanel::slotSettings(const QString& slot) const {
   return slot == QLatin1String("A") ? a_ : b_;
 }
 

@@ -19,8 +19,8 @@ class AbPanel : public QWidget {
  public:
   explicit AbPanel(QWidget* parent = nullptr);
 
-  void setSlot(const QString& slot, const EngineSettings& s);
-  EngineSettings slotSettings(const QString& slot) const;
+  void setSlot(const QString& slot, const RunOptions& s);
+  RunOptions slotSettings(const QString& slot) const;
   void setResult(const AbComparison& ab);
   void clearResult();
   void setBusy(bool busy);
@@ -40,7 +40,7 @@ class AbPanel : public QWidget {
   QPushButton* export_;
   QTableWidget* table_;
   QLabel* status_;
-  EngineSettings a_, b_;
+  RunOptions a_, b_;
   std::optional<AbComparison> result_;
 };
 

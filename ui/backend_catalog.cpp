@@ -22,32 +22,18 @@ const BackendSpec* BackendCatalog::find(const QVector<BackendSpec>& specs,
   return nullptr;
 }
 
-EngineSettings BackendCatalog::normalized(const EngineSettings& in) const {
-  EngineSettings s = in;
+RunOptions BackendCatalog::normalized(const RunOptions& in) const {
+  RunOptions s = in;
   const QVector<BackendSpec> specs = backends();
-  const BackendSpec* spec = find(specs, s.backend);
+  const BackendSpec* spec = find(specs, QString::fromStdString(s.backend));
   if (!spec && !specs.isEmpty()) {
-    s.backend = specs.front().name;
+    s.backend = specs.front().name.toStdString();
     spec = &specs.front();
   }
   if (!spec) return s;
-  if (!spec->precisions.isEmpty() && !spec->precisions.contains(s.precision)) {
-    s.precision = spec->precisions.front();
+  if (!spec->precisions.isEmpty() && !spec->precisions.contains(QString::fromStdString(s.precision))) {
+    s.precision = spec->precisions.front().toStdString();
   }
-  QMap<QString, QVariant> toggles;
-  for (const ToggleSpec& t : spec->toggles) {
-    QVariant v = s.toggles.value(t.key, t.default_value);
-    switch (t.kind) {
-      case ToggleSpec::Kind::kBool: v = v.toBool(); break;
-      case ToggleSpec::Kind::kInt: v = std::clamp(v.toInt(), t.minimum, t.maximum); break;
-      case ToggleSpec::Kind::kChoice:
-        if (!t.choices.contains(v.toString())) v = t.default_value;
-        v = v.toString();
-        break;
-    }
-    toggles.insert(t.key, v);
-  }
-  s.toggles = toggles;
   if (!spec->has_devices) s.device = 0;
   return s;
 }
@@ -102,20 +88,14 @@ qint64 process_peak_resident_bytes() {
 
 // ---- CpuCatalog -------------------------------------------------------------------------------
 
-ToggleSpec CpuCatalog::threads_toggle() {
-  ToggleSpec t;
-  t.key = QStringLiteral("threads");
-  t.label = QStringLiteral("CPU threads");
-  t.tooltip = QStringLiteral(
-      "Threads for the oneDNN convolutions and the element-wise loops. More threads: faster, "
-      "until memory bandwidth saturates. 'auto' uses every hardware thread but one, so the "
-      "interface stays responsive; each thread adds a little scratch memory.");
-  t.kind = ToggleSpec::Kind::kInt;
-  t.default_value = 0;
-  t.minimum = 0;
-  t.maximum = 256;
-  t.special_value_text = QStringLiteral("auto");
-  return t;
+BackendSpec CpuCatalog::cpu_spec() {
+  BackendSpec cpu;
+  cpu.name = QStringLiteral("cpu");
+  cpu.label = QStringLiteral("CPU (oneDNN)");
+  cpu.precisions = {QStringLiteral("fp32")};
+  cpu.has_devices = false;
+  cpu.memory_is_host = true;
+  return cpu;
 }
 
 int CpuCatalog::hardware_threads() {
@@ -127,16 +107,7 @@ int CpuCatalog::resolve_threads(int v) {
   return std::max(1, hardware_threads() - 1);
 }
 
-QVector<BackendSpec> CpuCatalog::backends() const {
-  BackendSpec cpu;
-  cpu.name = QStringLiteral("cpu");
-  cpu.label = QStringLiteral("CPU (oneDNN)");
-  cpu.precisions = {QStringLiteral("fp32")};
-  cpu.toggles = {threads_toggle()};
-  cpu.has_devices = false;
-  cpu.memory_is_host = true;
-  return {cpu};
-}
+QVector<BackendSpec> CpuCatalog::backends() const { return {cpu_spec()}; }
 
 QVector<DeviceStatus> CpuCatalog::probe_devices(const QString& backend) const {
   if (backend != QLatin1String("cpu")) return {};
@@ -148,15 +119,11 @@ QVector<DeviceStatus> CpuCatalog::probe_devices(const QString& backend) const {
   return {d};
 }
 
-Result<std::unique_ptr<Backend>> CpuCatalog::create(const EngineSettings& s) const {
-  if (s.backend != QLatin1String("cpu")) {
-    return unsupported("backend \"" + s.backend.toStdString() + "\" is not in this build");
-  }
-  if (s.precision != QLatin1String("fp32")) {
-    return unsupported("the CPU backend computes in fp32 only");
-  }
+Result<std::unique_ptr<Backend>> CpuCatalog::create(const RunOptions& s) const {
+  if (s.backend != "cpu") return unsupported("backend \"" + s.backend + "\" is not in this build");
+  if (s.precision != "fp32") return unsupported("the CPU backend computes in fp32 only");
   CpuBackendOptions o;
-  o.threads = resolve_threads(s.toggles.value(QStringLiteral("threads"), 0).toInt());
+  o.threads = resolve_threads(s.threads);
   return create_cpu_backend(o);
 }
 

@@ -1,6 +1,6 @@
-// The engine worker: a QObject living on the one thread that owns the backend (and, with CUDA,
-// the device, streams and handles), the VaeModel and the clip being processed. Every call into
-// the engine happens here. The GUI reaches it only through queued calls carrying value types
+// The engine worker: a QObject living on the one thread that owns the job layer's Session (the
+// backend and, with CUDA, the device, streams and handles; the model; the last clip). Every call
+// into the engine happens here, and every run is a job of the job layer (core/pipeline/job.h). The GUI reaches it only through queued calls carrying value types
 // (RunController), and cancels through the run's CancelToken directly, never through this
 // object's event queue (which is busy while a run executes).
 //
@@ -14,8 +14,7 @@
 #include <memory>
 #include <optional>
 
-#include "core/backend/backend.h"
-#include "core/vae/vae_model.h"
+#include "core/pipeline/job.h"
 #include "ui/backend_catalog.h"
 #include "ui/channels.h"
 #include "ui/report.h"
@@ -53,23 +52,19 @@ class EngineWorker : public QObject {
   void videoWritten(bool ok, QString path, QString message);
 
  private:
-  struct ClipCache;
   Status execute(const RunRequest& request, RunSummary& summary);
-  Status ensure_engine(const RunRequest& request, std::shared_ptr<const VaeWeights> weights,
-                       RunSummary& summary);
 
   std::shared_ptr<const BackendCatalog> catalog_;
   std::shared_ptr<LatestChannel<FrameUpdate>> frames_;
   std::shared_ptr<BoundedQueue<TelemetryPoint>> telemetry_;
 
-  // Engine state, owned by this thread. Destroyed model-first (its tensors live on the backend).
-  std::unique_ptr<Backend> backend_;
-  QString backend_key_;
-  std::optional<VaeModel> model_;
-  std::shared_ptr<const VaeWeights> model_weights_;
+  // Engine state, owned by this thread.
+  Session session_;
   std::shared_ptr<const VaeWeights> builtin_weights_;
   QString builtin_name_;
-  std::unique_ptr<ClipCache> clip_;
+  // The preview images of the last clip (recomputed when the job reads another clip).
+  std::shared_ptr<const HostTensor> originals_of_;
+  QVector<QImage> originals_;
 };
 
 }  // namespace seedvae::ui

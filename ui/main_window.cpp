@@ -218,7 +218,7 @@ MainWindow::MainWindow(std::shared_ptr<const BackendCatalog> catalog,
   connect(settings_panel_, &SettingsPanel::settingsChanged, this, &MainWindow::onSettingsChanged);
   connect(settings_panel_, &SettingsPanel::backendChanged, controller_, &RunController::probeDevices);
   connect(settings_panel_, &SettingsPanel::refreshDevicesRequested, this, [this] {
-    controller_->probeDevices(settings_panel_->settings().backend);
+    controller_->probeDevices(QString::fromStdString(settings_panel_->settings().backend));
   });
   connect(settings_panel_, &SettingsPanel::savePresetRequested, this, &MainWindow::savePreset);
   connect(settings_panel_, &SettingsPanel::loadPresetRequested, this, &MainWindow::loadPreset);
@@ -239,7 +239,7 @@ MainWindow::MainWindow(std::shared_ptr<const BackendCatalog> catalog,
     r.frames = info_panel_->effectiveFrames();
     r.settings = settings_panel_->settings();
     const QVector<BackendSpec> specs = catalog_->backends();
-    const BackendSpec* spec = catalog_->find(specs, r.settings.backend);
+    const BackendSpec* spec = catalog_->find(specs, QString::fromStdString(r.settings.backend));
     // For host-memory backends the studio's own buffers share the same RAM.
     if (spec && spec->memory_is_host) {
       if (auto p = predictor_->latest(); p && p->ok) avail -= p->host_bytes;
@@ -252,15 +252,14 @@ MainWindow::MainWindow(std::shared_ptr<const BackendCatalog> catalog,
       showError(tr("Cannot plan"), f.message);
       return;
     }
-    EngineSettings s = settings_panel_->settings();
-    s.tiling = f.mode;
-    s.tile_width = f.tile_width;
-    s.tile_height = f.tile_height;
+    RunOptions s = settings_panel_->settings();
+    s.tiling = f.tiling.toStdString();
+    s.tile = {f.tile_width, f.tile_height};
     s.chunk_latents = f.chunk_latents;
     settings_panel_->setSettings(s);
     onSettingsChanged(settings_panel_->settings());
     statusBar()->showMessage(tr("Planner: %1 tiles %2×%3, chunk %4, peak %5%6")
-                                 .arg(tiling_mode_name(f.mode))
+                                 .arg(f.tiling)
                                  .arg(f.tile_width)
                                  .arg(f.tile_height)
                                  .arg(f.chunk_latents)
@@ -296,7 +295,7 @@ MainWindow::MainWindow(std::shared_ptr<const BackendCatalog> catalog,
   restoreSession();
   useSampleClip();
   useBuiltinWeights();
-  controller_->probeDevices(settings_panel_->settings().backend);
+  controller_->probeDevices(QString::fromStdString(settings_panel_->settings().backend));
   updateActions();
 }
 
@@ -549,8 +548,8 @@ void MainWindow::buildStatusBar() {
 void MainWindow::restoreSession() {
   QSettings& qs = store_->qsettings();
   if (auto s = store_->load_current()) settings_panel_->setSettings(*s);
-  EngineSettings a = settings_panel_->settings();
-  EngineSettings b = a;
+  RunOptions a = settings_panel_->settings();
+  RunOptions b = a;
   b.chunk_latents = 0;  // a useful default comparison: streamed vs whole clip (identical output)
   setSlot(QStringLiteral("A"), store_->load_slot(QStringLiteral("A")).value_or(a));
   setSlot(QStringLiteral("B"), store_->load_slot(QStringLiteral("B")).value_or(b));
@@ -684,19 +683,19 @@ void MainWindow::dropEvent(QDropEvent* e) {
 
 // ---- settings and presets ---------------------------------------------------------------------
 
-void MainWindow::onSettingsChanged(const EngineSettings& s) {
+void MainWindow::onSettingsChanged(const RunOptions& s) {
   store_->save_current(s);
   info_panel_->setSpatialMultiple(s.spatial_multiple);
   requestPrediction();
 }
 
-void MainWindow::applySettings(const EngineSettings& s) {
+void MainWindow::applySettings(const RunOptions& s) {
   settings_panel_->setSettings(s);
   onSettingsChanged(settings_panel_->settings());
 }
 
-void MainWindow::setSlot(const QString& slot, const EngineSettings& s) {
-  const EngineSettings n = catalog_->normalized(s);
+void MainWindow::setSlot(const QString& slot, const RunOptions& s) {
+  const RunOptions n = catalog_->normalized(s);
   ab_panel_->setSlot(slot, n);
   store_->save_slot(slot, n);
 }
@@ -712,7 +711,7 @@ void MainWindow::requestPrediction() {
   r.frames = info_panel_->effectiveFrames();
   r.settings = settings_panel_->settings();
   const QVector<BackendSpec> specs = catalog_->backends();
-  if (const BackendSpec* spec = catalog_->find(specs, r.settings.backend)) r.memory_is_host = spec->memory_is_host;
+  if (const BackendSpec* spec = catalog_->find(specs, QString::fromStdString(r.settings.backend))) r.memory_is_host = spec->memory_is_host;
   predictor_->request(std::move(r));
 }
 
@@ -1021,19 +1020,19 @@ void MainWindow::refreshViews() {
       shown = storeFor(QStringLiteral("B"));
       shown_slot = QStringLiteral("B");
       left = a ? a->frame(i) : QImage();
-      ll = tr("A · %1").arg(ab_panel_->slotSettings("A").short_label());
-      rl = tr("B · %1").arg(ab_panel_->slotSettings("B").short_label());
+      ll = tr("A · %1").arg(settings_label(ab_panel_->slotSettings("A")));
+      rl = tr("B · %1").arg(settings_label(ab_panel_->slotSettings("B")));
       break;
     }
     case Pair::kOriginalA:
       shown_slot = QStringLiteral("A");
       shown = storeFor(shown_slot);
-      rl = tr("A · %1").arg(ab_panel_->slotSettings("A").short_label());
+      rl = tr("A · %1").arg(settings_label(ab_panel_->slotSettings("A")));
       break;
     case Pair::kOriginalB:
       shown_slot = QStringLiteral("B");
       shown = storeFor(shown_slot);
-      rl = tr("B · %1").arg(ab_panel_->slotSettings("B").short_label());
+      rl = tr("B · %1").arg(settings_label(ab_panel_->slotSettings("B")));
       break;
   }
   if (pair_ != Pair::kAB) {
@@ -1055,7 +1054,7 @@ void MainWindow::refreshViews() {
     if (run && !run->overlay.tiles.isEmpty()) {
       const QString other = shown_slot == QLatin1String("A") ? QStringLiteral("B") : QStringLiteral("A");
       const RunSummary* ref = shown_slot.isEmpty() ? nullptr : summaryFor(other);
-      if (ref && ref->ok && ref->settings.tiling == TilingMode::kOff && ref->store && !right.isNull()) {
+      if (ref && ref->ok && ref->settings.tiling == "off" && ref->store && !right.isNull()) {
         heat = difference_heatmap(ref->store->frame(i), right, gain_spin_->value());
         caption = tr("seam heatmap: |tiled − untiled| × %1").arg(gain_spin_->value());
       } else {

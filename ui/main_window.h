@@ -58,9 +58,9 @@ class MainWindow : public QMainWindow {
   bool startRun();
   bool startAB();
   void cancelRun();
-  void setSlot(const QString& slot, const EngineSettings& s);
+  void setSlot(const QString& slot, const RunOptions& s);
   // Shows `s` in the settings panel as if the user had chosen it (persisted, prediction updated).
-  void applySettings(const EngineSettings& s);
+  void applySettings(const RunOptions& s);
   // Starts a run as soon as the weights are loaded (the --demo job).
   void runWhenReady(bool ab = false);
   void exportReportTo(const QString& directory);
@@ -122,7 +122,7 @@ class MainWindow : public QMainWindow {
   void onFrame(const FrameUpdate& f);
   void onRunFinished(const RunSummary& s);
   void onAbFinished(const AbComparison& ab);
-  void onSettingsChanged(const EngineSettings& s);
+  void onSettingsChanged(const RunOptions& s);
   void savePreset();
   void loadPreset(const QString& name);
   void deletePreset(const QString& name);

@@ -1,16 +1,8 @@
-// Predicted peak memory of a run for the settings panel.
-//
-//  * Primary: core's planner (core/schedule/planner.h) for the encoder and the decoder on the
-//    padded frame, with the backend's memory model (oneDNN/cuDNN transients, packed weights) and
-//    the tiling mode, tile, overlap, temporal chunk and precision of the settings.
-//  * Cross-check: a dry run of the model through core's CountingBackend (exact shapes, no
-//    arithmetic): the first temporal chunk and one later chunk (whose causal memory adds to the
-//    peak) of the encoder and the decoder on the region one backend call sees.
-//  * Host buffers the studio keeps (clip, padded copy, decoded output, preview images).
-//
-// Both run on a pool thread with their own CountingBackend: they share only the immutable host
-// weights with the engine, never the engine's backend. Requests are coalesced: while one
-// prediction runs, newer requests replace each other and only the latest is computed next.
+// Predicted peak memory of a run for the settings panel: the job layer's prediction
+// (core/pipeline/prediction.h: the planner's replay of the model for the encoder and the decoder
+// with these settings) plus the studio's preview images. Computed on a pool thread: requests are
+// coalesced (while one prediction runs, newer requests replace each other and only the latest is
+// computed next); nothing here touches the engine's backend.
 #pragma once
 
 #include <QObject>
@@ -31,7 +23,7 @@ struct PredictionRequest {
   std::shared_ptr<const VaeWeights> weights;
   int width = 0, height = 0;  // frame size after downscale (before padding)
   qint64 frames = 0;          // frames read (before temporal padding)
-  EngineSettings settings;
+  RunOptions settings;
   bool memory_is_host = true;  // the backend's memory is system RAM (CPU)
 };
 
@@ -42,13 +34,10 @@ struct Prediction {
   qint64 weight_bytes = 0;       // parameters on the backend in its precision
   qint64 activation_bytes = 0;   // peak of activations + causal memory
   qint64 engine_bytes = 0;       // weights + activations: what the backend allocator will peak at
-  qint64 host_bytes = 0;         // clip buffers and preview images kept in RAM
-  int region_width = 0, region_height = 0;  // what one backend call sees
-  QString method;                // "planner: ..." or "dry run ..."
-  bool approximate = false;      // the dry run approximates exact mode's per-layer schedule
-  qint64 dry_run_bytes = -1;     // CountingBackend cross-check (weights + activations)
-  double relative_time = 1;      // planner: time relative to the untiled run
-  qint64 tiles = 1;              // planner: tiles per chunk
+  qint64 host_bytes = 0;         // the job's host buffers and the preview images, in RAM
+  QString method;                // the planner's account of the peak
+  double relative_time = 1;      // time relative to the untiled run
+  qint64 tiles = 1;              // tiles per chunk
 };
 
 // The planner's choice of the largest tile and temporal chunk that fit a budget.
@@ -56,9 +45,9 @@ struct BudgetFit {
   bool ok = false;     // a plan was computed
   bool fits = false;   // and it fits the budget
   QString message;
+  QString tiling;      // "exact" or "blend"
   int tile_width = 0, tile_height = 0;
   int chunk_latents = 1;
-  TilingMode mode = TilingMode::kExact;
   qint64 peak_bytes = 0;
 };
 

@@ -81,8 +81,8 @@ QJsonObject run_summary_json(const RunSummary& r, bool with_telemetry) {
       {"slot", r.slot},
       {"status", r.ok ? "done" : (r.cancelled ? "cancelled" : "failed")},
       {"error", r.error},
-      {"settings", r.settings.to_json()},
-      {"settings_summary", r.settings.summary()},
+      {"settings", settings_to_json(r.settings)},
+      {"settings_summary", settings_summary(r.settings)},
       {"backend", r.backend_name},
       {"weights", r.weights_source},
       {"input", r.input_name},
@@ -263,7 +263,7 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
     for (const RunSummary& r : job.runs) s << " " << md_cell(value(r)) << " |";
     s << "\n";
   };
-  row("Settings", [](const RunSummary& r) { return r.settings.summary(); });
+  row("Settings", [](const RunSummary& r) { return settings_summary(r.settings); });
   row("Backend", [](const RunSummary& r) { return r.backend_name; });
   row("Status", [](const RunSummary& r) {
     return r.ok ? QStringLiteral("done") : (r.cancelled ? QStringLiteral("cancelled") : r.error);

@@ -7,6 +7,7 @@
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMenu>
 #include <QProgressBar>
 #include <QPushButton>
@@ -15,40 +16,26 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <climits>
 
 namespace seedvae::ui {
 
 namespace {
 
-QSpinBox* make_spin(QWidget* parent, int lo, int hi, int step, const QString& suffix,
-                    const QString& tip) {
-  auto* s = new QSpinBox(parent);
-  s->setRange(lo, hi);
-  s->setSingleStep(step);
-  s->setSuffix(suffix);
-  s->setToolTip(tip);
-  s->setKeyboardTracking(false);
-  return s;
+QString qstr(std::string_view s) {
+  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
 }
 
-QString precision_tooltip(const QString& p) {
-  if (p == QLatin1String("fp32")) {
-    return QObject::tr("fp32: full precision weights and activations. The reference for every "
-                       "other mode; the most memory and the slowest on GPUs.");
-  }
-  if (p == QLatin1String("tf32")) {
-    return QObject::tr("tf32: fp32 storage, tensor-core matrix products with 10-bit mantissas. "
-                       "Faster convolutions at the same memory; small, measured error.");
-  }
-  if (p == QLatin1String("fp16")) {
-    return QObject::tr("fp16: half the memory of fp32 and tensor-core speed; norm statistics "
-                       "and softmax still accumulate in fp32. Risk of overflow on extreme inputs.");
-  }
-  if (p == QLatin1String("bf16")) {
-    return QObject::tr("bf16: half the memory, fp32's range, fewer mantissa bits than fp16 "
-                       "(slightly larger error, no overflow).");
-  }
-  return p;
+int clamp_int(double v) {
+  return static_cast<int>(std::clamp(v, static_cast<double>(INT_MIN), static_cast<double>(INT_MAX)));
+}
+
+QSpinBox* make_spin(QWidget* parent, const OptionSpec& spec) {
+  auto* s = new QSpinBox(parent);
+  s->setRange(clamp_int(spec.minimum), clamp_int(spec.maximum));
+  if (!spec.special_text.empty()) s->setSpecialValueText(qstr(spec.special_text));
+  s->setKeyboardTracking(false);
+  return s;
 }
 
 }  // namespace
@@ -59,211 +46,70 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
   root->setContentsMargins(4, 4, 4, 4);
   root->setSpacing(6);
 
-  // ---- engine ----
-  auto* engine = new QGroupBox(tr("Engine"), this);
-  auto* ef = new QFormLayout(engine);
-  ef->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-  backend_ = new QComboBox(engine);
-  backend_->setObjectName(QStringLiteral("backendCombo"));
-  backend_->setToolTip(tr("Which compute backend runs the model. Backends this build lacks are "
-                          "listed but disabled, with the reason in their tooltip."));
-  for (const BackendSpec& s : specs_) {
-    backend_->addItem(s.label, s.name);
-    const int i = backend_->count() - 1;
-    if (!s.available) {
-      backend_->setItemData(i, 0, Qt::UserRole - 1);  // disabled item
-      backend_->setItemData(i, s.unavailable_reason, Qt::ToolTipRole);
+  // One group box per option group, one row per option, in the table's order.
+  QMap<int, QFormLayout*> forms;
+  QFormLayout* memory_form = nullptr;
+  for (const OptionSpec& spec : run_option_table()) {
+    const int g = static_cast<int>(spec.group);
+    if (!forms.contains(g)) {
+      auto* box = new QGroupBox(qstr(option_group_name(spec.group)), this);
+      auto* form = new QFormLayout(box);
+      form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+      forms.insert(g, form);
+      root->addWidget(box);
+      if (spec.group == OptionGroup::kMemory) memory_form = form;
     }
+    QFormLayout* form = forms.value(g);
+    QWidget* w = makeWidget(spec, form->parentWidget());
+    w->setObjectName(QStringLiteral("opt_") + qstr(spec.key));
+    if (spec.key == "backend") {
+      refresh_devices_ = new QToolButton(form->parentWidget());
+      refresh_devices_->setIcon(style()->standardIcon(QStyle::SP_BrowserReload));
+      refresh_devices_->setToolTip(tr("Ask the devices for their free memory again (the engine "
+                                      "thread answers when it is idle)"));
+      auto* row = new QHBoxLayout();
+      row->addWidget(w, 1);
+      row->addWidget(refresh_devices_);
+      form->addRow(qstr(spec.label), row);
+    } else if (spec.kind == OptionKind::kBool) {
+      form->addRow(w);
+    } else {
+      form->addRow(qstr(spec.label), w);
+    }
+    row_of_.insert(qstr(spec.key), static_cast<int>(rows_.size()));
+    rows_.push_back({&spec, w, form});
   }
-  refresh_devices_ = new QToolButton(engine);
-  refresh_devices_->setIcon(style()->standardIcon(QStyle::SP_BrowserReload));
-  refresh_devices_->setToolTip(tr("Ask the devices for their free memory again (the engine thread "
-                                  "answers when it is idle)"));
-  auto* brow = new QHBoxLayout();
-  brow->addWidget(backend_, 1);
-  brow->addWidget(refresh_devices_);
-  ef->addRow(tr("Backend"), brow);
-  device_ = new QComboBox(engine);
-  device_->setObjectName(QStringLiteral("deviceCombo"));
-  device_->setToolTip(tr("The device the backend runs on, with its free memory when last asked."));
-  device_label_ = new QLabel(tr("Device"), engine);
-  ef->addRow(device_label_, device_);
-  precision_ = new QComboBox(engine);
-  precision_->setObjectName(QStringLiteral("precisionCombo"));
-  precision_->setToolTip(tr("Precision of weights and activations on the backend."));
-  ef->addRow(tr("Precision"), precision_);
-  root->addWidget(engine);
 
-  // ---- toggles ----
-  toggles_box_ = new QGroupBox(tr("Engine toggles"), this);
-  toggles_form_ = new QFormLayout(toggles_box_);
-  toggles_form_->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-  no_toggles_ = new QLabel(tr("This backend has no toggles."), toggles_box_);
-  toggles_form_->addRow(no_toggles_);
-  root->addWidget(toggles_box_);
-
-  // ---- tiling ----
-  auto* tiling = new QGroupBox(tr("Spatial tiling"), this);
-  auto* tf = new QFormLayout(tiling);
-  tf->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-  tiling_ = new QComboBox(tiling);
-  tiling_->setObjectName(QStringLiteral("tilingCombo"));
-  tiling_->addItem(tr("off"), QStringLiteral("off"));
-  tiling_->setItemData(0, tr("The whole frame at once: exact, fastest, and the most memory."),
-                       Qt::ToolTipRole);
-  tiling_->addItem(tr("blend"), QStringLiteral("blend"));
-  tiling_->setItemData(1, tr("Reference-compatible tiling (as the SeedVR2 ports): tiles are "
-                             "processed independently and cross-faded in the overlap. Bounded "
-                             "memory; seams and colour drift are possible."),
-                       Qt::ToolTipRole);
-  tiling_->addItem(tr("exact"), QStringLiteral("exact"));
-  tiling_->setItemData(2, tr("Seam-free tiling: the untiled result with a tile's worth of "
-                             "activations on the device (GroupNorm statistics and attention "
-                             "over the whole frame). Slower than blend; host memory holds "
-                             "whole-frame layer inputs."),
-                       Qt::ToolTipRole);
-  tiling_->setToolTip(tr("How frames larger than the memory allows are split. Hover the items "
-                         "for what each costs."));
-  tf->addRow(tr("Mode"), tiling_);
-  layout_ = new QComboBox(tiling);
-  layout_->setObjectName(QStringLiteral("layoutCombo"));
-  layout_->addItem(tr("reference"), QStringLiteral("reference"));
-  layout_->addItem(tr("uniform"), QStringLiteral("uniform"));
-  layout_->setToolTip(tr("Blend mode's grid. reference: the upstream port's grid, bit-compatible "
-                         "with its output (border tiles are smaller). uniform: every tile has "
-                         "the same shape (the last one shifted inward), so GPU plans are reused; "
-                         "weights form an exact partition of unity."));
-  tf->addRow(tr("Layout"), layout_);
-  auto* tile_row = new QHBoxLayout();
-  tile_w_ = make_spin(tiling, 16, 8192, 16, tr(" px"), tr("Tile width in output pixels. Larger: fewer seams and less overhead, more memory."));
-  tile_w_->setObjectName(QStringLiteral("tileWidth"));
-  tile_h_ = make_spin(tiling, 16, 8192, 16, tr(" px"), tr("Tile height in output pixels."));
-  tile_h_->setObjectName(QStringLiteral("tileHeight"));
-  tile_row->addWidget(tile_w_);
-  tile_row->addWidget(new QLabel(QStringLiteral("×"), tiling));
-  tile_row->addWidget(tile_h_);
-  tf->addRow(tr("Tile"), tile_row);
-  auto* ov_row = new QHBoxLayout();
-  overlap_w_ = make_spin(tiling, 0, 2048, 8, tr(" px"), tr("Horizontal overlap between blended tiles in output pixels. More overlap: softer seams, more repeated work. Exact mode needs none."));
-  overlap_h_ = make_spin(tiling, 0, 2048, 8, tr(" px"), tr("Vertical overlap between blended tiles."));
-  ov_row->addWidget(overlap_w_);
-  ov_row->addWidget(new QLabel(QStringLiteral("×"), tiling));
-  ov_row->addWidget(overlap_h_);
-  tf->addRow(tr("Overlap"), ov_row);
-  keep_weights_ = new QCheckBox(tr("Keep all weights resident"), tiling);
-  keep_weights_->setToolTip(tr("Exact mode: keep every layer's weights on the device for the "
-                               "whole run (faster: no re-uploads) instead of uploading each "
-                               "layer's weights while it runs (less memory)."));
-  tf->addRow(QString(), keep_weights_);
-  tiling_note_ = new QLabel(tiling);
-  tiling_note_->setWordWrap(true);
-  tiling_note_->setStyleSheet(QStringLiteral("color: palette(mid);"));
-  tf->addRow(tiling_note_);
-  root->addWidget(tiling);
-
-  // ---- streaming ----
-  auto* streaming = new QGroupBox(tr("Temporal streaming and padding"), this);
-  auto* sf = new QFormLayout(streaming);
-  sf->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-  chunk_ = make_spin(streaming, 0, 4096, 1, QString(),
-                     tr("Latent frames per temporal chunk (1 latent = 4 video frames; the first "
-                        "chunk has one more). The result is the same for every chunk size; "
-                        "smaller chunks hold less memory and show frames sooner, larger chunks "
-                        "have less per-chunk overhead. 0 runs the whole clip at once."));
-  chunk_->setObjectName(QStringLiteral("chunkSpin"));
-  chunk_->setSpecialValueText(tr("whole clip"));
-  sf->addRow(tr("Temporal chunk"), chunk_);
-  hires_ = make_spin(streaming, 0, 4096, 1, QString(),
-                     tr("Chunked upsampling: run the high-resolution stages at full frame rate "
-                        "(decoder after its last temporal upsampling, encoder before its first "
-                        "temporal downsampling) this many frames at a time, carrying the causal "
-                        "state between pieces (not used by exact tiling, which has its own "
-                        "layer-by-layer schedule). Same output; less memory (1080p bf16 on an H100: "
-                        "encode peak 15.0 -> 11.7 GiB with 1 frame) for a few percent more time. "
-                        "0 = off."));
-  hires_->setObjectName(QStringLiteral("hiresChunkSpin"));
-  hires_->setSpecialValueText(tr("off"));
-  sf->addRow(tr("High-res pieces (frames)"), hires_);
-  prefetch_ = new QCheckBox(tr("Frame prefetch"), streaming);
-  prefetch_->setObjectName(QStringLiteral("prefetchCheck"));
-  sf->addRow(QString(), prefetch_);
-  async_tiles_ = new QCheckBox(tr("Async tiles (overlap copies with compute)"), streaming);
-  async_tiles_->setObjectName(QStringLiteral("asyncTilesCheck"));
-  sf->addRow(QString(), async_tiles_);
-  lone_head_ = new QCheckBox(tr("Lone head chunk"), streaming);
-  lone_head_->setObjectName(QStringLiteral("loneHeadCheck"));
-  lone_head_->setToolTip(tr("The first temporal chunk is frame 0 alone, then chunks of the size "
-                            "above, instead of a first chunk with one latent more: no chunk is "
-                            "larger than the others, which lowers the decode's peak once the lean "
-                            "convolutions are on. Same output."));
-  sf->addRow(QString(), lone_head_);
-  lean_convs_ = new QCheckBox(tr("Lean convolutions"), streaming);
-  lean_convs_->setObjectName(QStringLiteral("leanConvsCheck"));
-  lean_convs_->setToolTip(tr("The decoder's causal convolutions never build their "
-                             "context-extended input (two convolution calls and a few frame copies "
-                             "each). Same output; less memory, a few percent more time. With the "
-                             "lone head chunk and the CUDA state offload, a 1080p decode peaks at "
-                             "about 11.7 GiB (docs/gpu-notes.md §9). Not used while CUDA graphs "
-                             "record chunks (they update the causal state in place)."));
-  sf->addRow(QString(), lean_convs_);
-  temporal_pad_ = new QComboBox(streaming);
-  temporal_pad_->addItem(tr("mirror"), QStringLiteral("mirror"));
-  temporal_pad_->addItem(tr("repeat last"), QStringLiteral("repeat-last"));
-  temporal_pad_->setToolTip(tr("How the clip is padded to 4n+1 frames (removed after decoding): "
-                               "mirror as the ComfyUI port, or repeat the last frame as the "
-                               "official code."));
-  sf->addRow(tr("Temporal padding"), temporal_pad_);
-  multiple_ = new QComboBox(streaming);
-  multiple_->addItem(QStringLiteral("8"), 8);
-  multiple_->addItem(QStringLiteral("16"), 16);
-  multiple_->setToolTip(tr("Frames are padded right/bottom to a multiple of this (8 suffices "
-                           "for the VAE; 16 matches the SeedVR2 upscaler)."));
-  sf->addRow(tr("Spatial multiple"), multiple_);
-  root->addWidget(streaming);
-
-  // ---- memory ----
-  auto* memory = new QGroupBox(tr("Memory"), this);
-  auto* mf = new QFormLayout(memory);
-  mf->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-  budget_ = new QDoubleSpinBox(memory);
-  budget_->setObjectName(QStringLiteral("budgetSpin"));
-  budget_->setRange(0, 4096);
-  budget_->setDecimals(1);
-  budget_->setSingleStep(0.5);
-  budget_->setSuffix(tr(" GiB"));
-  budget_->setSpecialValueText(tr("free memory"));
-  budget_->setKeyboardTracking(false);
-  budget_->setToolTip(tr("The most memory this run may use. The prediction is checked against "
-                         "the smaller of this budget and the free memory of the device."));
-  mf->addRow(tr("Budget"), budget_);
-  predicted_ = new QLabel(tr("—"), memory);
+  // ---- memory: prediction against the free memory ----
+  predicted_ = new QLabel(tr("—"), this);
   predicted_->setObjectName(QStringLiteral("predictedLabel"));
   predicted_->setWordWrap(true);
-  predicted_->setToolTip(tr("Predicted peak from a dry run of the model on the chosen frame "
-                            "size and settings (shapes only, no arithmetic)."));
-  mf->addRow(tr("Predicted peak"), predicted_);
-  available_ = new QLabel(tr("—"), memory);
+  predicted_->setToolTip(tr("The planner's prediction for these settings on this input: the model "
+                            "replayed on shapes only, no arithmetic."));
+  available_ = new QLabel(tr("—"), this);
   available_->setWordWrap(true);
-  mf->addRow(tr("Available"), available_);
-  fit_bar_ = new QProgressBar(memory);
+  fit_bar_ = new QProgressBar(this);
   fit_bar_->setObjectName(QStringLiteral("fitBar"));
   fit_bar_->setRange(0, 100);
   fit_bar_->setTextVisible(true);
-  mf->addRow(fit_bar_);
-  warning_ = new QLabel(memory);
+  warning_ = new QLabel(this);
   warning_->setObjectName(QStringLiteral("memoryWarning"));
   warning_->setWordWrap(true);
   warning_->setStyleSheet(QStringLiteral("color: #c0392b; font-weight: bold;"));
   warning_->hide();
-  mf->addRow(warning_);
-  fit_ = new QPushButton(tr("Fit tile and chunk to the memory"), memory);
+  fit_ = new QPushButton(tr("Fit tile and chunk to the memory"), this);
   fit_->setObjectName(QStringLiteral("fitButton"));
-  fit_->setToolTip(tr("Ask the planner for the largest tile and temporal chunk whose predicted peak "
-                      "fits the budget (or the free memory). An untiled setting switches to exact "
-                      "tiling, which gives the untiled result."));
+  fit_->setToolTip(tr("Ask the planner for the largest tile and temporal chunk whose predicted "
+                      "peak fits the budget (or the free memory). An untiled setting switches to "
+                      "exact tiling, which gives the untiled result."));
   connect(fit_, &QPushButton::clicked, this, &SettingsPanel::fitToBudgetRequested);
-  mf->addRow(fit_);
-  root->addWidget(memory);
+  if (memory_form) {
+    memory_form->addRow(tr("Predicted peak"), predicted_);
+    memory_form->addRow(tr("Available"), available_);
+    memory_form->addRow(fit_bar_);
+    memory_form->addRow(warning_);
+    memory_form->addRow(fit_);
+  }
 
   // ---- presets ----
   auto* presets = new QGroupBox(tr("Presets"), this);
@@ -294,31 +140,12 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
   // ---- wiring ----
   connect(backend_, &QComboBox::currentIndexChanged, this, [this] {
     if (updating_) return;
-    const QString name = backend_->currentData().toString();
-    rebuildBackendOptions(name);
-    emit backendChanged(name);
+    rebuildBackendChoices(currentBackend());
+    emit backendChanged(currentBackend());
+    updateEnabled();
     emitChanged();
   });
   connect(refresh_devices_, &QToolButton::clicked, this, &SettingsPanel::refreshDevicesRequested);
-  for (QComboBox* c : {device_, precision_, tiling_, layout_, temporal_pad_, multiple_}) {
-    connect(c, &QComboBox::currentIndexChanged, this, [this] {
-      updateTilingEnabled();
-      emitChanged();
-    });
-  }
-  for (QSpinBox* s : {tile_w_, tile_h_, overlap_w_, overlap_h_, chunk_, hires_}) {
-    connect(s, &QSpinBox::valueChanged, this, &SettingsPanel::emitChanged);
-  }
-  connect(chunk_, &QSpinBox::valueChanged, this, &SettingsPanel::updateTilingEnabled);
-  connect(keep_weights_, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
-  connect(prefetch_, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
-  connect(async_tiles_, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
-  connect(lone_head_, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
-  connect(lean_convs_, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
-  connect(budget_, &QDoubleSpinBox::valueChanged, this, [this] {
-    updateMemory();
-    emitChanged();
-  });
   connect(preset_load_, &QPushButton::clicked, this, [this] {
     if (!presets_->currentText().isEmpty()) emit loadPresetRequested(presets_->currentText());
   });
@@ -327,229 +154,262 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
     if (!presets_->currentText().isEmpty()) emit deletePresetRequested(presets_->currentText());
   });
 
-  setSettings(catalog_->normalized(EngineSettings{}));
+  setSettings(catalog_->normalized(RunOptions{}));
   setPresetNames({});
 }
 
-const BackendSpec* SettingsPanel::currentSpec() const {
-  return catalog_->find(specs_, backend_->currentData().toString());
+QWidget* SettingsPanel::makeWidget(const OptionSpec& spec, QWidget* parent) {
+  const QString tip = qstr(spec.help);
+  auto changed = [this] {
+    if (updating_) return;
+    updateEnabled();
+    emitChanged();
+  };
+  QWidget* w = nullptr;
+  if (spec.key == "backend") {
+    backend_ = new QComboBox(parent);
+    for (const BackendSpec& s : specs_) {
+      backend_->addItem(s.label, s.name);
+      const int i = backend_->count() - 1;
+      if (!s.available) {
+        backend_->setItemData(i, 0, Qt::UserRole - 1);  // disabled item
+        backend_->setItemData(i, s.unavailable_reason, Qt::ToolTipRole);
+      }
+    }
+    w = backend_;
+  } else if (spec.key == "device") {
+    device_ = new QComboBox(parent);  // filled by setDevices()
+    connect(device_, &QComboBox::currentIndexChanged, this, changed);
+    w = device_;
+  } else if (spec.key == "precision") {
+    precision_ = new QComboBox(parent);  // the backend's precisions (rebuildBackendChoices)
+    connect(precision_, &QComboBox::currentIndexChanged, this, changed);
+    w = precision_;
+  } else {
+    switch (spec.kind) {
+      case OptionKind::kBool: {
+        auto* c = new QCheckBox(qstr(spec.label), parent);
+        connect(c, &QCheckBox::toggled, this, changed);
+        w = c;
+        break;
+      }
+      case OptionKind::kInt:
+        if (!spec.choices.empty()) {
+          auto* c = new QComboBox(parent);
+          for (std::string_view v : spec.choices) c->addItem(qstr(v), qstr(v).toInt());
+          connect(c, &QComboBox::currentIndexChanged, this, changed);
+          w = c;
+        } else {
+          QSpinBox* s = make_spin(parent, spec);
+          connect(s, &QSpinBox::valueChanged, this, changed);
+          w = s;
+        }
+        break;
+      case OptionKind::kReal: {
+        auto* s = new QDoubleSpinBox(parent);
+        s->setRange(spec.minimum, std::min(spec.maximum, 1e6));
+        s->setDecimals(1);
+        s->setSingleStep(0.5);
+        if (!spec.special_text.empty()) s->setSpecialValueText(qstr(spec.special_text));
+        s->setKeyboardTracking(false);
+        connect(s, &QDoubleSpinBox::valueChanged, this, [this, changed] {
+          updateMemory();
+          changed();
+        });
+        w = s;
+        break;
+      }
+      case OptionKind::kChoice: {
+        auto* c = new QComboBox(parent);
+        for (std::string_view v : spec.choices) c->addItem(qstr(v), qstr(v));
+        connect(c, &QComboBox::currentIndexChanged, this, changed);
+        w = c;
+        break;
+      }
+      case OptionKind::kText: {
+        auto* e = new QLineEdit(parent);
+        connect(e, &QLineEdit::editingFinished, this, changed);
+        w = e;
+        break;
+      }
+      case OptionKind::kSize: {
+        // W x H: two spin boxes in a row; 0 reads as the option's special text ("auto").
+        auto* box = new QWidget(parent);
+        auto* l = new QHBoxLayout(box);
+        l->setContentsMargins(0, 0, 0, 0);
+        QSpinBox* sw = make_spin(box, spec);
+        QSpinBox* sh = make_spin(box, spec);
+        sw->setObjectName(QStringLiteral("width"));
+        sh->setObjectName(QStringLiteral("height"));
+        for (QSpinBox* s : {sw, sh}) {
+          s->setSingleStep(8);
+          s->setSuffix(tr(" px"));
+          connect(s, &QSpinBox::valueChanged, this, changed);
+        }
+        l->addWidget(sw);
+        l->addWidget(new QLabel(QStringLiteral("×"), box));
+        l->addWidget(sh);
+        w = box;
+        break;
+      }
+    }
+  }
+  w->setToolTip(tip);
+  return w;
 }
 
-void SettingsPanel::rebuildBackendOptions(const QString& backend) {
+OptionValue SettingsPanel::readWidget(const Row& row) const {
+  const OptionSpec& spec = *row.spec;
+  QWidget* w = row.widget;
+  switch (spec.kind) {
+    case OptionKind::kBool: return static_cast<QCheckBox*>(w)->isChecked();
+    case OptionKind::kInt: {
+      if (auto* c = qobject_cast<QComboBox*>(w)) {
+        return c->currentData().isValid() ? c->currentData().toInt() : 0;
+      }
+      return static_cast<QSpinBox*>(w)->value();
+    }
+    case OptionKind::kReal: return static_cast<QDoubleSpinBox*>(w)->value();
+    case OptionKind::kChoice: {
+      auto* c = static_cast<QComboBox*>(w);
+      return c->currentData().toString().toStdString();
+    }
+    case OptionKind::kText: return static_cast<QLineEdit*>(w)->text().toStdString();
+    case OptionKind::kSize:
+      return PixelSize{w->findChild<QSpinBox*>(QStringLiteral("width"))->value(),
+                       w->findChild<QSpinBox*>(QStringLiteral("height"))->value()};
+  }
+  return false;
+}
+
+void SettingsPanel::writeWidget(const Row& row, const OptionValue& value) {
+  QWidget* w = row.widget;
+  if (auto* check = qobject_cast<QCheckBox*>(w)) {
+    check->setChecked(std::get<bool>(value));
+  } else if (auto* combo = qobject_cast<QComboBox*>(w)) {
+    const QVariant data = std::holds_alternative<int>(value)
+                              ? QVariant(std::get<int>(value))
+                              : QVariant(QString::fromStdString(std::get<std::string>(value)));
+    const int i = combo->findData(data);
+    if (i >= 0) combo->setCurrentIndex(i);
+  } else if (auto* s = qobject_cast<QSpinBox*>(w)) {
+    s->setValue(std::get<int>(value));
+  } else if (auto* d = qobject_cast<QDoubleSpinBox*>(w)) {
+    d->setValue(std::get<double>(value));
+  } else if (auto* e = qobject_cast<QLineEdit*>(w)) {
+    e->setText(QString::fromStdString(std::get<std::string>(value)));
+  } else if (const PixelSize* p = std::get_if<PixelSize>(&value)) {
+    w->findChild<QSpinBox*>(QStringLiteral("width"))->setValue(static_cast<int>(p->width));
+    w->findChild<QSpinBox*>(QStringLiteral("height"))->setValue(static_cast<int>(p->height));
+  }
+}
+
+QString SettingsPanel::currentBackend() const { return backend_->currentData().toString(); }
+
+const BackendSpec* SettingsPanel::currentSpec() const {
+  return catalog_->find(specs_, currentBackend());
+}
+
+void SettingsPanel::rebuildBackendChoices(const QString& backend) {
   const BackendSpec* spec = catalog_->find(specs_, backend);
   if (!spec) return;
   const bool was = updating_;
   updating_ = true;
+  const QString keep = precision_->currentData().toString();
   precision_->clear();
-  for (const QString& p : spec->precisions) {
-    precision_->addItem(p, p);
-    precision_->setItemData(precision_->count() - 1, precision_tooltip(p), Qt::ToolTipRole);
-  }
-  precision_->setCurrentIndex(0);  // the backend's default; setSettings() then applies a saved one
+  for (const QString& p : spec->precisions) precision_->addItem(p, p);
+  const int i = precision_->findData(keep);
+  precision_->setCurrentIndex(i >= 0 ? i : 0);
   precision_->setEnabled(spec->precisions.size() > 1);
-  device_->setVisible(spec->has_devices);
-  device_label_->setVisible(spec->has_devices);
-  refresh_devices_->setVisible(true);
-  QMap<QString, QVariant> values;
-  for (const ToggleSpec& t : spec->toggles) values.insert(t.key, t.default_value);
-  rebuildToggles(*spec, values);
+  fillDevices(device_->currentData().isValid() ? device_->currentData().toInt() : 0);
   updating_ = was;
-  updateMemory();
 }
 
-void SettingsPanel::rebuildToggles(const BackendSpec& spec, const QMap<QString, QVariant>& values) {
-  while (toggles_form_->rowCount() > 0) toggles_form_->removeRow(0);  // deletes the widgets
-  toggle_widgets_.clear();
-  toggle_specs_.clear();
-  no_toggles_ = nullptr;
-  if (spec.toggles.isEmpty()) {
-    no_toggles_ = new QLabel(tr("This backend has no toggles."), toggles_box_);
-    toggles_form_->addRow(no_toggles_);
-  }
-  for (const ToggleSpec& t : spec.toggles) {
-    const QVariant v = values.value(t.key, t.default_value);
-    QWidget* w = nullptr;
-    switch (t.kind) {
-      case ToggleSpec::Kind::kBool: {
-        auto* c = new QCheckBox(t.label, toggles_box_);
-        c->setChecked(v.toBool());
-        connect(c, &QCheckBox::toggled, this, &SettingsPanel::emitChanged);
-        toggles_form_->addRow(c);
-        w = c;
-        break;
-      }
-      case ToggleSpec::Kind::kChoice: {
-        auto* c = new QComboBox(toggles_box_);
-        for (const QString& choice : t.choices) c->addItem(choice, choice);
-        const int i = c->findData(v.toString());
-        c->setCurrentIndex(i >= 0 ? i : 0);
-        connect(c, &QComboBox::currentIndexChanged, this, &SettingsPanel::emitChanged);
-        toggles_form_->addRow(t.label, c);
-        w = c;
-        break;
-      }
-      case ToggleSpec::Kind::kInt: {
-        auto* s = new QSpinBox(toggles_box_);
-        s->setRange(t.minimum, t.maximum);
-        s->setSpecialValueText(t.special_value_text);
-        s->setValue(v.toInt());
-        s->setKeyboardTracking(false);
-        connect(s, &QSpinBox::valueChanged, this, &SettingsPanel::emitChanged);
-        toggles_form_->addRow(t.label, s);
-        w = s;
-        break;
-      }
-    }
-    w->setObjectName(QStringLiteral("toggle_") + t.key);
-    w->setToolTip(t.tooltip);
-    if (QWidget* label = toggles_form_->labelForField(w)) label->setToolTip(t.tooltip);
-    toggle_widgets_.insert(t.key, w);
-    toggle_specs_.insert(t.key, t);
-  }
+QWidget* SettingsPanel::optionWidget(std::string_view key) const {
+  const int i = row_of_.value(qstr(key), -1);
+  return i >= 0 ? rows_[i].widget : nullptr;
 }
-
-QWidget* SettingsPanel::toggleWidget(const QString& key) const { return toggle_widgets_.value(key); }
 
 void SettingsPanel::setSampleInput(bool sample) {
   if (sample_input_ == sample) return;
   sample_input_ = sample;
-  updateTilingEnabled();
+  updateEnabled();
 }
 
-EngineSettings SettingsPanel::settings() const {
-  EngineSettings s;
-  s.backend = backend_->currentData().toString();
-  s.device = device_->currentData().isValid() ? device_->currentData().toInt() : 0;
-  s.precision = precision_->currentData().toString();
-  for (auto it = toggle_widgets_.begin(); it != toggle_widgets_.end(); ++it) {
-    const ToggleSpec& t = toggle_specs_[it.key()];
-    switch (t.kind) {
-      case ToggleSpec::Kind::kBool: s.toggles[it.key()] = static_cast<QCheckBox*>(*it)->isChecked(); break;
-      case ToggleSpec::Kind::kChoice: s.toggles[it.key()] = static_cast<QComboBox*>(*it)->currentData().toString(); break;
-      case ToggleSpec::Kind::kInt: s.toggles[it.key()] = static_cast<QSpinBox*>(*it)->value(); break;
-    }
+RunOptions SettingsPanel::settings() const {
+  RunOptions s;
+  for (const Row& row : rows_) {
+    if (row.spec->key == "device" && device_->count() == 0) continue;  // not probed yet
+    // Widgets hold values inside the option's range; anything else keeps the default.
+    (void)set_option(s, *row.spec, readWidget(row));
   }
-  s.tiling = tiling_mode_from_name(tiling_->currentData().toString());
-  s.tile_layout = layout_->currentData().toString();
-  s.tile_width = tile_w_->value();
-  s.tile_height = tile_h_->value();
-  s.overlap_width = overlap_w_->value();
-  s.overlap_height = overlap_h_->value();
-  s.exact_keep_weights = keep_weights_->isChecked();
-  s.chunk_latents = chunk_->value();
-  s.hires_chunk_frames = hires_->value();
-  s.prefetch = prefetch_->isChecked();
-  s.async_tiles = async_tiles_->isChecked();
-  s.lone_head = lone_head_->isChecked();
-  s.lean_convs = lean_convs_->isChecked();
-  s.temporal_pad = temporal_pad_->currentData().toString();
-  s.spatial_multiple = multiple_->currentData().toInt();
-  s.budget_mib = static_cast<int>(budget_->value() * 1024.0 + 0.5);
   return s;
 }
 
-void SettingsPanel::setSettings(const EngineSettings& in) {
-  const EngineSettings s = catalog_->normalized(in);
+void SettingsPanel::setSettings(const RunOptions& in) {
+  const RunOptions s = catalog_->normalized(in);
   updating_ = true;
-  const int bi = backend_->findData(s.backend);
+  const int bi = backend_->findData(QString::fromStdString(s.backend));
   if (bi >= 0) backend_->setCurrentIndex(bi);
-  rebuildBackendOptions(s.backend);
+  rebuildBackendChoices(QString::fromStdString(s.backend));
   updating_ = true;
-  if (const BackendSpec* spec = currentSpec()) rebuildToggles(*spec, s.toggles);
-  const int di = device_->findData(s.device);
-  if (di >= 0) device_->setCurrentIndex(di);
-  const int pi = precision_->findData(s.precision);
-  if (pi >= 0) precision_->setCurrentIndex(pi);
-  tiling_->setCurrentIndex(std::max(0, tiling_->findData(tiling_mode_name(s.tiling))));
-  layout_->setCurrentIndex(std::max(0, layout_->findData(s.tile_layout)));
-  tile_w_->setValue(s.tile_width);
-  tile_h_->setValue(s.tile_height);
-  overlap_w_->setValue(s.overlap_width);
-  overlap_h_->setValue(s.overlap_height);
-  keep_weights_->setChecked(s.exact_keep_weights);
-  chunk_->setValue(s.chunk_latents);
-  hires_->setValue(s.hires_chunk_frames);
-  prefetch_->setChecked(s.prefetch);
-  async_tiles_->setChecked(s.async_tiles);
-  lone_head_->setChecked(s.lone_head);
-  lean_convs_->setChecked(s.lean_convs);
-  temporal_pad_->setCurrentIndex(std::max(0, temporal_pad_->findData(s.temporal_pad)));
-  multiple_->setCurrentIndex(std::max(0, multiple_->findData(s.spatial_multiple)));
-  budget_->setValue(s.budget_mib / 1024.0);
+  for (const Row& row : rows_) {
+    if (row.spec->key == "backend") continue;
+    writeWidget(row, option_value(s, *row.spec));
+  }
   updating_ = false;
-  updateTilingEnabled();
+  updateEnabled();
   updateMemory();
 }
 
-void SettingsPanel::updateTilingEnabled() {
-  const QString mode = tiling_->currentData().toString();
-  const bool blend = mode == QLatin1String("blend");
-  const bool exact = mode == QLatin1String("exact");
-  layout_->setEnabled(blend);
-  tile_w_->setEnabled(blend || exact);
-  tile_h_->setEnabled(blend || exact);
-  overlap_w_->setEnabled(blend);
-  overlap_h_->setEnabled(blend);
-  keep_weights_->setEnabled(exact);
-  hires_->setEnabled(!exact);  // exact tiling has its own layer-by-layer schedule
-  lone_head_->setEnabled(!exact);  // (and its own chunking and convolutions)
-  lean_convs_->setEnabled(!exact);
-  // Frame prefetch feeds the untiled temporal stream of a file: disabled (the setting is kept)
-  // with the reason in the tooltip elsewhere.
-  EngineSettings cur;
-  cur.tiling = tiling_mode_from_name(mode);
-  cur.chunk_latents = chunk_->value();
-  const QString why = prefetch_unavailable_reason(cur, sample_input_);
-  const QString what =
-      tr("Read and convert the input's frames on their own thread, a couple of temporal chunks "
-         "ahead of the encoder, so the first chunk is encoded while later frames are still being "
-         "decoded. The same output (bit for bit); the run's summary and report show the read time "
-         "it overlapped. Applies to a video file or image sequence run untiled in temporal "
-         "chunks; not to blend or exact tiling (every tile needs the whole clip), the built-in "
-         "sample clip (nothing to read) or a whole-clip chunk. A clip still in memory from the "
-         "previous run is not read again.");
-  prefetch_->setEnabled(why.isEmpty());
-  prefetch_->setToolTip(why.isEmpty() ? what : tr("Not available: %1.\n\n%2").arg(why, what));
-  // Async tiles: untiled streaming and blend tiling; disabled (the setting is kept) under exact
-  // tiling, with the reason in the tooltip.
-  const QString async_why = async_tiles_unavailable_reason(cur);
-  const QString async_what =
-      tr("Queue the next temporal chunk or tile on the device before the host has finished the "
-         "previous one (download, blend, preview), so copies and host work overlap the compute. "
-         "The same output bit for bit, with frames arriving one step later; no change in time on "
-         "the CPU backend (its copies are synchronous), and not used by exact tiling.");
-  async_tiles_->setEnabled(async_why.isEmpty());
-  async_tiles_->setToolTip(async_why.isEmpty() ? async_what
-                                               : tr("Not available: %1.\n\n%2").arg(async_why, async_what));
-  if (mode == QLatin1String("off")) {
-    tiling_note_->setText(tr("Untiled: the whole frame goes through the model at once."));
-  } else if (blend) {
-    tiling_note_->setText(tr("Blend: tiles overlap by the given pixels and are cross-faded; "
-                             "compare against an untiled A/B run to see the seams."));
-  } else {
-    tiling_note_->setText(tr("Exact: the untiled output, a tile's activations at a time."));
+// Rows of the other backend's options are hidden; options that do not apply to the current
+// settings are disabled, with the reason in their tooltip (their value is kept).
+void SettingsPanel::updateEnabled() {
+  const RunOptions cur = settings();
+  const uint8_t mine = cur.backend == "cuda" ? kCudaBackend : kCpuBackend;
+  for (const Row& row : rows_) {
+    const OptionSpec& spec = *row.spec;
+    if (spec.key == "device") {
+      const BackendSpec* b = currentSpec();
+      row.form->setRowVisible(row.widget, b && b->has_devices);
+    } else if (spec.key != "backend") {  // the backend row is a layout (combo and refresh button)
+      row.form->setRowVisible(row.widget, (spec.backends & mine) != 0);
+    }
+    QString why = option_unavailable_reason(cur, spec.key);
+    if (spec.key == "prefetch" && why.isEmpty() && sample_input_) {
+      why = tr("the sample clip is generated in memory: there are no frames to read ahead");
+    }
+    const bool enabled = why.isEmpty() && (spec.key != "precision" || precision_->count() > 1);
+    row.widget->setEnabled(enabled);
+    const QString help = qstr(spec.help);
+    row.widget->setToolTip(why.isEmpty() ? help : tr("Not available: %1.\n\n%2").arg(why, help));
+    if (QWidget* label = row.form->labelForField(row.widget)) label->setToolTip(row.widget->toolTip());
   }
 }
 
 void SettingsPanel::setDevices(const QString& backend, const QVector<DeviceStatus>& devices) {
   devices_backend_ = backend;
   devices_ = devices;
-  if (backend == backend_->currentData().toString()) {
-    const bool was = updating_;
-    updating_ = true;
-    const int cur = device_->currentData().isValid() ? device_->currentData().toInt() : 0;
-    device_->clear();
-    for (const DeviceStatus& d : devices) {
+  fillDevices(device_->currentData().isValid() ? device_->currentData().toInt() : 0);
+  updateMemory();
+}
+
+// The device combo lists the last probe's devices when they are the current backend's.
+void SettingsPanel::fillDevices(int select) {
+  const bool was = updating_;
+  updating_ = true;
+  device_->clear();
+  if (devices_backend_ == currentBackend()) {
+    for (const DeviceStatus& d : devices_) {
       device_->addItem(QStringLiteral("%1: %2").arg(d.index).arg(d.name), d.index);
       device_->setItemData(device_->count() - 1,
                            tr("%1 free of %2").arg(format_bytes(d.free_bytes), format_bytes(d.total_bytes)),
                            Qt::ToolTipRole);
     }
-    const int i = device_->findData(cur);
-    device_->setCurrentIndex(i >= 0 ? i : 0);
-    updating_ = was;
   }
-  updateMemory();
+  const int i = device_->findData(select);
+  device_->setCurrentIndex(i >= 0 ? i : 0);
+  updating_ = was;
 }
 
 void SettingsPanel::setPrediction(const Prediction& p) {
@@ -559,13 +419,13 @@ void SettingsPanel::setPrediction(const Prediction& p) {
 
 qint64 SettingsPanel::availableBytes() const {
   qint64 free = -1;
-  if (devices_backend_ == backend_->currentData().toString()) {
+  if (devices_backend_ == currentBackend()) {
     const int dev = device_->currentData().isValid() ? device_->currentData().toInt() : 0;
     for (const DeviceStatus& d : devices_) {
       if (d.index == dev) free = d.free_bytes;
     }
   }
-  const qint64 budget = static_cast<qint64>(budget_->value() * 1024.0 * 1024.0 * 1024.0);
+  const auto budget = static_cast<qint64>(settings().budget_gb * 1024.0 * 1024.0 * 1024.0);
   if (budget > 0) return free >= 0 ? std::min(free, budget) : budget;
   return free;
 }
@@ -598,9 +458,9 @@ void SettingsPanel::updateMemory() {
   } else if (!prediction_->ok) {
     predicted_->setText(tr("not available: %1").arg(prediction_->error));
   } else {
-    QString t = tr("%1%2 = weights %3 + activations %4")
-                    .arg(prediction_->approximate ? QStringLiteral("≈ ") : QString())
-                    .arg(format_bytes(prediction_->engine_bytes), format_bytes(prediction_->weight_bytes),
+    QString t = tr("%1 = weights %2 + activations %3")
+                    .arg(format_bytes(prediction_->engine_bytes),
+                         format_bytes(prediction_->weight_bytes),
                          format_bytes(prediction_->activation_bytes));
     if (host) t += tr("; + host buffers %1").arg(format_bytes(prediction_->host_bytes));
     predicted_->setText(t);
@@ -609,17 +469,18 @@ void SettingsPanel::updateMemory() {
                                .arg(prediction_->method));
   }
   const qint64 avail = availableBytes();
+  const double budget_gb = settings().budget_gb;
   QString free_text;
   for (const DeviceStatus& d : devices_) {
-    if (devices_backend_ == backend_->currentData().toString() &&
+    if (devices_backend_ == currentBackend() &&
         d.index == (device_->currentData().isValid() ? device_->currentData().toInt() : 0)) {
       free_text = tr("%1 free of %2 (%3)").arg(format_bytes(d.free_bytes), format_bytes(d.total_bytes),
                                                host ? tr("system RAM") : d.name);
     }
   }
-  if (budget_->value() > 0) {
+  if (budget_gb > 0) {
     free_text += (free_text.isEmpty() ? QString() : QStringLiteral("; ")) +
-                 tr("budget %1").arg(format_bytes(static_cast<qint64>(budget_->value() * 1073741824.0)));
+                 tr("budget %1").arg(format_bytes(static_cast<qint64>(budget_gb * 1073741824.0)));
   }
   available_->setText(free_text.isEmpty() ? tr("unknown (asking the device…)") : free_text);
   const qint64 need = neededBytes();

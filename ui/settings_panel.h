@@ -1,9 +1,12 @@
-// The settings panel: backend and device, precision, every engine toggle the backend declares
-// (built from BackendCatalog data, each with its tooltip), tiling mode / layout / tile / overlap,
-// temporal chunk, padding, memory budget, the predicted peak memory against the free memory
-// (with a warning when the run will not fit), and named presets.
+// The settings panel: one widget per run option (core/pipeline/run_options.h), generated from the
+// options table -- its label, its tooltip (the option's help, plus why it does not apply when it
+// is disabled), its kind (check box, spin box, combo box, W x H pair) -- grouped like the table,
+// with the rows of another backend's options hidden. Every option widget is named
+// "opt_<key>". Below them: the predicted peak memory against the free memory (with a warning when
+// the run will not fit), the planner's fit, and named presets.
 #pragma once
 
+#include <QMap>
 #include <QWidget>
 #include <memory>
 #include <optional>
@@ -12,15 +15,11 @@
 #include "ui/memory_predictor.h"
 #include "ui/studio_types.h"
 
-class QCheckBox;
-class QComboBox;
-class QDoubleSpinBox;
 class QFormLayout;
-class QGroupBox;
 class QLabel;
 class QProgressBar;
 class QPushButton;
-class QSpinBox;
+class QComboBox;
 class QToolButton;
 
 namespace seedvae::ui {
@@ -31,9 +30,9 @@ class SettingsPanel : public QWidget {
  public:
   explicit SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWidget* parent = nullptr);
 
-  EngineSettings settings() const;
+  RunOptions settings() const;
   // Shows `s` (normalised to what the catalog offers) without emitting settingsChanged.
-  void setSettings(const EngineSettings& s);
+  void setSettings(const RunOptions& s);
   void setDevices(const QString& backend, const QVector<DeviceStatus>& devices);
   void setPrediction(const Prediction& p);
   void setPresetNames(const QStringList& names);
@@ -45,16 +44,13 @@ class SettingsPanel : public QWidget {
   qint64 neededBytes() const;
   bool fits() const;            // true when unknown
   QString fitWarning() const;   // empty when it fits
-  QWidget* toggleWidget(const QString& key) const;
+  // The widget of option `key` ("opt_<key>"), nullptr for an unknown key.
+  QWidget* optionWidget(std::string_view key) const;
   // Whether the current input is the built-in sample clip (frame prefetch does not apply to it).
   void setSampleInput(bool sample);
-  QCheckBox* prefetchCheck() const { return prefetch_; }
-  QCheckBox* asyncTilesCheck() const { return async_tiles_; }
-  QCheckBox* loneHeadCheck() const { return lone_head_; }
-  QCheckBox* leanConvsCheck() const { return lean_convs_; }
 
  signals:
-  void settingsChanged(seedvae::ui::EngineSettings settings);
+  void settingsChanged(seedvae::RunOptions settings);
   void backendChanged(QString backend);
   void refreshDevicesRequested();
   void savePresetRequested();
@@ -65,48 +61,34 @@ class SettingsPanel : public QWidget {
   void fitToBudgetRequested();
 
  private:
-  void rebuildBackendOptions(const QString& backend);
-  void rebuildToggles(const BackendSpec& spec, const QMap<QString, QVariant>& values);
-  void updateTilingEnabled();
+  struct Row {
+    const OptionSpec* spec = nullptr;
+    QWidget* widget = nullptr;
+    QFormLayout* form = nullptr;
+  };
+  QWidget* makeWidget(const OptionSpec& spec, QWidget* parent);
+  OptionValue readWidget(const Row& row) const;
+  void writeWidget(const Row& row, const OptionValue& value);
+  void rebuildBackendChoices(const QString& backend);
+  void fillDevices(int select);
+  void updateEnabled();
   void updateMemory();
   void emitChanged();
   const BackendSpec* currentSpec() const;
+  QString currentBackend() const;
 
   std::shared_ptr<const BackendCatalog> catalog_;
   QVector<BackendSpec> specs_;
   bool updating_ = false;
-
-  QComboBox* backend_;
-  QComboBox* device_;
-  QLabel* device_label_;
-  QToolButton* refresh_devices_;
-  QComboBox* precision_;
-  QGroupBox* toggles_box_;
-  QFormLayout* toggles_form_;
-  QLabel* no_toggles_;
-  QMap<QString, QWidget*> toggle_widgets_;
-  QMap<QString, ToggleSpec> toggle_specs_;
-
-  QComboBox* tiling_;
-  QComboBox* layout_;
-  QSpinBox* tile_w_;
-  QSpinBox* tile_h_;
-  QSpinBox* overlap_w_;
-  QSpinBox* overlap_h_;
-  QCheckBox* keep_weights_;
-  QLabel* tiling_note_;
-
-  QSpinBox* chunk_;
-  QSpinBox* hires_;
-  QComboBox* temporal_pad_;
-  QComboBox* multiple_;
-  QCheckBox* prefetch_;
-  QCheckBox* async_tiles_;
-  QCheckBox* lone_head_;
-  QCheckBox* lean_convs_;
   bool sample_input_ = true;
 
-  QDoubleSpinBox* budget_;
+  QVector<Row> rows_;
+  QMap<QString, int> row_of_;  // option key -> index in rows_
+  QComboBox* backend_ = nullptr;
+  QComboBox* device_ = nullptr;
+  QComboBox* precision_ = nullptr;
+  QToolButton* refresh_devices_ = nullptr;
+
   QLabel* predicted_;
   QLabel* available_;
   QProgressBar* fit_bar_;

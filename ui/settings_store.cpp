@@ -16,16 +16,16 @@ namespace {
 constexpr const char* kFormat = "seedvae-studio-preset";
 constexpr int kVersion = 1;
 
-std::optional<EngineSettings> settings_from_string(const QString& text) {
+std::optional<RunOptions> settings_from_string(const QString& text) {
   if (text.isEmpty()) return std::nullopt;
   QJsonParseError err{};
   const QJsonDocument doc = QJsonDocument::fromJson(text.toUtf8(), &err);
   if (err.error != QJsonParseError::NoError || !doc.isObject()) return std::nullopt;
-  return EngineSettings::from_json(doc.object());
+  return settings_from_json(doc.object());
 }
 
-QString settings_to_string(const EngineSettings& s) {
-  return QString::fromUtf8(QJsonDocument(s.to_json()).toJson(QJsonDocument::Compact));
+QString settings_to_string(const RunOptions& s) {
+  return QString::fromUtf8(QJsonDocument(settings_to_json(s)).toJson(QJsonDocument::Compact));
 }
 
 }  // namespace
@@ -39,19 +39,19 @@ SettingsStore::SettingsStore(std::unique_ptr<QSettings> settings, QString preset
   }
 }
 
-std::optional<EngineSettings> SettingsStore::load_current() const {
+std::optional<RunOptions> SettingsStore::load_current() const {
   return settings_from_string(settings_->value(QStringLiteral("engine/current")).toString());
 }
 
-void SettingsStore::save_current(const EngineSettings& s) {
+void SettingsStore::save_current(const RunOptions& s) {
   settings_->setValue(QStringLiteral("engine/current"), settings_to_string(s));
 }
 
-std::optional<EngineSettings> SettingsStore::load_slot(const QString& slot) const {
+std::optional<RunOptions> SettingsStore::load_slot(const QString& slot) const {
   return settings_from_string(settings_->value(QStringLiteral("engine/slot_") + slot).toString());
 }
 
-void SettingsStore::save_slot(const QString& slot, const EngineSettings& s) {
+void SettingsStore::save_slot(const QString& slot, const RunOptions& s) {
   settings_->setValue(QStringLiteral("engine/slot_") + slot, settings_to_string(s));
 }
 
@@ -98,7 +98,7 @@ QStringList SettingsStore::preset_names() const {
   return names;
 }
 
-bool SettingsStore::save_preset(const QString& name, const EngineSettings& s, QString* error) {
+bool SettingsStore::save_preset(const QString& name, const RunOptions& s, QString* error) {
   if (sanitize_name(name).isEmpty()) {
     if (error) *error = QStringLiteral("a preset needs a name");
     return false;
@@ -110,7 +110,7 @@ bool SettingsStore::save_preset(const QString& name, const EngineSettings& s, QS
   return write_preset_file(preset_path(name), name.trimmed(), s, error);
 }
 
-std::optional<EngineSettings> SettingsStore::load_preset(const QString& name, QString* error,
+std::optional<RunOptions> SettingsStore::load_preset(const QString& name, QString* error,
                                                          QStringList* warnings) const {
   return read_preset_file(preset_path(name), error, warnings);
 }
@@ -118,9 +118,9 @@ std::optional<EngineSettings> SettingsStore::load_preset(const QString& name, QS
 bool SettingsStore::remove_preset(const QString& name) { return QFile::remove(preset_path(name)); }
 
 bool SettingsStore::write_preset_file(const QString& path, const QString& name,
-                                      const EngineSettings& s, QString* error) {
+                                      const RunOptions& s, QString* error) {
   const QJsonObject root{{"format", kFormat}, {"version", kVersion}, {"name", name},
-                         {"settings", s.to_json()}};
+                         {"settings", settings_to_json(s)}};
   QSaveFile f(path);  // atomic: temporary file, renamed on commit
   if (!f.open(QIODevice::WriteOnly)) {
     if (error) *error = QStringLiteral("cannot write %1: %2").arg(path, f.errorString());
@@ -134,7 +134,7 @@ bool SettingsStore::write_preset_file(const QString& path, const QString& name,
   return true;
 }
 
-std::optional<EngineSettings> SettingsStore::read_preset_file(const QString& path, QString* error,
+std::optional<RunOptions> SettingsStore::read_preset_file(const QString& path, QString* error,
                                                               QStringList* warnings, QString* name) {
   QFile f(path);
   if (!f.exists()) {
@@ -174,7 +174,7 @@ std::optional<EngineSettings> SettingsStore::read_preset_file(const QString& pat
                      .arg(kVersion);
   }
   if (name) *name = root.value("name").toString(QFileInfo(path).completeBaseName());
-  return EngineSettings::from_json(root.value("settings").toObject(), warnings);
+  return settings_from_json(root.value("settings").toObject(), warnings);
 }
 
 }  // namespace seedvae::ui

@@ -25,10 +25,10 @@ class SettingsStore {
 
   QSettings& qsettings() { return *settings_; }
 
-  std::optional<EngineSettings> load_current() const;
-  void save_current(const EngineSettings& s);
-  std::optional<EngineSettings> load_slot(const QString& slot) const;  // "A" or "B"
-  void save_slot(const QString& slot, const EngineSettings& s);
+  std::optional<RunOptions> load_current() const;
+  void save_current(const RunOptions& s);
+  std::optional<RunOptions> load_slot(const QString& slot) const;  // "A" or "B"
+  void save_slot(const QString& slot, const RunOptions& s);
 
   QStringList recent(const QString& kind) const;  // kind: "videos" or "weights"
   void add_recent(const QString& kind, const QString& path);
@@ -39,15 +39,15 @@ class SettingsStore {
   QString presets_dir() const { return presets_dir_; }
   QStringList preset_names() const;  // sorted
   QString preset_path(const QString& name) const;
-  bool save_preset(const QString& name, const EngineSettings& s, QString* error = nullptr);
-  std::optional<EngineSettings> load_preset(const QString& name, QString* error = nullptr,
+  bool save_preset(const QString& name, const RunOptions& s, QString* error = nullptr);
+  std::optional<RunOptions> load_preset(const QString& name, QString* error = nullptr,
                                             QStringList* warnings = nullptr) const;
   bool remove_preset(const QString& name);
 
   // A preset file anywhere (import/export, drag and drop).
-  static bool write_preset_file(const QString& path, const QString& name, const EngineSettings& s,
+  static bool write_preset_file(const QString& path, const QString& name, const RunOptions& s,
                                 QString* error = nullptr);
-  static std::optional<EngineSettings> read_preset_file(const QString& path, QString* error = nullptr,
+  static std::optional<RunOptions> read_preset_file(const QString& path, QString* error = nullptr,
                                                         QStringList* warnings = nullptr,
                                                         QString* name = nullptr);
   // A file name safe on every OS for preset `name` ("my fast/run" -> "my fast_run").

@@ -45,10 +45,9 @@ void err(const QString& s) {
 // thread there (the GUI's "auto" leaves one: CpuCatalog::resolve_threads; on a 2-core machine
 // that halved the headless demo's speed). The number goes into the settings, so the summary and
 // the report say what ran.
-void use_every_thread_when_auto(EngineSettings& s) {
-  if (s.backend != QLatin1String("cpu")) return;
-  if (s.toggles.value(QStringLiteral("threads"), 0).toInt() > 0) return;
-  s.toggles.insert(QStringLiteral("threads"), CpuCatalog::hardware_threads());
+void use_every_thread_when_auto(RunOptions& s) {
+  if (s.backend != "cpu" || s.threads > 0) return;
+  s.threads = CpuCatalog::hardware_threads();
 }
 
 }  // namespace
@@ -145,13 +144,14 @@ bool display_available() {
 #endif
 }
 
-EngineSettings demo_b_settings(const EngineSettings& a, int width, int height) {
-  EngineSettings b = a;
-  b.tiling = TilingMode::kBlend;
-  b.tile_layout = QStringLiteral("reference");
+RunOptions demo_b_settings(const RunOptions& a, int width, int height) {
+  RunOptions b = a;
+  b.tiling = "blend";
+  b.tile_layout = "reference";
   const int half = std::max(32, (std::min(width, height) / 2 + 15) / 16 * 16);
-  b.tile_width = b.tile_height = half;
-  b.overlap_width = b.overlap_height = std::max(8, half / 4 / 8 * 8);
+  b.tile = {half, half};
+  const int overlap = std::max(8, half / 4 / 8 * 8);
+  b.overlap = {overlap, overlap};
   return b;
 }
 
@@ -278,7 +278,7 @@ void HeadlessJob::cancel() { controller_->cancel(); }
 void HeadlessJob::run(const WeightsInfo& weights) {
   weights_ = weights;
   err(QStringLiteral("model: %1, %2, %3 parameters\n").arg(weights.config, weights.dtype).arg(weights.parameters));
-  EngineSettings a = catalog_->normalized(EngineSettings{});
+  RunOptions a = catalog_->normalized(RunOptions{});
   if (!options_.preset.isEmpty()) {
     QString error;
     auto s = SettingsStore::read_preset_file(options_.preset, &error);
@@ -309,7 +309,7 @@ void HeadlessJob::run(const WeightsInfo& weights) {
     h = info->height;
     frames = r.input.max_frames > 0 ? std::min<qint64>(info->frames, r.input.max_frames) : info->frames;
   }
-  auto predict = [&](const EngineSettings& s) {
+  auto predict = [&](const RunOptions& s) {
     PredictionRequest pr;
     pr.weights = weights.weights;
     pr.width = w;
@@ -319,18 +319,18 @@ void HeadlessJob::run(const WeightsInfo& weights) {
     const Prediction p = predict_memory(pr);
     if (!p.ok) return qint64{-1};
     const QVector<BackendSpec> specs = catalog_->backends();
-    const BackendSpec* spec = catalog_->find(specs, s.backend);
+    const BackendSpec* spec = catalog_->find(specs, QString::fromStdString(s.backend));
     const qint64 need = p.engine_bytes + (spec && spec->memory_is_host ? p.host_bytes : 0);
     err(QStringLiteral("predicted peak: %1 (%2)\n").arg(format_bytes(need), p.method));
     return need;
   };
   predict(a);
   if (!options_.ab) {
-    err(QStringLiteral("settings: %1\n").arg(a.summary()));
+    err(QStringLiteral("settings: %1\n").arg(settings_summary(a)));
     controller_->start(r);
     return;
   }
-  EngineSettings b;
+  RunOptions b;
   if (!options_.preset_b.isEmpty()) {
     QString error;
     auto s = SettingsStore::read_preset_file(options_.preset_b, &error);
@@ -345,7 +345,7 @@ void HeadlessJob::run(const WeightsInfo& weights) {
   }
   use_every_thread_when_auto(b);
   predict(b);
-  err(QStringLiteral("A: %1\nB: %2\n").arg(a.summary(), b.summary()));
+  err(QStringLiteral("A: %1\nB: %2\n").arg(settings_summary(a), settings_summary(b)));
   RunRequest rb = r;
   rb.settings = b;
   controller_->startAB(r, rb);
@@ -526,8 +526,8 @@ int run_studio(int argc, char** argv, std::shared_ptr<const BackendCatalog> cata
   if (!opt.weights.isEmpty()) w->openWeights(opt.weights);
   const bool ab = opt.ab || !opt.screenshots.isEmpty();
   if (ab) {
-    const EngineSettings a = w->settingsPanel()->settings();
-    EngineSettings b = demo_b_settings(a, opt.sample_width, opt.sample_height);
+    const RunOptions a = w->settingsPanel()->settings();
+    RunOptions b = demo_b_settings(a, opt.sample_width, opt.sample_height);
     if (!opt.preset_b.isEmpty()) {
       QString error;
       if (auto s = SettingsStore::read_preset_file(opt.preset_b, &error)) b = *s;

@@ -52,7 +52,7 @@ std::optional<StudioOptions> parse_studio_options(const QStringList& arguments, 
 bool display_available();
 // Slot B of the demo comparison: slot A with reference-compatible blend tiling of about half the
 // frame (so the tile overlay and the seams have something to show).
-EngineSettings demo_b_settings(const EngineSettings& a, int width, int height);
+RunOptions demo_b_settings(const RunOptions& a, int width, int height);
 InputSpec input_from_options(const StudioOptions& o);
 
 // The headless job: loads the weights, runs (or runs A/B) through the same RunController the

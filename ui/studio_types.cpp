@@ -10,221 +10,29 @@
 
 namespace seedvae::ui {
 
-QString tiling_mode_name(TilingMode mode) {
-  switch (mode) {
-    case TilingMode::kOff: return QStringLiteral("off");
-    case TilingMode::kBlend: return QStringLiteral("blend");
-    case TilingMode::kExact: return QStringLiteral("exact");
-  }
-  return QStringLiteral("off");
+// ---- settings ---------------------------------------------------------------------------------
+
+QJsonObject settings_to_json(const RunOptions& o) {
+  return QJsonDocument::fromJson(QByteArray::fromStdString(to_json(o))).object();
 }
 
-TilingMode tiling_mode_from_name(const QString& name, bool* ok) {
-  const QString n = name.trimmed().toLower();
-  if (ok) *ok = true;
-  if (n == QLatin1String("blend")) return TilingMode::kBlend;
-  if (n == QLatin1String("exact")) return TilingMode::kExact;
-  if (n != QLatin1String("off") && ok) *ok = false;
-  return TilingMode::kOff;
+RunOptions settings_from_json(const QJsonObject& json, QStringList* warnings) {
+  std::vector<std::string> w;
+  const QByteArray text = QJsonDocument(json).toJson(QJsonDocument::Compact);
+  RunOptions o = run_options_from_json(std::string_view(text.constData(), text.size()), &w);
+  if (warnings) {
+    for (const std::string& m : w) *warnings << QString::fromStdString(m);
+  }
+  return o;
 }
 
-// ---- EngineSettings ---------------------------------------------------------------------------
+QString settings_summary(const RunOptions& o) { return QString::fromStdString(describe(o)); }
 
-QJsonObject EngineSettings::to_json() const {
-  QJsonObject t;
-  for (auto it = toggles.begin(); it != toggles.end(); ++it) t[it.key()] = QJsonValue::fromVariant(it.value());
-  return QJsonObject{
-      {"backend", backend},
-      {"device", device},
-      {"precision", precision},
-      {"toggles", t},
-      {"tiling", tiling_mode_name(tiling)},
-      {"tile_width", tile_width},
-      {"tile_height", tile_height},
-      {"overlap_width", overlap_width},
-      {"overlap_height", overlap_height},
-      {"tile_layout", tile_layout},
-      {"exact_keep_weights", exact_keep_weights},
-      {"chunk_latents", chunk_latents},
-      {"hires_chunk_frames", hires_chunk_frames},
-      {"budget_mib", budget_mib},
-      {"temporal_pad", temporal_pad},
-      {"spatial_multiple", spatial_multiple},
-      {"prefetch", prefetch},
-      {"async_tiles", async_tiles},
-      {"lone_head", lone_head},
-      {"lean_convs", lean_convs},
-  };
-}
+QString settings_label(const RunOptions& o) { return QString::fromStdString(short_label(o)); }
 
-namespace {
-
-int clamped_int(const QJsonObject& j, const char* key, int def, int lo, int hi,
-                QStringList* warnings) {
-  const QJsonValue v = j.value(QLatin1String(key));
-  if (v.isUndefined()) return def;
-  if (!v.isDouble()) {
-    if (warnings) *warnings << QStringLiteral("%1: not a number, using %2").arg(key).arg(def);
-    return def;
-  }
-  const double d = v.toDouble();
-  const int c = static_cast<int>(std::clamp(d, static_cast<double>(lo), static_cast<double>(hi)));
-  if (warnings && (d < lo || d > hi)) {
-    *warnings << QStringLiteral("%1: %2 is out of range, using %3").arg(key).arg(d).arg(c);
-  }
-  return c;
-}
-
-}  // namespace
-
-EngineSettings EngineSettings::from_json(const QJsonObject& j, QStringList* warnings) {
-  EngineSettings s;
-  static const QStringList kKnown{"backend", "device", "precision", "toggles", "tiling",
-                                  "tile_width", "tile_height", "overlap_width", "overlap_height",
-                                  "tile_layout", "exact_keep_weights",
-                                  "chunk_latents", "hires_chunk_frames", "budget_mib",
-                                  "temporal_pad",
-                                  "spatial_multiple", "prefetch", "async_tiles", "lone_head",
-                                  "lean_convs"};
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (!kKnown.contains(it.key()) && warnings) *warnings << QStringLiteral("unknown key %1 ignored").arg(it.key());
-  }
-  if (j.value("backend").isString()) s.backend = j.value("backend").toString();
-  s.device = clamped_int(j, "device", 0, 0, 64, warnings);
-  if (j.value("precision").isString()) s.precision = j.value("precision").toString();
-  const QJsonObject t = j.value("toggles").toObject();
-  for (auto it = t.begin(); it != t.end(); ++it) s.toggles.insert(it.key(), it.value().toVariant());
-  if (j.contains("tiling")) {
-    bool ok = true;
-    s.tiling = tiling_mode_from_name(j.value("tiling").toString(), &ok);
-    if (!ok && warnings) *warnings << QStringLiteral("tiling: unknown mode, using off");
-  }
-  s.tile_width = clamped_int(j, "tile_width", s.tile_width, 16, 8192, warnings);
-  s.tile_height = clamped_int(j, "tile_height", s.tile_height, 16, 8192, warnings);
-  s.overlap_width = clamped_int(j, "overlap_width", s.overlap_width, 0, 2048, warnings);
-  s.overlap_height = clamped_int(j, "overlap_height", s.overlap_height, 0, 2048, warnings);
-  const QString layout = j.value("tile_layout").toString(s.tile_layout);
-  if (layout == QLatin1String("reference") || layout == QLatin1String("uniform")) {
-    s.tile_layout = layout;
-  } else if (warnings) {
-    *warnings << QStringLiteral("tile_layout: unknown layout %1, using reference").arg(layout);
-  }
-  s.exact_keep_weights = j.value("exact_keep_weights").toBool(s.exact_keep_weights);
-  s.chunk_latents = clamped_int(j, "chunk_latents", s.chunk_latents, 0, 4096, warnings);
-  s.hires_chunk_frames =
-      clamped_int(j, "hires_chunk_frames", s.hires_chunk_frames, 0, 4096, warnings);
-  s.budget_mib = clamped_int(j, "budget_mib", s.budget_mib, 0, 1 << 24, warnings);
-  const QString pad = j.value("temporal_pad").toString(s.temporal_pad);
-  if (pad == QLatin1String("mirror") || pad == QLatin1String("repeat-last")) {
-    s.temporal_pad = pad;
-  } else if (warnings) {
-    *warnings << QStringLiteral("temporal_pad: unknown mode %1, using mirror").arg(pad);
-  }
-  const int mult = clamped_int(j, "spatial_multiple", 8, 8, 16, warnings);
-  s.spatial_multiple = mult >= 12 ? 16 : 8;
-  const QJsonValue prefetch = j.value("prefetch");
-  if (prefetch.isBool()) {
-    s.prefetch = prefetch.toBool();
-  } else if (!prefetch.isUndefined() && warnings) {
-    *warnings << QStringLiteral("prefetch: not true or false, using %1").arg(s.prefetch ? "true" : "false");
-  }
-  const QJsonValue async_tiles = j.value("async_tiles");
-  if (async_tiles.isBool()) {
-    s.async_tiles = async_tiles.toBool();
-  } else if (!async_tiles.isUndefined() && warnings) {
-    *warnings << QStringLiteral("async_tiles: not true or false, using %1").arg(s.async_tiles ? "true" : "false");
-  }
-  for (auto [key, flag] : {std::pair<const char*, bool*>{"lone_head", &s.lone_head},
-                           std::pair<const char*, bool*>{"lean_convs", &s.lean_convs}}) {
-    const QJsonValue v = j.value(QLatin1String(key));
-    if (v.isBool()) {
-      *flag = v.toBool();
-    } else if (!v.isUndefined() && warnings) {
-      *warnings << QStringLiteral("%1: not true or false, using %2").arg(key, *flag ? "true" : "false");
-    }
-  }
-  return s;
-}
-
-QString EngineSettings::summary() const {
-  QString s = QStringLiteral("%1 %2, chunk %3").arg(backend, precision,
-                                                    chunk_latents == 0 ? QStringLiteral("whole clip")
-                                                                       : QString::number(chunk_latents));
-  if (hires_chunk_frames > 0) s += QStringLiteral(", hi-res pieces %1").arg(hires_chunk_frames);
-  if (lone_head) s += QStringLiteral(", lone head");
-  if (lean_convs) s += QStringLiteral(", lean convs");
-  if (!prefetch) s += QStringLiteral(", no prefetch");
-  if (!async_tiles) s += QStringLiteral(", no async tiles");
-  if (tiling == TilingMode::kOff) {
-    s += QStringLiteral(", untiled");
-  } else {
-    s += QStringLiteral(", %1 tiles %2x%3 overlap %4x%5")
-             .arg(tiling_mode_name(tiling))
-             .arg(tile_width)
-             .arg(tile_height)
-             .arg(overlap_width)
-             .arg(overlap_height);
-  }
-  for (auto it = toggles.begin(); it != toggles.end(); ++it) {
-    s += QStringLiteral(", %1=%2").arg(it.key(), it.value().toString());
-  }
-  return s;
-}
-
-QString EngineSettings::short_label() const {
-  QString s = tiling == TilingMode::kOff
-                  ? QStringLiteral("untiled")
-                  : QStringLiteral("%1 %2×%3").arg(tiling_mode_name(tiling)).arg(tile_width).arg(tile_height);
-  s += chunk_latents == 0 ? QStringLiteral(", whole clip") : QStringLiteral(", chunk %1").arg(chunk_latents);
-  if (hires_chunk_frames > 0) s += QStringLiteral(", hi-res %1 f").arg(hires_chunk_frames);
-  if (lone_head) s += QStringLiteral(", lone head");
-  if (lean_convs) s += QStringLiteral(", lean");
-  if (!prefetch) s += QStringLiteral(", no prefetch");
-  if (!async_tiles) s += QStringLiteral(", no async tiles");
-  if (backend != QLatin1String("cpu")) s = backend + QStringLiteral(" ") + precision + QStringLiteral(", ") + s;
-  return s;
-}
-
-QString EngineSettings::backend_key() const {
-  QString k = backend + QLatin1Char(':') + QString::number(device) + QLatin1Char(':') + precision;
-  for (auto it = toggles.begin(); it != toggles.end(); ++it) {
-    k += QLatin1Char(';') + it.key() + QLatin1Char('=') + it.value().toString();
-  }
-  return k;
-}
-
-bool EngineSettings::operator==(const EngineSettings& o) const {
-  return backend == o.backend && device == o.device && precision == o.precision &&
-         toggles == o.toggles && tiling == o.tiling && tile_width == o.tile_width &&
-         tile_height == o.tile_height && overlap_width == o.overlap_width &&
-         overlap_height == o.overlap_height && tile_layout == o.tile_layout &&
-         exact_keep_weights == o.exact_keep_weights && chunk_latents == o.chunk_latents &&
-         hires_chunk_frames == o.hires_chunk_frames && budget_mib == o.budget_mib && temporal_pad == o.temporal_pad &&
-         spatial_multiple == o.spatial_multiple && prefetch == o.prefetch &&
-         async_tiles == o.async_tiles && lone_head == o.lone_head && lean_convs == o.lean_convs;
-}
-
-QString prefetch_unavailable_reason(const EngineSettings& s, bool sample_input) {
-  if (s.tiling != TilingMode::kOff) {
-    return QStringLiteral("%1 tiling encodes every tile over the whole clip, so it needs all frames "
-                          "in memory before it starts")
-        .arg(tiling_mode_name(s.tiling));
-  }
-  if (sample_input) {
-    return QStringLiteral("the sample clip is generated in memory: there are no frames to read ahead");
-  }
-  if (s.chunk_latents == 0) {
-    return QStringLiteral("the whole clip is encoded in one chunk: nothing to overlap the reading with");
-  }
-  return {};
-}
-
-QString async_tiles_unavailable_reason(const EngineSettings& s) {
-  if (s.tiling == TilingMode::kExact) {
-    return QStringLiteral("exact tiling moves its windows through host memory layer by layer, "
-                          "with no chunk or tile output to overlap");
-  }
-  return {};
+QString option_unavailable_reason(const RunOptions& o, std::string_view key) {
+  const OptionSpec* spec = find_option(key);
+  return spec ? QString::fromStdString(option_not_applicable(o, *spec)) : QString();
 }
 
 // ---- inputs -----------------------------------------------------------------------------------
@@ -285,7 +93,7 @@ QVector<AbRow> ab_table_rows(const AbComparison& ab, bool compact) {
   };
   QVector<AbRow> rows;
   if (!compact) {
-    rows.push_back({QStringLiteral("Settings"), ab.a.settings.summary(), ab.b.settings.summary()});
+    rows.push_back({QStringLiteral("Settings"), settings_summary(ab.a.settings), settings_summary(ab.b.settings)});
     rows.push_back({QStringLiteral("Backend"), ab.a.backend_name, ab.b.backend_name});
   }
   rows.push_back({QStringLiteral("Status"), status(ab.a), status(ab.b)});
@@ -339,7 +147,7 @@ QString format_seconds(double s) {
 }
 
 void register_studio_types() {
-  qRegisterMetaType<EngineSettings>();
+  qRegisterMetaType<RunOptions>();
   qRegisterMetaType<RunRequest>();
   qRegisterMetaType<ProgressUpdate>();
   qRegisterMetaType<TelemetryPoint>();

@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "core/base/cancel.h"
+#include "core/pipeline/run_options.h"
 #include "core/tensor/host_tensor.h"
 
 namespace seedvae {
@@ -29,72 +30,19 @@ class FrameStore;
 
 // ---- settings ---------------------------------------------------------------------------------
 
-enum class TilingMode { kOff, kBlend, kExact };
-QString tiling_mode_name(TilingMode mode);  // "off", "blend", "exact"
-TilingMode tiling_mode_from_name(const QString& name, bool* ok = nullptr);
-
-// Everything the settings panel edits. Engine toggles are data-driven: `toggles` holds one value
-// per key the chosen backend declares (BackendCatalog::backends()), so a toggle added to a
-// backend appears in the panel, the presets and the report without changes here.
-struct EngineSettings {
-  QString backend = QStringLiteral("cpu");
-  int device = 0;
-  QString precision = QStringLiteral("fp32");
-  QMap<QString, QVariant> toggles;  // key -> bool / int / string
-  TilingMode tiling = TilingMode::kOff;
-  int tile_width = 512, tile_height = 512;      // output pixels
-  int overlap_width = 64, overlap_height = 64;  // output pixels
-  QString tile_layout = QStringLiteral("reference");  // blend: "reference" (upstream) or "uniform"
-  bool exact_keep_weights = false;              // exact: keep every layer's weights resident
-  int chunk_latents = 1;                        // latent frames per temporal chunk, 0 = whole clip
-  int hires_chunk_frames = 0;                   // chunked upsampling: high-res stages N frames at a time
-  int budget_mib = 0;                           // memory budget for the planner, 0 = free memory
-  QString temporal_pad = QStringLiteral("mirror");  // "mirror" or "repeat-last"
-  int spatial_multiple = 8;                     // 8 or 16
-  // Frame prefetch (issue #5): read and convert the input's frames on their own thread, a few
-  // temporal chunks ahead of the encoder (media::VideoFrameSource + encode_stream). Same output.
-  // Applies to a video file or image sequence run untiled in temporal chunks only
-  // (prefetch_unavailable_reason()); elsewhere the flag is kept but has no effect.
-  bool prefetch = true;
-  // Async tiles (StreamOptions::async_tiles, core/schedule/copy_pipeline.h): queue the next
-  // temporal chunk or tile on the device before the host has finished the previous one (waited
-  // for its download, blended it, shown its frames), so copies and host work overlap the compute.
-  // Bit-identical output; progress and frames arrive one step later. Applies to untiled
-  // streaming and blend tiling; exact tiling ignores it (async_tiles_unavailable_reason()). On
-  // the CPU backend the copies are synchronous: the same order of work, no change in time.
-  bool async_tiles = true;
-  // Lone head (StreamOptions::lone_head): the first temporal chunk is frame 0 alone, so no chunk
-  // is larger than the later ones. Lean convolutions (VaeModel::set_lean_convs): the decoder's
-  // causal convolutions never build their context-extended input. Both exact; together with the
-  // CUDA backend's state offload they take the 1080p decode to ~11.7 GiB (docs/gpu-notes.md §9).
-  bool lone_head = false;
-  bool lean_convs = false;
-
-  QJsonObject to_json() const;
-  // Unknown keys are ignored, out-of-range values are clamped; `warnings` (optional) lists both.
-  static EngineSettings from_json(const QJsonObject& json, QStringList* warnings = nullptr);
-  // "cpu fp32, chunk 1, tiling off" (+ toggles that differ from `defaults` when given)
-  QString summary() const;
-  // "untiled, chunk 1" / "blend 128×128, chunk 1" / "exact 512×512, whole clip" (+ precision
-  // when not fp32): what tells two settings apart in a view label.
-  QString short_label() const;
-  // A stable string for caching (same settings -> same key).
-  QString backend_key() const;
-
-  bool operator==(const EngineSettings& o) const;
-  bool operator!=(const EngineSettings& o) const { return !(*this == o); }
-};
-
-// Why frame prefetch does not apply to a run with these settings (whatever `s.prefetch` says) on
-// a sample-clip input (`sample_input`) or a file: blended/exact tiling encodes every tile over the
-// whole clip, the sample clip is generated in memory, a whole-clip chunk leaves nothing to
-// overlap. Empty when it applies. The settings panel and the engine worker share it.
-QString prefetch_unavailable_reason(const EngineSettings& s, bool sample_input);
-
-// Why async tiles do not apply to a run with these settings (whatever `s.async_tiles` says):
-// exact tiling moves its windows through host memory layer by layer. Empty when it applies. The
-// settings panel and the engine worker share it.
-QString async_tiles_unavailable_reason(const EngineSettings& s);
+// The studio's settings are the run options of the job layer (core/pipeline/run_options.h): one
+// table declares every option with its widget, tooltip and preset key, so the settings panel,
+// presets, reports and the CLI offer the same options.
+// Presets and the report: the table's JSON as a QJsonObject. Unknown keys are ignored, values of
+// the wrong type or out of range keep the default; `warnings` (optional) lists both.
+QJsonObject settings_to_json(const RunOptions& settings);
+RunOptions settings_from_json(const QJsonObject& json, QStringList* warnings = nullptr);
+// "cuda bf16, chunk 1, untiled; lean_convs" (describe()) and "exact 512x512, chunk 1"
+// (short_label()): the report's settings line and a view caption.
+QString settings_summary(const RunOptions& settings);
+QString settings_label(const RunOptions& settings);
+// Why `key`'s option does not apply to `settings` (another backend, another mode), or empty.
+QString option_unavailable_reason(const RunOptions& settings, std::string_view key);
 
 // ---- inputs -----------------------------------------------------------------------------------
 
@@ -151,7 +99,7 @@ struct RunRequest {
   InputSpec input;
   WeightsSpec weights_spec;
   std::shared_ptr<const VaeWeights> weights;  // loaded already (GUI), or null: the worker loads
-  EngineSettings settings;
+  RunOptions settings;
   std::shared_ptr<CancelToken> cancel;        // set by the controller; request() from any thread
   std::shared_ptr<FrameStore> store;          // decoded frames, filled by the worker
 };
@@ -210,7 +158,7 @@ struct RunSummary {
   bool ok = false;
   bool cancelled = false;
   QString error;
-  EngineSettings settings;
+  RunOptions settings;
   QString backend_name;
   QString weights_source;
   QString input_name;
@@ -285,7 +233,7 @@ QString format_seconds(double seconds);   // "1 min 05 s", "4.2 s"
 
 }  // namespace seedvae::ui
 
-Q_DECLARE_METATYPE(seedvae::ui::EngineSettings)
+Q_DECLARE_METATYPE(seedvae::RunOptions)
 Q_DECLARE_METATYPE(seedvae::ui::RunRequest)
 Q_DECLARE_METATYPE(seedvae::ui::ProgressUpdate)
 Q_DECLARE_METATYPE(seedvae::ui::TelemetryPoint)

@@ -5,7 +5,11 @@
 #include <map>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "core/backend/counting_backend.h"
+#include "core/pipeline/job.h"
+#include "core/pipeline/prediction.h"
 #include "core/schedule/streaming.h"
 #include "core/vae/vae_model.h"
 
@@ -22,14 +26,6 @@ HostTensor random_input(Shape s, uint64_t seed) {
   return t;
 }
 
-// Structure-only weights (zero values): the counting backend only looks at shapes.
-VaeWeights shape_weights(const VaeConfig& c) {
-  VaeWeights w;
-  w.config = c;
-  for (const auto& p : c.parameters()) w.tensors.emplace(p.name, HostTensor(DType::kF16, p.shape));
-  return w;
-}
-
 class StageTimes final : public TelemetrySink {
  public:
   void on_stage(const StageSample& s) override { ms[s.stage] += s.wall_ms; }
@@ -41,11 +37,14 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Per-stage analytic FLOPs of one op.
+// Per-stage analytic FLOPs of one op: the model on a dry-run backend.
 Result<std::map<std::string, double>> stage_flops(const VaeConfig& config, bool encode,
                                                    const Shape& input, int chunk) {
   CountingBackend cb;
-  SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(cb, shape_weights(config)));
+  SEEDVAE_ASSIGN_OR_RETURN(
+      VaeModel m, VaeModel::create(cb, config, [&](const VaeConfig::Param& p) {
+        return Result<Tensor>(cb.declare_weight(p.shape));
+      }));
   std::map<std::string, double> out;
   double last = 0;
   m.set_observer([&](std::string_view block, const Tensor&) {
@@ -53,11 +52,14 @@ Result<std::map<std::string, double>> stage_flops(const VaeConfig& config, bool 
     last = cb.flops();
     return Status::ok();
   });
-  const HostTensor x(DType::kF32, input);
-  if (encode) {
-    SEEDVAE_TRY(encode_video(m, x, {chunk}).take_status());
-  } else {
-    SEEDVAE_TRY(decode_latent(m, x, {chunk}).take_status());
+  const int tf = config.temporal_factor();
+  CausalState state;
+  const int64_t latents = encode ? (input[2] - 1) / tf + 1 : input[2];
+  for (const auto& [b, e] : plan_chunks(latents, chunk)) {
+    Shape s = input;
+    s[2] = encode ? (b == 0 ? (e - 1) * tf + 1 : (e - b) * tf) : e - b;
+    const Tensor x = cb.declare(s);
+    SEEDVAE_TRY((encode ? m.encode_chunk(x, state) : m.decode_chunk(x, state)).take_status());
   }
   return out;
 }
@@ -75,13 +77,13 @@ Result<double> count_flops(const VaeConfig& config, bool encode, int frames, int
   return total;
 }
 
-Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights,
-                              const BenchOptions& o) {
+Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const BenchOptions& o) {
   const VaeConfig& c = weights.config;
   const int f = c.temporal_factor(), s = c.spatial_factor();
   if (o.frames < 1 || (o.frames - 1) % f != 0 || o.width % s || o.height % s) {
     return invalid_argument("bench needs 4n+1 frames and a size that is a multiple of 8");
   }
+  SEEDVAE_TRY(validate(o.run));
   BenchResult r;
   r.backend = backend.name();
   r.options = o;
@@ -93,7 +95,7 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights,
     const Shape in = enc ? Shape{1, c.in_channels, o.frames, o.height, o.width}
                          : Shape{1, c.latent_channels, latents, o.height / s, o.width / s};
     const HostTensor x = random_input(in, enc ? 1 : 2);
-    SEEDVAE_ASSIGN_OR_RETURN(auto flops, stage_flops(c, enc, in, o.chunk_latents));
+    SEEDVAE_ASSIGN_OR_RETURN(auto flops, stage_flops(c, enc, in, o.run.chunk_latents));
     BenchOpResult op;
     op.op = enc ? "encode" : "decode";
     std::map<std::string, std::vector<double>> stage_runs;
@@ -105,18 +107,30 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights,
       const bool staged = i == o.warmup + o.repeats;
       model.set_telemetry(staged ? &times : nullptr);
       backend.reset_peak();
+      TileRunReport tiles;
+      TileHooks th;
+      th.report = &tiles;
+      std::string note;
       const auto t0 = Clock::now();
-      const StreamOptions so{.chunk_latents = o.chunk_latents,
-                             .async_tiles = o.async_tiles,
-                             .lone_head = o.lone_head,
-                             .hires_chunk_frames = o.hires_chunk_frames,
-                             .lean_convs = o.lean_convs};
-      auto out = enc ? encode_video(model, x, so) : decode_latent(model, x, so);
+      auto out = enc ? encode_clip(model, weights, x, o.run, {}, &th, &note)
+                     : decode_clip(model, weights, x, o.run, {}, &th, &note);
       if (!out) return out.take_status();
       SEEDVAE_TRY(backend.synchronize());
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       model.set_telemetry(nullptr);
       for (const auto& [k, v] : times.ms) stage_runs[k].push_back(v);
+      op.tiling = std::string(tiling_mode_name(tiles.mode));
+      op.tiles = static_cast<int64_t>(std::max<size_t>(1, tiles.rects.size()));
+      op.plan_note = note;
+      if (tiles.mode != TilingMode::kOff) {
+        auto spec = resolve_tile(o.run, c, enc, o.height, o.width, o.frames, nullptr);
+        if (spec.is_ok()) {
+          op.tile_w = spec->tile_w;
+          op.tile_h = spec->tile_h;
+          op.overlap_w = tiles.mode == TilingMode::kBlend ? spec->overlap_w : 0;
+          op.overlap_h = tiles.mode == TilingMode::kBlend ? spec->overlap_h : 0;
+        }
+      }
       if (!measured) continue;
       op.runs_ms.push_back(ms);
       op.peak_bytes = std::max(op.peak_bytes, backend.memory_stats().peak_bytes);
@@ -131,6 +145,49 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights,
     r.ops.push_back(op);
   }
   return r;
+}
+
+std::string bench_json(const BenchResult& r, const std::string& weights_source) {
+  using Json = nlohmann::ordered_json;
+  const BenchOptions& o = r.options;
+  Json j{{"backend", r.backend},  {"config", r.config},   {"weights", weights_source},
+         {"width", o.width},      {"height", o.height},   {"frames", o.frames},
+         {"warmup", o.warmup},    {"repeats", o.repeats}, {"version", SEEDVAE_VERSION}};
+  j["options"] = Json::parse(to_json(o.run));
+  j["settings"] = describe(o.run);
+  // Flat copies of the streaming choices, as earlier reports had them.
+  const StreamOptions so = stream_options(o.run);
+  j["chunk_latents"] = so.chunk_latents;
+  j["hires_chunk_frames"] = so.hires_chunk_frames;
+  j["async_tiles"] = so.async_tiles;
+  j["lone_head"] = so.lone_head;
+  j["lean_convs"] = so.lean_convs;
+  j["ops"] = Json::array();
+  for (const auto& op : r.ops) {
+    j["ops"].push_back({{"op", op.op},
+                        {"total_ms", op.total_ms},
+                        {"ms_per_frame", op.ms_per_frame},
+                        {"tflop", op.tflop},
+                        {"tflops_per_s", op.tflops_per_s},
+                        {"gflops_per_s", op.tflops_per_s * 1000},
+                        {"peak_mib", static_cast<double>(op.peak_bytes) / (1 << 20)},
+                        {"runs_ms", op.runs_ms},
+                        {"tiling",
+                         {{"mode", op.tiling},
+                          {"tile", {{"w", op.tile_w}, {"h", op.tile_h}}},
+                          {"overlap", {{"w", op.overlap_w}, {"h", op.overlap_h}}},
+                          {"tiles", op.tiles},
+                          {"plan", op.plan_note}}}});
+  }
+  j["stages"] = Json::array();
+  for (const auto& st : r.stages) {
+    j["stages"].push_back({{"op", st.op},
+                           {"stage", st.stage},
+                           {"ms", st.ms},
+                           {"gflop", st.gflop},
+                           {"gflops_per_s", st.ms > 0 ? st.gflop / (st.ms / 1000) : 0}});
+  }
+  return j.dump(2);
 }
 
 }  // namespace seedvae

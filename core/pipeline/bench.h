@@ -1,28 +1,28 @@
-// `seedvae bench`: a fixed, repeatable measurement of encode and decode on one backend, with time,
-// FLOP rate and memory per stage (top-level block). FLOPs come from running the same model through
-// CountingBackend (exact shapes, vae_spec.md §7); times from the stage telemetry of the real run
-// (host wall time after device synchronisation; GPU backends add event times).
+// `seedvae bench`: a fixed, repeatable measurement of encode and decode on one backend with the
+// options of a run (precision, every engine toggle, temporal chunk, tiling, memory budget), with
+// time, FLOP rate and memory per op and per stage (top-level block). Each op runs as a job would
+// run it (encode_clip / decode_clip: the tiling and the budget's tile included) on a random clip.
+// FLOPs are the analytic work of the model (CountingBackend: exact shapes, docs/model.md §7);
+// times come from the stage telemetry of the real run (host wall time after device
+// synchronisation; GPU backends add event times).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/pipeline/run_options.h"
 #include "core/vae/state_dict.h"
 
 namespace seedvae {
 
 struct BenchOptions {
+  RunOptions run;     // backend options, chunking, tiling, budget: as for any job
   int width = 256;
   int height = 256;
-  int frames = 17;         // 4n+1
-  int chunk_latents = 1;   // temporal chunk; 0 = whole clip
-  int hires_chunk_frames = 0;  // VaeModel::set_hires_chunk_frames (0 = off)
-  bool async_tiles = true;     // StreamOptions::async_tiles
-  bool lone_head = false;      // StreamOptions::lone_head
-  bool lean_convs = false;     // VaeModel::set_lean_convs
+  int frames = 17;    // 4n+1
   int warmup = 1;
-  int repeats = 3;         // median over repeats
+  int repeats = 3;    // median over repeats
   bool encode = true;
   bool decode = true;
 };
@@ -30,19 +30,24 @@ struct BenchOptions {
 struct BenchStage {
   std::string op;          // "encode" or "decode"
   std::string stage;       // "decoder.up_blocks.1" ...
-  double ms = 0;           // total over the staged run (all chunks; one extra run whose
-                           // telemetry synchronises after every block)
-  double gflop = 0;        // analytic
+  double ms = 0;           // total over the staged run (all chunks and tiles; one extra run
+                           // whose telemetry synchronises after every block)
+  double gflop = 0;        // analytic, of the untiled model
 };
 
 struct BenchOpResult {
   std::string op;
   double total_ms = 0;         // median of repeats
   double ms_per_frame = 0;     // per input frame (encode) or output frame (decode)
-  double tflop = 0;            // analytic FLOPs of the whole op
+  double tflop = 0;            // analytic FLOPs of the whole op (the untiled model's work)
   double tflops_per_s = 0;
-  int64_t peak_bytes = 0;      // backend allocator peak during the op (weights excluded)
+  int64_t peak_bytes = 0;      // backend allocator peak during the op (weights included)
   std::vector<double> runs_ms;
+  // The tiling the op ran with (after the budget's choice of tile).
+  std::string tiling = "off";
+  int64_t tile_w = 0, tile_h = 0, overlap_w = 0, overlap_h = 0;
+  int64_t tiles = 1;           // tiles per chunk (exact: of the output layer)
+  std::string plan_note;       // what the memory budget chose
 };
 
 struct BenchResult {
@@ -55,6 +60,10 @@ struct BenchResult {
 
 Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights,
                               const BenchOptions& options);
+
+// The benchmark's JSON report (`seedvae bench --json`): the options of the run, every op with
+// its tiling, and the stages.
+std::string bench_json(const BenchResult& result, const std::string& weights_source);
 
 // Analytic FLOPs of encode (true) or decode (false) for a clip, via CountingBackend.
 Result<double> count_flops(const VaeConfig& config, bool encode, int frames, int height, int width,

@@ -177,13 +177,13 @@ class ConfigRun {
     model_ = &model;
     tiled_decode_ = cfg.value("tiled_decode", Json::object());
     tiled_encode_ = cfg.value("tiled_encode", Json::object());
-    if (opt_.precision == "fp16" || opt_.precision == "bf16") {
-      const std::string mode = opt_.precision + "_pure";
+    if (opt_.run.precision == "fp16" || opt_.run.precision == "bf16") {
+      const std::string mode = opt_.run.precision + "_pure";
       lowp_ = cfg.value("lowp_error_vs_fp32", Json::object()).value(mode, Json::object())
                   .value("errors", Json::object());
       if (lowp_.empty()) {
         return corrupt_data("the manifest has no lowp_error_vs_fp32." + mode +
-                            " errors to compare " + opt_.precision + " with");
+                            " errors to compare " + opt_.run.precision + " with");
       }
     }
     const Json outputs = cfg.value("outputs_fp32", Json::object());
@@ -192,9 +192,9 @@ class ConfigRun {
       if (cancel) SEEDVAE_TRY(cancel->check());
       SEEDVAE_TRY(check_output(tensor));
     }
-    if (intermediates_ && opt_.precision != "fp32") {
+    if (intermediates_ && opt_.run.precision != "fp32") {
       add({"", "intermediates", "skip", 0, 0, 0, 0,
-           "per-block intermediates have no reference error in " + opt_.precision});
+           "per-block intermediates have no reference error in " + opt_.run.precision});
     } else if (intermediates_) {
       for (const auto& n : intermediates_->names()) {
         if (!wanted(opt_, n)) continue;
@@ -218,10 +218,8 @@ class ConfigRun {
  private:
   // Temporal chunks of `chunk` latents, with the model options being verified.
   StreamOptions stream(int chunk) const {
-    StreamOptions so;
+    StreamOptions so = stream_options(opt_.run);
     so.chunk_latents = chunk;
-    so.hires_chunk_frames = opt_.hires_chunk_frames;
-    so.lean_convs = opt_.lean_convs;
     return so;
   }
 
@@ -232,10 +230,10 @@ class ConfigRun {
   // PyTorch's error for the same tensor kind (enc_moments / dec_of_mean / dec) and case, or the
   // worst over the cases of that kind when the case has no entry.
   Bound bound_for(const GoldenName& g) const {
-    if (opt_.precision == "tf32") return {1e-2, 1.5e-3, "tf32 bound of the golden README"};
+    if (opt_.run.precision == "tf32") return {1e-2, 1.5e-3, "tf32 bound of the golden README"};
     if (lowp_.empty()) return {opt_.tolerance, 1e-5, ""};
     const std::string kind = g.op == "enc_mean" ? "enc_moments" : g.op;
-    Bound b{0, 0, "PyTorch " + opt_.precision + "_pure"};
+    Bound b{0, 0, "PyTorch " + opt_.run.precision + "_pure"};
     const std::string exact = g.case_name + "." + kind;
     const bool variant = g.split != 0 || !g.variant.empty();
     for (const auto& [name, e] : lowp_.items()) {

@@ -12,6 +12,7 @@
 
 #include "core/backend/backend.h"
 #include "core/base/cancel.h"
+#include "core/pipeline/run_options.h"
 
 namespace seedvae {
 
@@ -21,14 +22,14 @@ struct VerifyOptions {
   std::vector<std::string> only;          // tensor-name substrings to run; empty: all
   std::optional<std::filesystem::path> weights;  // overrides the folder's / synthetic weights
   double tolerance = 1e-4;                // max abs error for outputs (fp32)
-  // The backend's precision. fp32 uses `tolerance`; tf32 uses the golden README's recommendation
-  // (max abs 1e-2, rms 1.5e-3); fp16/bf16 must be no worse (max abs and rms) than PyTorch's own
-  // error for the same tensor in the same mode (manifest lowp_error_vs_fp32, *_pure rows).
-  std::string precision = "fp32";
+  // The run's options: its precision (fp32 uses `tolerance`; tf32 uses the golden README's
+  // recommendation, max abs 1e-2 and rms 1.5e-3; fp16/bf16 must be no worse, max abs and rms,
+  // than PyTorch's own error for the same tensor in the same mode: the manifest's
+  // lowp_error_vs_fp32 *_pure rows) and the model options every case runs with (chunked
+  // upsampling, lean convolutions; the temporal chunk comes from each case).
+  RunOptions run;
   bool run_model = true;                  // false: check inputs and weights only
   bool intermediates = true;              // compare per-block intermediates where shipped
-  int hires_chunk_frames = 0;             // ChunkOptions::hires_chunk_frames (0 = off)
-  bool lean_convs = false;                // ChunkOptions::lean_convs
 };
 
 struct VerifyRow {

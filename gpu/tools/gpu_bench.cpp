@@ -181,13 +181,13 @@ int cmd_verify(const Args& a) {
   vo.reference_dir = a.get("--reference", "");
   const std::string cfg = a.get("--config", "");
   if (!cfg.empty()) vo.configs = {cfg};
-  // fp32 uses --tolerance; tf32, fp16 and bf16 use the bounds of VerifyOptions::precision (the
+  // fp32 uses --tolerance; tf32, fp16 and bf16 use the bounds of VerifyOptions::run.precision (the
   // golden README's tf32 bound, PyTorch's own low-precision error from the manifest).
-  vo.precision = std::string(gpu::precision_name(o->precision));
+  vo.run.precision = std::string(gpu::precision_name(o->precision));
   vo.tolerance = std::stod(a.get("--tolerance", "1e-4"));
   vo.intermediates = !a.flag("--no-intermediates");
-  vo.hires_chunk_frames = a.geti("--hires-chunk", 0);
-  vo.lean_convs = a.flag("--lean-convs");
+  vo.run.hires_chunk_frames = a.geti("--hires-chunk", 0);
+  vo.run.lean_convs = a.flag("--lean-convs");
   Json rows = Json::array();
   auto rep = run_verify(**b, vo, [&](const VerifyRow& r) {
     std::printf("  %-5s %-28s %-5s max abs %.3e rms %.3e %s\n", r.config.c_str(), r.tensor.c_str(),
@@ -282,11 +282,7 @@ Result<std::vector<StageDevice>> stage_device_times(Backend& b, const VaeWeights
     for (int i = 0; i < runs; ++i) {
       StageClock clock(b);
       m.set_telemetry(&clock);
-      const StreamOptions so{.chunk_latents = bo.chunk_latents,
-                             .async_tiles = bo.async_tiles,
-                             .lone_head = bo.lone_head,
-                             .hires_chunk_frames = bo.hires_chunk_frames,
-                             .lean_convs = bo.lean_convs};
+      const StreamOptions so = stream_options(bo.run);
       auto r = enc ? encode_video(m, x, so) : decode_latent(m, x, so);
       m.set_telemetry(nullptr);
       if (!r) return r.take_status();
@@ -316,18 +312,18 @@ int cmd_bench(const Args& a) {
   bo.frames = a.geti("--frames", 17);
   bo.repeats = a.geti("--repeats", 3);
   bo.warmup = a.geti("--warmup", 1);
-  bo.chunk_latents = a.geti("--chunk", 1);
-  bo.hires_chunk_frames = a.geti("--hires-chunk", 0);
+  bo.run.chunk_latents = a.geti("--chunk", 1);
+  bo.run.hires_chunk_frames = a.geti("--hires-chunk", 0);
   bo.encode = !a.flag("--no-encode");
   bo.decode = !a.flag("--no-decode");
-  bo.async_tiles = !a.flag("--no-async-tiles");
-  bo.lone_head = a.flag("--lone-head");
-  bo.lean_convs = a.flag("--lean-convs");
+  bo.run.async_tiles = a.flag("--no-async-tiles") ? "off" : "auto";
+  bo.run.lone_head = a.flag("--lone-head");
+  bo.run.lean_convs = a.flag("--lean-convs");
   const VaeWeights w = load_weights_for(a);
   auto b = gpu::create_cuda_backend(*o);
   if (!b) return fail(b.status());
   std::printf("bench: %s, %dx%dx%d, chunk %d\n", (*b)->name().c_str(), bo.width, bo.height,
-              bo.frames, bo.chunk_latents);
+              bo.frames, bo.run.chunk_latents);
   auto r = run_bench(**b, w, bo);
   if (!r) return fail(r.status());
   const Json rep = report_json(**b);  // of run_bench's runs only
@@ -336,9 +332,9 @@ int cmd_bench(const Args& a) {
   if (!sd) return fail(sd.status());
   const double gemm = std::stod(a.get("--gemm-tflops", "0"));
   Json j{{"backend", r->backend}, {"width", bo.width}, {"height", bo.height},
-         {"frames", bo.frames}, {"chunk_latents", bo.chunk_latents},
-         {"hires_chunk_frames", bo.hires_chunk_frames}, {"async_tiles", bo.async_tiles},
-         {"lone_head", bo.lone_head}, {"lean_convs", bo.lean_convs},
+         {"frames", bo.frames}, {"chunk_latents", bo.run.chunk_latents},
+         {"hires_chunk_frames", bo.run.hires_chunk_frames}, {"async_tiles", bo.run.async_tiles},
+         {"lone_head", bo.run.lone_head}, {"lean_convs", bo.run.lean_convs},
          {"repeats", bo.repeats}, {"stage_device_runs", stage_runs}, {"report", rep}};
   for (const auto& op : r->ops) {
     std::printf("%s %dx%d: %.1f ms (%.2f ms/frame), %.1f TFLOP, %.0f TFLOP/s%s, peak %.2f GiB\n",

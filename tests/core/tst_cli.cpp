@@ -1,11 +1,14 @@
 // The seedvae command line, run as a user would: exit codes, messages, outputs, cancel.
 #include <QProcess>
+#include <QRegularExpression>
+#include <QSet>
 #include <QtTest>
 
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 
+#include "core/pipeline/run_options.h"
 #include "tests/support/golden.h"
 
 namespace fs = std::filesystem;
@@ -66,6 +69,40 @@ class tst_Cli : public QObject {
     const Run help = run({"--help"});
     QCOMPARE(help.code, 0);
     QVERIFY(help.out.contains("Exit codes"));
+  }
+
+  // One options table: every run option is a flag of `roundtrip` (a default-true switch with its
+  // --no- form too), and `roundtrip` has no option flag of its own besides its input, output and
+  // weights; the studio's side of the same check is tst_studio_basics::settingsPanelHasEveryOption.
+  void everyRunOptionIsAFlag() {
+    const Run help = run({"roundtrip", "--help"});
+    QCOMPARE(help.code, 0);
+    QSet<QString> flags;
+    static const QRegularExpression flag(QStringLiteral("(--[a-z0-9][a-z0-9-]*)"));
+    for (auto it = flag.globalMatch(help.out); it.hasNext();) flags.insert(it.next().captured(1));
+    for (const seedvae::OptionSpec& spec : seedvae::run_option_table()) {
+      QVERIFY2(flags.contains(QString::fromUtf8(spec.flag.data(), spec.flag.size())),
+               spec.key.data());
+      if (!spec.negative_flag.empty()) {
+        QVERIFY2(flags.contains(QString::fromUtf8(spec.negative_flag.data(), spec.negative_flag.size())),
+                 spec.key.data());
+      }
+    }
+    const QSet<QString> own{"--help",   "--sample-clip", "--first",  "--frames", "--stride",
+                            "--size",   "--weights",     "--synthetic", "--quiet", "--json",
+                            "--output", "--no-prefetch"};
+    for (const QString& f : flags) {
+      bool in_table = own.contains(f);
+      for (const seedvae::OptionSpec& spec : seedvae::run_option_table()) {
+        in_table |= f == QString::fromUtf8(spec.flag.data(), spec.flag.size()) ||
+                    f == QString::fromUtf8(spec.negative_flag.data(), spec.negative_flag.size());
+      }
+      QVERIFY2(in_table, qPrintable(f + " is not in the run options table"));
+    }
+    // A value the table refuses is refused on the command line, with the table's message.
+    const Run bad = run({"roundtrip", "--sample-clip", "--tile-layout", "diagonal"});
+    QCOMPARE(bad.code, 2);
+    QVERIFY2(bad.err.contains("reference, uniform"), qPrintable(bad.err));
   }
 
   void infoOnHostileCheckpoint() {

@@ -1,12 +1,14 @@
 // The studio's pieces without a full engine run: settings and presets, QSettings persistence,
-// loading good and bad files (dialogs, no crash, no freeze), the settings panel's data-driven
-// toggles and memory warning, the bounded channels, the synchronised views, the chart series.
+// loading good and bad files (dialogs, no crash, no freeze), the settings panel generated from the
+// run options table and its memory warning, the bounded channels, the synchronised views, the
+// chart series.
 #include <QCheckBox>
 #include <QComboBox>
 #include <QJsonDocument>
 #include <QLabel>
 #include <QLineSeries>
 #include <QMessageBox>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStackedBarSeries>
@@ -28,44 +30,61 @@ using namespace seedvae::ui::test;
 namespace {
 
 // A catalog with a second backend carrying one toggle of each kind, as a CUDA build would.
+// A catalog with a second backend named like the CUDA backend (so its options apply), as a CUDA
+// build would offer; creating it is never needed here.
 class FakeCatalog : public CpuCatalog {
  public:
   QVector<BackendSpec> backends() const override {
     QVector<BackendSpec> specs = CpuCatalog::backends();
     BackendSpec gpu;
-    gpu.name = "fakegpu";
+    gpu.name = "cuda";
     gpu.label = "Fake GPU";
     gpu.precisions = {"bf16", "fp16", "fp32"};
     gpu.has_devices = true;
     gpu.memory_is_host = false;
-    ToggleSpec a;
-    a.key = "autotune";
-    a.label = "Autotune";
-    a.tooltip = "Times every algorithm once; costs seconds on the first run.";
-    a.kind = ToggleSpec::Kind::kBool;
-    a.default_value = true;
-    ToggleSpec b;
-    b.key = "layout";
-    b.label = "Layout";
-    b.tooltip = "Activation layout.";
-    b.kind = ToggleSpec::Kind::kChoice;
-    b.choices = {"ndhwc", "ncdhw"};
-    b.default_value = "ndhwc";
-    ToggleSpec c;
-    c.key = "workspace";
-    c.label = "Workspace";
-    c.tooltip = "Scratch MiB per convolution.";
-    c.kind = ToggleSpec::Kind::kInt;
-    c.default_value = 512;
-    c.minimum = 0;
-    c.maximum = 4096;
-    gpu.toggles = {a, b, c};
     specs.push_back(gpu);
     return specs;
   }
 };
 
+// Every option at a value other than its default (and valid together).
+RunOptions every_option_changed() {
+  RunOptions s;
+  s.backend = "cuda";
+  s.device = 1;
+  s.threads = 3;
+  s.precision = "bf16";
+  s.autotune = false;
+  s.autotune_cache = "/tmp/autotune.tsv";
+  s.channels_last = false;
+  s.fused_gn_silu = false;
+  s.fused_attention = false;
+  s.caching_allocator = false;
+  s.buffer_reuse = false;
+  s.fuse_bias = false;
+  s.offload_state = true;
+  s.offload_window_mib = 256;
+  s.cuda_graphs = true;
+  s.cudnn_workspace_mib = 128;
+  s.chunk_latents = 2;
+  s.hires_chunk_frames = 3;
+  s.lone_head = true;
+  s.lean_convs = true;
+  s.async_tiles = "off";
+  s.tiling = "blend";
+  s.tile = {320, 192};
+  s.overlap = {32, 16};
+  s.tile_layout = "uniform";
+  s.exact_keep_weights = true;
+  s.budget_gb = 4.5;
+  s.prefetch = "off";
+  s.temporal_pad = "repeat-last";
+  s.spatial_multiple = 16;
+  return s;
+}
+
 }  // namespace
+
 
 class tst_StudioBasics : public QObject {
   Q_OBJECT
@@ -77,86 +96,59 @@ class tst_StudioBasics : public QObject {
     QVERIFY(dir_.isValid());
   }
 
+  // Presets: every option round-trips through the table's JSON; older presets (CUDA switches
+  // under "toggles", tile and overlap as two numbers, the budget in MiB, boolean prefetch and
+  // async tiles) still load; wrong types, values out of range and unknown keys warn.
   void settingsJsonRoundTrip() {
-    EngineSettings s;
-    s.backend = "cpu";
-    s.toggles["threads"] = 3;
-    s.tiling = TilingMode::kExact;
-    s.tile_width = 320;
-    s.tile_height = 192;
-    s.chunk_latents = 2;
-    s.hires_chunk_frames = 3;
-    s.budget_mib = 4096;
-    s.temporal_pad = "repeat-last";
-    s.spatial_multiple = 16;
-    s.prefetch = false;
-    s.async_tiles = false;
+    const RunOptions s = every_option_changed();
+    for (const OptionSpec& spec : run_option_table()) {
+      QVERIFY2(!option_is_default(s, spec), spec.key.data());
+    }
     QStringList warnings;
-    const EngineSettings back = EngineSettings::from_json(s.to_json(), &warnings);
+    const RunOptions back = settings_from_json(settings_to_json(s), &warnings);
     QVERIFY2(warnings.isEmpty(), qPrintable(warnings.join("; ")));
     QCOMPARE(back, s);
-    QCOMPARE(back.hires_chunk_frames, 3);
-    QVERIFY(s.summary().contains("hi-res pieces 3"));
-    // Frame prefetch: on by default (also for presets written before it existed), round-trips
-    // off, and the summary says when it is off.
-    QVERIFY(EngineSettings{}.prefetch);
-    QVERIFY(!back.prefetch);
-    QCOMPARE(s.to_json().value("prefetch").toBool(true), false);
-    QVERIFY(s.summary().contains("no prefetch"));
-    QVERIFY(!EngineSettings{}.summary().contains("prefetch"));
-    QJsonObject old = s.to_json();
-    old.remove("prefetch");
-    QVERIFY(EngineSettings::from_json(old, &warnings).prefetch);
-    QVERIFY(warnings.isEmpty());
-    s.prefetch = true;
-    QCOMPARE(EngineSettings::from_json(s.to_json()), s);
-    QJsonObject wrong = s.to_json();
-    wrong["prefetch"] = "yes";
-    QVERIFY(EngineSettings::from_json(wrong, &warnings).prefetch);
-    QCOMPARE(warnings.size(), 1);
-    warnings.clear();
-    // Async tiles: the same (on by default and for older presets, round-trips off, summary and
-    // view label say when it is off, a wrong type warns).
-    QVERIFY(EngineSettings{}.async_tiles);
-    QVERIFY(!back.async_tiles);
-    QCOMPARE(s.to_json().value("async_tiles").toBool(true), false);
-    QVERIFY(s.summary().contains("no async tiles"));
-    QVERIFY(s.short_label().contains("no async tiles"));
-    QVERIFY(!EngineSettings{}.summary().contains("async"));
-    QVERIFY(!EngineSettings{}.short_label().contains("async"));
-    QJsonObject old_async = s.to_json();
-    old_async.remove("async_tiles");
-    QVERIFY(EngineSettings::from_json(old_async, &warnings).async_tiles);
-    QVERIFY(warnings.isEmpty());
-    EngineSettings flipped = s;
-    flipped.async_tiles = true;
-    QVERIFY(flipped != s);
-    QCOMPARE(EngineSettings::from_json(flipped.to_json()), flipped);
-    QJsonObject wrong_async = s.to_json();
-    wrong_async["async_tiles"] = 1;
-    QVERIFY(EngineSettings::from_json(wrong_async, &warnings).async_tiles);
-    QCOMPARE(warnings.size(), 1);
-    QVERIFY(warnings.first().contains("async_tiles"));
-    warnings.clear();
+    QVERIFY(settings_summary(s).contains("lean_convs"));
+    QVERIFY(!settings_summary(RunOptions{}).contains("lean"));
 
-    QJsonObject bad = s.to_json();
-    bad["tile_width"] = 1;       // below the minimum
-    bad["chunk_latents"] = "x";  // not a number
-    bad["mystery"] = true;
-    const EngineSettings fixed = EngineSettings::from_json(bad, &warnings);
-    QCOMPARE(fixed.tile_width, 16);
-    QCOMPARE(fixed.chunk_latents, 1);
-    QCOMPARE(warnings.size(), 3);
+    QJsonObject old;
+    old["backend"] = "cuda";
+    old["toggles"] = QJsonObject{{"autotune", false}, {"workspace_mib", 64}, {"threads", 2}};
+    old["tile_width"] = 256;
+    old["tile_height"] = 128;
+    old["budget_mib"] = 2048;
+    old["prefetch"] = false;
+    old["async_tiles"] = true;
+    const RunOptions upgraded = settings_from_json(old, &warnings);
+    QVERIFY2(warnings.isEmpty(), qPrintable(warnings.join("; ")));
+    QVERIFY(!upgraded.autotune);
+    QCOMPARE(upgraded.cudnn_workspace_mib, 64);
+    QCOMPARE(upgraded.threads, 2);
+    QCOMPARE(upgraded.tile, (PixelSize{256, 128}));
+    QCOMPARE(upgraded.budget_gb, 2.0);
+    QCOMPARE(upgraded.prefetch, std::string("off"));
+    QCOMPARE(upgraded.async_tiles, std::string("auto"));
+
+    QJsonObject bad = settings_to_json(s);
+    bad["chunk_latents"] = -5;    // below the minimum: clamped
+    bad["lean_convs"] = "yes";    // wrong type: default
+    bad["tiling"] = "sideways";   // not a choice: default
+    bad["mystery"] = true;        // unknown
+    const RunOptions fixed = settings_from_json(bad, &warnings);
+    QCOMPARE(fixed.chunk_latents, 0);
+    QCOMPARE(fixed.lean_convs, false);
+    QCOMPARE(fixed.tiling, std::string("off"));
+    QCOMPARE(warnings.size(), 4);
   }
 
   void presetSaveLoad() {
     SettingsStore store(std::make_unique<QSettings>(dir_.filePath("p.ini"), QSettings::IniFormat),
                         dir_.filePath("presets-a"));
-    EngineSettings s;
+    RunOptions s;
     s.chunk_latents = 0;
-    s.tiling = TilingMode::kBlend;
-    s.overlap_width = 48;
-    s.async_tiles = false;
+    s.tiling = "blend";
+    s.overlap = {48, 48};
+    s.async_tiles = "off";
     QString error;
     QVERIFY2(store.save_preset("fast / whole clip", s, &error), qPrintable(error));
     QVERIFY(store.preset_names().contains("fast _ whole clip"));
@@ -181,7 +173,7 @@ class tst_StudioBasics : public QObject {
   void settingsPersistAcrossSessions() {
     {
       auto w = make_window(dir_, "persist");
-      auto* chunk = w->settingsPanel()->findChild<QSpinBox*>("chunkSpin");
+      auto* chunk = w->settingsPanel()->findChild<QSpinBox*>("opt_chunk_latents");
       QVERIFY(chunk);
       chunk->setValue(3);
       QCOMPARE(w->settingsPanel()->settings().chunk_latents, 3);
@@ -253,41 +245,59 @@ class tst_StudioBasics : public QObject {
     QCOMPARE(w->weights().source, good);
   }
 
-  void settingsPanelIsDataDriven() {
+  // One options table: the panel has a widget "opt_<key>" for every option of the table, with
+  // the option's help as its tooltip, and no option widget of its own; setting every option
+  // through the widgets gives back the same settings; another backend's rows are hidden.
+  void settingsPanelHasEveryOption() {
     auto catalog = std::make_shared<FakeCatalog>();
     SettingsPanel panel(catalog);
+    for (const OptionSpec& spec : run_option_table()) {
+      QWidget* w = panel.optionWidget(spec.key);
+      QVERIFY2(w, spec.key.data());
+      QCOMPARE(w->objectName(), QStringLiteral("opt_") + QString::fromUtf8(spec.key.data(), spec.key.size()));
+      const auto help = QString::fromUtf8(spec.help.data(), static_cast<qsizetype>(spec.help.size()));
+      QVERIFY2(w->toolTip().contains(help.left(40)), spec.key.data());
+    }
+    for (QWidget* w : panel.findChildren<QWidget*>(QRegularExpression("^opt_"))) {
+      QVERIFY2(find_option(w->objectName().mid(4).toStdString()) != nullptr,
+               qPrintable(w->objectName()));
+    }
+    panel.setDevices("cuda", {DeviceStatus{0, "fake 0", 1ll << 30, 2ll << 30},
+                              DeviceStatus{1, "fake 1", 1ll << 30, 2ll << 30}});
+    const RunOptions s = every_option_changed();
     QSignalSpy changed(&panel, &SettingsPanel::settingsChanged);
-    QVERIFY(panel.toggleWidget("threads"));
-    QVERIFY(!panel.toggleWidget("autotune"));
-    auto* backend = panel.findChild<QComboBox*>("backendCombo");
-    backend->setCurrentIndex(backend->findData("fakegpu"));
-    QVERIFY(!panel.toggleWidget("threads"));
-    auto* autotune = qobject_cast<QCheckBox*>(panel.toggleWidget("autotune"));
+    panel.setSettings(s);
+    QCOMPARE(changed.count(), 0);  // setSettings() does not emit
+    RunOptions want = s;
+    want.threads = 0;  // a CPU option: hidden on the CUDA backend, but kept
+    RunOptions got = panel.settings();
+    got.threads = 0;
+    for (const OptionSpec& spec : run_option_table()) {
+      QVERIFY2(option_value(got, spec) == option_value(want, spec),
+               qPrintable(QString::fromUtf8(spec.key.data(), spec.key.size()) + ": " +
+                          QString::fromStdString(format_option_value(option_value(got, spec)))));
+    }
+    QVERIFY(panel.optionWidget("autotune")->isVisibleTo(&panel));
+    QVERIFY(!panel.optionWidget("threads")->isVisibleTo(&panel));
+    auto* backend = qobject_cast<QComboBox*>(panel.optionWidget("backend"));
+    backend->setCurrentIndex(backend->findData("cpu"));
+    QVERIFY(changed.count() >= 1);
+    QVERIFY(!panel.optionWidget("autotune")->isVisibleTo(&panel));
+    QVERIFY(panel.optionWidget("threads")->isVisibleTo(&panel));
+    QCOMPARE(panel.settings().precision, std::string("fp32"));  // the CPU backend's only one
+    auto* autotune = qobject_cast<QCheckBox*>(panel.optionWidget("autotune"));
     QVERIFY(autotune);
-    QVERIFY(autotune->isChecked());
-    QVERIFY(autotune->toolTip().contains("costs"));
-    QVERIFY(qobject_cast<QComboBox*>(panel.toggleWidget("layout")));
-    QVERIFY(qobject_cast<QSpinBox*>(panel.toggleWidget("workspace")));
-    autotune->setChecked(false);
-    const EngineSettings s = panel.settings();
-    QCOMPARE(s.backend, QString("fakegpu"));
-    QCOMPARE(s.precision, QString("bf16"));
-    QCOMPARE(s.toggles.value("autotune").toBool(), false);
-    QCOMPARE(s.toggles.value("layout").toString(), QString("ndhwc"));
-    QCOMPARE(s.toggles.value("workspace").toInt(), 512);
-    QVERIFY(changed.count() >= 2);
-    // Presets restore the toggles.
-    SettingsPanel other(catalog);
-    other.setSettings(s);
-    QCOMPARE(other.settings(), s);
 
     // The memory warning: a prediction above the device's free memory.
-    panel.setDevices("fakegpu", {DeviceStatus{0, "fake", 1ll << 30, 2ll << 30}});
+    backend->setCurrentIndex(backend->findData("cuda"));
     Prediction p;
     p.ok = true;
     p.weight_bytes = 1ll << 29;
     p.activation_bytes = 1ll << 30;
     p.engine_bytes = p.weight_bytes + p.activation_bytes;
+    RunOptions no_budget = panel.settings();
+    no_budget.budget_gb = 0;
+    panel.setSettings(no_budget);
     panel.setPrediction(p);
     QVERIFY(!panel.fits());
     QVERIFY(panel.fitWarning().contains("exceeds"));
@@ -300,141 +310,44 @@ class tst_StudioBasics : public QObject {
     QVERIFY(warning->isHidden());
   }
 
-  void prefetchCheckboxFollowsTilingAndInput() {
+  // An option that does not apply to the current settings is disabled, with the table's reason
+  // in its tooltip, and keeps its value.
+  void optionsThatDoNotApplyAreDisabled() {
     SettingsPanel panel(std::make_shared<CpuCatalog>());
-    auto* box = panel.findChild<QCheckBox*>("prefetchCheck");
-    QVERIFY(box);
-    QCOMPARE(box, panel.prefetchCheck());
-    QVERIFY(box->isChecked());  // on by default
-    QVERIFY(panel.settings().prefetch);
-    // A file, untiled, in temporal chunks: enabled, with what it does in the tooltip.
-    panel.setSampleInput(false);
-    QVERIFY(box->isEnabled());
-    QVERIFY(box->toolTip().contains("own thread"));
-    QVERIFY(!box->toolTip().contains("Not available"));
-    QSignalSpy changed(&panel, &SettingsPanel::settingsChanged);
-    box->setChecked(false);
-    QCOMPARE(changed.count(), 1);
-    QVERIFY(!changed.last().first().value<EngineSettings>().prefetch);
-    box->setChecked(true);
-    // Blend and exact tiling: disabled with the reason (the flag itself is kept).
-    auto* tiling = panel.findChild<QComboBox*>("tilingCombo");
-    for (const char* mode : {"blend", "exact"}) {
-      tiling->setCurrentIndex(tiling->findData(QString(mode)));
-      QVERIFY2(!box->isEnabled(), mode);
-      QVERIFY2(box->toolTip().contains("Not available") && box->toolTip().contains("tiling"),
-               qPrintable(box->toolTip()));
-      QVERIFY(panel.settings().prefetch);
-    }
-    tiling->setCurrentIndex(tiling->findData(QString("off")));
-    QVERIFY(box->isEnabled());
-    // A whole-clip chunk and the sample clip: disabled too.
-    auto* chunk = panel.findChild<QSpinBox*>("chunkSpin");
-    chunk->setValue(0);
-    QVERIFY(!box->isEnabled());
-    QVERIFY(box->toolTip().contains("one chunk"));
-    chunk->setValue(1);
-    QVERIFY(box->isEnabled());
-    panel.setSampleInput(true);
-    QVERIFY(!box->isEnabled());
-    QVERIFY(box->toolTip().contains("sample clip"));
-    // Presets restore the flag.
-    EngineSettings off = panel.settings();
-    off.prefetch = false;
-    panel.setSettings(off);
-    QVERIFY(!box->isChecked());
-    QCOMPARE(panel.settings(), off);
-    QVERIFY(!prefetch_unavailable_reason(off, true).isEmpty());
-    QVERIFY(prefetch_unavailable_reason(off, false).isEmpty());
-  }
-
-  // Lone head and lean convolutions: off by default, each checkbox sets its flag (emitting the
-  // new settings), the flags round-trip through JSON and show in the summary, and exact tiling
-  // (its own schedule) disables both.
-  void loneHeadAndLeanConvsCheckboxes() {
-    SettingsPanel panel(std::make_shared<CpuCatalog>());
-    QCheckBox* lone = panel.loneHeadCheck();
-    QCheckBox* lean = panel.leanConvsCheck();
-    QVERIFY(lone && lean);
-    QCOMPARE(lone, panel.findChild<QCheckBox*>("loneHeadCheck"));
-    QCOMPARE(lean, panel.findChild<QCheckBox*>("leanConvsCheck"));
-    QVERIFY(!lone->isChecked() && !lean->isChecked());
-    QVERIFY(!panel.settings().lone_head && !panel.settings().lean_convs);
-    QSignalSpy changed(&panel, &SettingsPanel::settingsChanged);
+    auto* tiling = qobject_cast<QComboBox*>(panel.optionWidget("tiling"));
+    auto* lone = qobject_cast<QCheckBox*>(panel.optionWidget("lone_head"));
+    auto* lean = qobject_cast<QCheckBox*>(panel.optionWidget("lean_convs"));
+    QWidget* hires = panel.optionWidget("hires_chunk_frames");
+    QWidget* async = panel.optionWidget("async_tiles");
+    QWidget* overlap = panel.optionWidget("overlap");
+    QWidget* prefetch = panel.optionWidget("prefetch");
+    QVERIFY(tiling && lone && lean && hires && async && overlap && prefetch);
     lone->setChecked(true);
-    lean->setChecked(true);
-    QCOMPARE(changed.count(), 2);
-    const EngineSettings s = changed.last().first().value<EngineSettings>();
-    QVERIFY(s.lone_head && s.lean_convs);
-    QVERIFY(s.summary().contains("lone head") && s.summary().contains("lean convs"));
-    QVERIFY(!EngineSettings{}.summary().contains("lean"));
-    QStringList warnings;
-    const EngineSettings back = EngineSettings::from_json(s.to_json(), &warnings);
-    QVERIFY2(warnings.isEmpty(), qPrintable(warnings.join("; ")));
-    QCOMPARE(back, s);
-    EngineSettings other = s;
-    other.lean_convs = false;
-    QVERIFY(other != s);
-    QJsonObject wrong = s.to_json();
-    wrong["lean_convs"] = "yes";
-    QVERIFY(EngineSettings::from_json(wrong, &warnings).lean_convs == EngineSettings{}.lean_convs);
-    QCOMPARE(warnings.size(), 1);
-    auto* tiling = panel.findChild<QComboBox*>("tilingCombo");
+    QVERIFY(lone->isEnabled() && lean->isEnabled() && hires->isEnabled() && async->isEnabled());
+    QVERIFY(!overlap->isEnabled());
+    QVERIFY2(overlap->toolTip().contains("Not available"), qPrintable(overlap->toolTip()));
     tiling->setCurrentIndex(tiling->findData(QString("exact")));
-    QVERIFY(!lone->isEnabled() && !lean->isEnabled());
-    tiling->setCurrentIndex(tiling->findData(QString("off")));
-    QVERIFY(lone->isEnabled() && lean->isEnabled());
-  }
-
-  void asyncTilesCheckboxFollowsTiling() {
-    SettingsPanel panel(std::make_shared<CpuCatalog>());
-    auto* box = panel.findChild<QCheckBox*>("asyncTilesCheck");
-    QVERIFY(box);
-    QCOMPARE(box, panel.asyncTilesCheck());
-    QVERIFY(box->isChecked());  // on by default
-    QVERIFY(panel.settings().async_tiles);
-    // Untiled (the sample clip or a file alike): enabled, with what it does in the tooltip.
-    QVERIFY(box->isEnabled());
-    QVERIFY2(box->toolTip().contains("overlap") && !box->toolTip().contains("Not available"),
-             qPrintable(box->toolTip()));
-    QSignalSpy changed(&panel, &SettingsPanel::settingsChanged);
-    box->setChecked(false);
-    QCOMPARE(changed.count(), 1);
-    QVERIFY(!changed.last().first().value<EngineSettings>().async_tiles);
-    QVERIFY(!panel.settings().async_tiles);
-    box->setChecked(true);
-    // Blend tiling: still enabled; exact tiling: disabled with the reason (the flag is kept).
-    auto* tiling = panel.findChild<QComboBox*>("tilingCombo");
+    for (QWidget* w : {static_cast<QWidget*>(lone), static_cast<QWidget*>(lean), hires, async}) {
+      QVERIFY2(!w->isEnabled(), qPrintable(w->objectName()));
+      QVERIFY2(w->toolTip().contains("Not available") && w->toolTip().contains("exact tiling"),
+               qPrintable(w->toolTip()));
+    }
+    QVERIFY(panel.settings().lone_head);  // kept
     tiling->setCurrentIndex(tiling->findData(QString("blend")));
-    QVERIFY(box->isEnabled());
-    tiling->setCurrentIndex(tiling->findData(QString("exact")));
-    QVERIFY(!box->isEnabled());
-    QVERIFY2(box->toolTip().contains("Not available") && box->toolTip().contains("exact tiling"),
-             qPrintable(box->toolTip()));
-    QVERIFY(panel.settings().async_tiles);
+    QVERIFY(overlap->isEnabled() && async->isEnabled() && lone->isEnabled());
+    // Frame prefetch: a file, untiled, in temporal chunks only.
+    QVERIFY(!prefetch->isEnabled());
     tiling->setCurrentIndex(tiling->findData(QString("off")));
-    QVERIFY(box->isEnabled());
-    // Presets restore the flag, and setSettings() does not emit.
-    EngineSettings off = panel.settings();
-    off.async_tiles = false;
-    const int before = changed.count();
-    panel.setSettings(off);
-    QCOMPARE(changed.count(), before);
-    QVERIFY(!box->isChecked());
-    QCOMPARE(panel.settings(), off);
-    off.async_tiles = true;
-    panel.setSettings(off);
-    QVERIFY(box->isChecked());
-    QCOMPARE(panel.settings(), off);
-    EngineSettings exact = off;
-    exact.tiling = TilingMode::kExact;
-    QVERIFY(async_tiles_unavailable_reason(exact).contains("exact tiling"));
-    exact.tiling = TilingMode::kBlend;
-    QVERIFY(async_tiles_unavailable_reason(exact).isEmpty());
-    QVERIFY(async_tiles_unavailable_reason(EngineSettings{}).isEmpty());
+    QVERIFY(!prefetch->isEnabled());  // the sample clip
+    QVERIFY(prefetch->toolTip().contains("sample clip"));
+    panel.setSampleInput(false);
+    QVERIFY(prefetch->isEnabled());
+    qobject_cast<QSpinBox*>(panel.optionWidget("chunk_latents"))->setValue(0);
+    QVERIFY(!prefetch->isEnabled());
+    QVERIFY2(prefetch->toolTip().contains("whole-clip chunk"), qPrintable(prefetch->toolTip()));
   }
 
-  void predictionFromPlannerAndDryRun() {
+  void predictionFromThePlanner() {
     PredictionRequest r;
     r.weights = std::make_shared<VaeWeights>(synthesize_weights(VaeConfig::tiny(), kTinySeed));
     r.width = 256;
@@ -444,21 +357,23 @@ class tst_StudioBasics : public QObject {
     QVERIFY2(untiled.ok, qPrintable(untiled.error));
     QVERIFY(untiled.weight_bytes > 0);
     QVERIFY(untiled.activation_bytes > 0);
-    QVERIFY(untiled.dry_run_bytes > 0);
+    QVERIFY(untiled.host_bytes > 0);
     QVERIFY(untiled.method.contains("planner"));
-    r.settings.tiling = TilingMode::kBlend;
-    r.settings.tile_width = r.settings.tile_height = 64;
-    r.settings.overlap_width = r.settings.overlap_height = 16;
+    r.settings.tiling = "blend";
+    r.settings.tile = {64, 64};
+    r.settings.overlap = {16, 16};
     const Prediction tiled = predict_memory(r);
     QVERIFY2(tiled.ok, qPrintable(tiled.error));
     QVERIFY2(tiled.activation_bytes < untiled.activation_bytes,
              qPrintable(QString("%1 vs %2").arg(tiled.activation_bytes).arg(untiled.activation_bytes)));
     // The planner fits a tile into a budget smaller than the untiled peak.
-    r.settings.tiling = TilingMode::kOff;
+    r.settings.tiling = "off";
     const BudgetFit fit = fit_to_budget(r, untiled.engine_bytes * 2 / 3);
     QVERIFY2(fit.ok, qPrintable(fit.message));
+    QCOMPARE(fit.tiling, QString("exact"));
     QVERIFY(fit.tile_width > 0 && fit.tile_width <= 256);
   }
+
 
   void channelsAreBounded() {
     LatestChannel<int> latest;

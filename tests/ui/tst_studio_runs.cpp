@@ -189,9 +189,9 @@ class tst_StudioRuns : public QObject {
     QSignalSpy ab_done(&c, &RunController::abFinished);
     RunRequest a = request(sample_input(96, 96, 5), 1);
     RunRequest b = a;
-    b.settings.tiling = TilingMode::kBlend;
-    b.settings.tile_width = b.settings.tile_height = 64;
-    b.settings.overlap_width = b.settings.overlap_height = 16;
+    b.settings.tiling = "blend";
+    b.settings.tile = {64, 64};
+    b.settings.overlap = {16, 16};
     QVERIFY(c.startAB(a, b) != 0);
     QVERIFY(ab_done.wait(180000));
     const AbComparison ab = ab_done.first().first().value<AbComparison>();
@@ -271,7 +271,7 @@ class tst_StudioRuns : public QObject {
     const int every_thread = CpuCatalog::hardware_threads();
     for (const QJsonValue run : root.value("runs").toArray()) {
       const QJsonObject settings = run.toObject().value("settings").toObject();
-      QCOMPARE(settings.value("toggles").toObject().value("threads").toInt(), every_thread);
+      QCOMPARE(settings.value("threads").toInt(), every_thread);
     }
     QVERIFY(root.value("ab").toObject().value("table").toArray().size() >= 8);
     QVERIFY(root.value("runs").toArray().at(1).toObject().value("tiles").toArray().size() >= 4);
@@ -293,7 +293,7 @@ class tst_StudioRuns : public QObject {
     };
     RunRequest on = request(in, 1);
     RunRequest off = on;
-    off.settings.prefetch = false;
+    off.settings.prefetch = "off";
     RunController c_on(std::make_shared<CpuCatalog>()), c_off(std::make_shared<CpuCatalog>());
     const RunSummary a = run_once(c_on, on);
     const RunSummary b = run_once(c_off, off);
@@ -337,9 +337,9 @@ class tst_StudioRuns : public QObject {
     // Tiling and the sample clip: prefetch does not apply, and the summary says why.
     RunController c2(std::make_shared<CpuCatalog>());
     RunRequest tiled = on;
-    tiled.settings.tiling = TilingMode::kBlend;
-    tiled.settings.tile_width = tiled.settings.tile_height = 32;
-    tiled.settings.overlap_width = tiled.settings.overlap_height = 8;
+    tiled.settings.tiling = "blend";
+    tiled.settings.tile = {32, 32};
+    tiled.settings.overlap = {8, 8};
     const RunSummary t = run_once(c2, tiled);
     QVERIFY2(t.ok, qPrintable(t.error));
     QVERIFY(!t.prefetch);
@@ -362,7 +362,8 @@ class tst_StudioRuns : public QObject {
     QCOMPARE(runs.at(1).toObject().value("prefetch").toObject().value("used").toBool(), false);
     QCOMPARE(runs.at(1).toObject().value("prefetch").toObject().value("note").toString(), QString("off"));
     QVERIFY(runs.at(0).toObject().value("seconds").toObject().contains("read_overlapped"));
-    QCOMPARE(runs.at(0).toObject().value("settings").toObject().value("prefetch").toBool(), true);
+    QCOMPARE(runs.at(0).toObject().value("settings").toObject().value("prefetch").toString(),
+             QString("auto"));
   }
 
   // Async tiles on and off give bit-identical reconstructions (and the same frames in the
@@ -393,14 +394,14 @@ class tst_StudioRuns : public QObject {
     // 13 frames, chunk 1: three temporal chunks, so the pipeline has a next chunk to queue.
     RunRequest untiled = request(sample_input(64, 64, 13), 1);
     RunRequest blend = untiled;
-    blend.settings.tiling = TilingMode::kBlend;
-    blend.settings.tile_width = blend.settings.tile_height = 32;
-    blend.settings.overlap_width = blend.settings.overlap_height = 8;
+    blend.settings.tiling = "blend";
+    blend.settings.tile = {32, 32};
+    blend.settings.overlap = {8, 8};
     QVector<RunSummary> ons;
     for (const RunRequest& base : {untiled, blend}) {
       RunRequest on = base, off = base;
-      on.settings.async_tiles = true;
-      off.settings.async_tiles = false;
+      on.settings.async_tiles = "auto";
+      off.settings.async_tiles = "off";
       const RunSummary a = run_once(on);
       const RunSummary b = run_once(off);
       QVERIFY2(a.ok, qPrintable(a.error));
@@ -409,21 +410,21 @@ class tst_StudioRuns : public QObject {
       QVERIFY(a.async_tiles_note.isEmpty());
       QVERIFY(!b.async_tiles);
       QCOMPARE(b.async_tiles_note, QString("off"));
-      QCOMPARE(a.tiled(), base.settings.tiling == TilingMode::kBlend);
+      QCOMPARE(a.tiled(), base.settings.tiling == "blend");
       QCOMPARE(a.reconstruction->shape(), (Shape{1, 3, 13, 64, 64}));
       QCOMPARE(a.store->available(), qint64{13});
-      QVERIFY2(same_frames(a, b), qPrintable(tiling_mode_name(base.settings.tiling)));
+      QVERIFY2(same_frames(a, b), base.settings.tiling.c_str());
       QCOMPARE(a.vs_original.psnr_db, b.vs_original.psnr_db);
       if (a.tiled()) QCOMPARE(a.seam_energy, b.seam_energy);
       ons << a << b;
     }
     // Exact tiling: the flag is kept but does not apply.
     RunRequest exact = untiled;
-    exact.settings.tiling = TilingMode::kExact;
-    exact.settings.tile_width = exact.settings.tile_height = 32;
+    exact.settings.tiling = "exact";
+    exact.settings.tile = {32, 32};
     const RunSummary e = run_once(exact);
     QVERIFY2(e.ok, qPrintable(e.error));
-    QVERIFY(e.settings.async_tiles);
+    QCOMPARE(e.settings.async_tiles, std::string("auto"));
     QVERIFY(!e.async_tiles);
     QVERIFY2(e.async_tiles_note.startsWith("does not apply: exact tiling"), qPrintable(e.async_tiles_note));
 
@@ -437,8 +438,10 @@ class tst_StudioRuns : public QObject {
     QCOMPARE(runs.at(1).toObject().value("async_tiles").toObject().value("used").toBool(), false);
     QCOMPARE(runs.at(1).toObject().value("async_tiles").toObject().value("note").toString(), QString("off"));
     QVERIFY(runs.at(2).toObject().value("async_tiles").toObject().value("note").toString().contains("exact tiling"));
-    QCOMPARE(runs.at(0).toObject().value("settings").toObject().value("async_tiles").toBool(), true);
-    QCOMPARE(runs.at(1).toObject().value("settings").toObject().value("async_tiles").toBool(), false);
+    QCOMPARE(runs.at(0).toObject().value("settings").toObject().value("async_tiles").toString(),
+             QString("auto"));
+    QCOMPARE(runs.at(1).toObject().value("settings").toObject().value("async_tiles").toString(),
+             QString("off"));
   }
 
   // Cancel while the prefetch thread is reading ahead: the run ends promptly as cancelled (the
@@ -519,9 +522,9 @@ class tst_StudioRuns : public QObject {
     QVERIFY(!parse_studio_options({"seedvae-studio", "--help"}, &msg, &code));
     QCOMPARE(code, 0);
     QVERIFY(msg.contains("--headless"));
-    const EngineSettings b = demo_b_settings(EngineSettings{}, 256, 256);
-    QCOMPARE(b.tiling, TilingMode::kBlend);
-    QCOMPARE(b.tile_width, 128);
+    const RunOptions b = demo_b_settings(RunOptions{}, 256, 256);
+    QCOMPARE(b.tiling, std::string("blend"));
+    QCOMPARE(b.tile.width, int64_t{128});
   }
 
  private:

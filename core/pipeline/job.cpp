@@ -1,0 +1,458 @@
+#include "core/pipeline/job.h"
+
+#include <algorithm>
+#include <map>
+#include <chrono>
+#include <new>
+#include <tuple>
+
+#include "core/io/safetensors.h"
+#include "core/media/prefetch.h"
+#include "core/media/sample_clip.h"
+#include "core/media/video_io.h"
+#include "core/pipeline/prediction.h"
+#include "core/schedule/planner.h"
+#include "core/schedule/streaming.h"
+
+namespace seedvae {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+constexpr float kDitScale = 0.9152f;  // SeedVR2's DiT latent space: (latent - 0) * 0.9152
+
+}  // namespace
+
+double JobResult::ms_per_frame() const {
+  return plan.frames > 0 ? 1000.0 * (encode_s + decode_s) / static_cast<double>(plan.frames) : 0;
+}
+
+// ---- the steps -------------------------------------------------------------------------------
+
+Result<TileOptions> tile_options(const RunOptions& o, const VaeWeights& weights, bool encode,
+                                 int64_t height, int64_t width, int64_t frames,
+                                 std::string* note) {
+  TileOptions to;
+  SEEDVAE_ASSIGN_OR_RETURN(to.mode, parse_tiling_mode(o.tiling));
+  to.weights = &weights;
+  to.exact_keep_weights = o.exact_keep_weights;
+  to.layout = o.tile_layout == "uniform" ? TileLayout::kUniform : TileLayout::kReference;
+  SEEDVAE_ASSIGN_OR_RETURN(to.spec,
+                           resolve_tile(o, weights.config, encode, height, width, frames, note));
+  return to;
+}
+
+Result<HostTensor> encode_clip(VaeModel& model, const VaeWeights& weights, const HostTensor& video,
+                               const RunOptions& options, const StreamHooks& hooks,
+                               TileHooks* tile_hooks, std::string* note) {
+  const Shape& s = video.shape();
+  SEEDVAE_ASSIGN_OR_RETURN(TileOptions to,
+                           tile_options(options, weights, true, s[3], s[4], s[2], note));
+  return tiled_encode(model, video, to, stream_options(options), hooks, tile_hooks);
+}
+
+Result<HostTensor> decode_clip(VaeModel& model, const VaeWeights& weights,
+                               const HostTensor& latent, const RunOptions& options,
+                               const StreamHooks& hooks, TileHooks* tile_hooks, std::string* note) {
+  const Shape& s = latent.shape();
+  if (s.rank() != 5) return invalid_argument("a latent must be 5-D, got " + s.to_string());
+  const int64_t tf = weights.config.temporal_factor(), sf = weights.config.spatial_factor();
+  SEEDVAE_ASSIGN_OR_RETURN(
+      TileOptions to, tile_options(options, weights, false, s[3] * sf, s[4] * sf,
+                                   (s[2] - 1) * tf + 1, note));
+  return tiled_decode(model, latent, to, stream_options(options), hooks, tile_hooks);
+}
+
+Result<bool> use_prefetch(const RunOptions& o, const JobInput& input, std::string* why) {
+  std::string reason;
+  if (o.prefetch == "off") {
+    reason = "off";
+  } else if (input.is_sample()) {
+    reason = "the sample clip is generated in memory, there are no frames to read ahead";
+  } else if (o.tiling != "off" || o.budget_gb > 0) {
+    reason = find_option("prefetch")->not_applicable(o);
+  } else if (o.chunk_latents == 0 && o.prefetch == "auto") {
+    reason = "a whole-clip chunk leaves nothing to overlap the reading with";
+  }
+  if (why) *why = reason;
+  if (reason.empty()) return true;
+  if (o.prefetch == "on") return invalid_argument("--prefetch on does not apply: " + reason);
+  return false;
+}
+
+// ---- latent files ------------------------------------------------------------------------------
+
+Result<LatentFile> read_latent_file(const std::filesystem::path& path) {
+  SEEDVAE_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
+  auto view = file.get("latent");
+  if (!view) return invalid_argument(path.string() + " has no tensor named \"latent\"");
+  LatentFile out;
+  out.latent = view->to_host(DType::kF32);
+  const Shape& s = out.latent.shape();
+  if (s.rank() != 5 || s[0] != 1 || s[2] < 1) {
+    return invalid_argument(path.string() + ": the latent " + s.to_string() +
+                            " is not [1, C, t, h, w]");
+  }
+  const auto& meta = file.metadata();
+  auto meta_int = [&](const char* k, int64_t def) {
+    auto it = meta.find(k);
+    return it == meta.end() ? def : std::atoll(it->second.c_str());
+  };
+  if (auto it = meta.find("seedvae.latent_space"); it != meta.end() && it->second == "dit") {
+    for (float& v : out.latent.f32()) v /= kDitScale;
+  }
+  // Decoded frames: 4t-3 of 8h x 8w (the configuration's factors are checked by the decode).
+  const int64_t frames = (s[2] - 1) * 4 + 1, height = s[3] * 8, width = s[4] * 8;
+  out.plan = {meta_int("seedvae.frames", frames), meta_int("seedvae.height", height),
+              meta_int("seedvae.width", width),   frames,
+              height,                             width};
+  if (auto it = meta.find("seedvae.fps"); it != meta.end()) out.fps = std::atof(it->second.c_str());
+  if (!(out.fps > 0)) out.fps = 24;
+  return out;
+}
+
+Status write_latent_file(const std::filesystem::path& path, const HostTensor& latent_in,
+                         const media::PadPlan& plan, double fps,
+                         const std::string& weights_source, bool dit) {
+  HostTensor latent = latent_in;
+  if (dit) {
+    for (float& v : latent.f32()) v *= kDitScale;
+  }
+  std::map<std::string, std::string> meta{{"seedvae.frames", std::to_string(plan.frames)},
+                                          {"seedvae.height", std::to_string(plan.height)},
+                                          {"seedvae.width", std::to_string(plan.width)},
+                                          {"seedvae.fps", std::to_string(fps)},
+                                          {"seedvae.latent_space", dit ? "dit" : "raw"},
+                                          {"seedvae.weights", weights_source}};
+  NamedTensor nt{"latent", &latent};
+  return write_safetensors(path, {&nt, 1}, meta);
+}
+
+// ---- the session -----------------------------------------------------------------------------
+
+struct Session::State {
+  BackendFactory make_backend;
+  // Destroyed model first (its tensors live on the backend).
+  std::unique_ptr<Backend> backend;
+  std::string backend_key;
+  std::optional<VaeModel> model;
+  std::shared_ptr<const VaeWeights> model_weights;
+  // The last input clip, read and padded.
+  struct Clip {
+    std::string key;
+    InputClip input;
+    HostTensor padded;
+  };
+  std::optional<Clip> clip;
+
+  Status ensure_engine(const RunOptions& o, const std::shared_ptr<const VaeWeights>& weights);
+  Status run(const JobSpec& job, const JobCallbacks& cb, JobResult& r);
+  Status read_input(const JobSpec& job, const JobCallbacks& cb, JobResult& r);
+};
+
+Session::Session(BackendFactory make_backend) : s_(std::make_unique<State>()) {
+  s_->make_backend = std::move(make_backend);
+}
+
+Session::~Session() { release(); }
+
+void Session::release() {
+  s_->clip.reset();
+  s_->model.reset();
+  s_->model_weights.reset();
+  s_->backend.reset();
+  s_->backend_key.clear();
+}
+
+Backend* Session::backend() const { return s_->backend.get(); }
+
+Status Session::State::ensure_engine(const RunOptions& o,
+                                     const std::shared_ptr<const VaeWeights>& weights) {
+  const std::string key = seedvae::backend_key(o);
+  if (!backend || key != backend_key) {
+    model.reset();  // the model's tensors live on the old backend
+    model_weights.reset();
+    backend.reset();
+    SEEDVAE_ASSIGN_OR_RETURN(backend, make_backend(o));
+    backend_key = key;
+  }
+  if (!model || model_weights != weights) {
+    model.reset();
+    SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(*backend, *weights));
+    model.emplace(std::move(m));
+    model_weights = weights;
+  }
+  return Status::ok();
+}
+
+Status Session::run(const JobSpec& job, const JobCallbacks& cb, JobResult& result) {
+  result = JobResult{};
+  if (!job.weights) return invalid_argument("the job has no weights");
+  SEEDVAE_TRY(validate(job.options));
+  Status st;
+  try {
+    st = s_->run(job, cb, result);
+  } catch (const std::bad_alloc&) {
+    st = out_of_memory("host memory exhausted during the run; try a smaller frame range, a "
+                       "downscale or tiling");
+  }
+  if (s_->model) {
+    s_->model->set_telemetry(nullptr);
+    s_->model->set_observer({});
+  }
+  return st;
+}
+
+namespace {
+
+// What identifies a read clip: the input and how it is padded.
+std::string clip_key(const JobSpec& job) {
+  const JobInput& in = job.input;
+  const int multiple =
+      std::max(job.weights->config.spatial_factor(), job.options.spatial_multiple);
+  return (in.is_sample()
+              ? "sample " + std::to_string(in.sample_width) + "x" +
+                    std::to_string(in.sample_height) + "x" + std::to_string(in.sample_frames)
+              : in.path.string() + "|" + std::to_string(in.first_frame) + "|" +
+                    std::to_string(in.max_frames) + "|" + std::to_string(in.stride) + "|" +
+                    std::to_string(in.resize_width) + "x" + std::to_string(in.resize_height)) +
+         "|" + std::to_string(multiple) + "|" + job.options.temporal_pad;
+}
+
+}  // namespace
+
+// Reads (or reuses) the job's input clip without frame prefetch: padded, and the original kept.
+Status Session::State::read_input(const JobSpec& job, const JobCallbacks& cb, JobResult& r) {
+  const RunOptions& o = job.options;
+  const VaeConfig& cfg = job.weights->config;
+  const int multiple = std::max(cfg.spatial_factor(), o.spatial_multiple);
+  const JobInput& in = job.input;
+  const std::string key = clip_key(job);
+  if (clip && clip->key == key) {
+    r.prefetch_note = "the clip was still in memory from the previous run: nothing to read";
+    return Status::ok();
+  }
+  clip.reset();
+  const auto t0 = Clock::now();
+  SEEDVAE_ASSIGN_OR_RETURN(const media::TemporalPad pad, media::temporal_pad_from_name(o.temporal_pad));
+  Clip c;
+  c.key = key;
+  HostTensor video;
+  if (in.is_sample()) {
+    video = media::make_sample_clip(in.sample_width, in.sample_height, in.sample_frames);
+    c.input.fps = 24;
+  } else {
+    media::ReadOptions ro;
+    ro.first_frame = in.first_frame;
+    ro.max_frames = in.max_frames;
+    ro.stride = in.stride;
+    ro.resize_width = in.resize_width;
+    ro.resize_height = in.resize_height;
+    SEEDVAE_ASSIGN_OR_RETURN(media::Clip read, media::read_clip(in.path, ro, cb.cancel));
+    video = std::move(read.video);
+    c.input.fps = read.fps;
+  }
+  const Shape& s = video.shape();
+  c.input.plan = media::plan_padding(s[2], s[3], s[4], multiple);
+  SEEDVAE_ASSIGN_OR_RETURN(c.padded, media::apply_padding(video, c.input.plan, pad));
+  c.input.original = std::make_shared<const HostTensor>(std::move(video));
+  clip = std::move(c);
+  r.read_s = r.read_wait_s = seconds_since(t0);  // the engine thread read it itself
+  return Status::ok();
+}
+
+Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult& r) {
+  const auto t0 = Clock::now();
+  const RunOptions& o = job.options;
+  const VaeWeights& weights = *job.weights;
+  const VaeConfig& cfg = weights.config;
+  auto phase = [&](std::string_view p) {
+    if (cb.on_phase) cb.on_phase(p);
+  };
+  if (cb.cancel) SEEDVAE_TRY(cb.cancel->check());
+  SEEDVAE_TRY(ensure_engine(o, job.weights));
+  VaeModel& m = *model;
+  r.backend_name = backend->name();
+  r.weights_source = weights.source;
+  r.weight_bytes = backend->memory_stats().current_bytes;
+  const StreamOptions stream = stream_options(o);
+  r.async_tiles = stream.async_tiles;
+  if (!r.async_tiles) {
+    r.async_tiles_note = o.async_tiles == "off"
+                             ? "off"
+                             : "does not apply: " + option_not_applicable(o, *find_option("async_tiles"));
+  }
+  const bool encodes = job.kind != JobKind::kDecode;
+  const bool decodes = job.kind != JobKind::kEncode;
+  auto predict = [&](const media::PadPlan& p) {
+    if (!job.predict) return;
+    auto pred = predict_memory(o, cfg, p.width, p.height, p.frames);
+    if (pred.is_ok()) r.predicted_peak_bytes = pred->engine_bytes;
+  };
+
+  // ---- input ----
+  std::unique_ptr<media::VideoFrameSource> source;  // stopped and joined on every way out
+  if (encodes) {
+    phase("read");
+    std::string why;
+    SEEDVAE_ASSIGN_OR_RETURN(r.prefetch, use_prefetch(o, job.input, &why));
+    if (!r.prefetch) r.prefetch_note = why == "off" ? why : "does not apply: " + why;
+    if (r.prefetch && clip && clip->key == clip_key(job) && o.prefetch != "on") {
+      r.prefetch = false;  // read_input() reuses the clip in memory
+    }
+    if (r.prefetch) {
+      clip.reset();
+      media::VideoSourceOptions so;
+      so.read.first_frame = job.input.first_frame;
+      so.read.max_frames = job.input.max_frames;
+      so.read.stride = job.input.stride;
+      so.read.resize_width = job.input.resize_width;
+      so.read.resize_height = job.input.resize_height;
+      so.spatial_multiple = std::max(cfg.spatial_factor(), o.spatial_multiple);
+      SEEDVAE_ASSIGN_OR_RETURN(so.temporal_pad, media::temporal_pad_from_name(o.temporal_pad));
+      so.prefetch = true;
+      std::tie(so.first_chunk_frames, so.chunk_frames) =
+          media::encoder_chunk_frames(o.chunk_latents, cfg.temporal_factor(), o.lone_head);
+      so.keep_input = job.kind == JobKind::kRoundTrip;
+      SEEDVAE_ASSIGN_OR_RETURN(source, media::VideoFrameSource::open(job.input.path, so, cb.cancel));
+    } else {
+      SEEDVAE_TRY(read_input(job, cb, r));
+      r.plan = clip->input.plan;
+      r.fps = clip->input.fps;
+      r.original = clip->input.original;
+      predict(r.plan);
+      if (cb.on_input) SEEDVAE_TRY(cb.on_input(clip->input));
+    }
+    if (cb.cancel) SEEDVAE_TRY(cb.cancel->check());
+  } else {
+    if (!job.latent) return invalid_argument("a decode job needs a latent");
+    const Shape& ls = job.latent->shape();
+    if (ls.rank() != 5 || ls[0] != 1 || ls[1] != cfg.latent_channels || ls[2] < 1) {
+      return invalid_argument("the latent " + ls.to_string() + " does not fit the " +
+                              std::to_string(cfg.latent_channels) + "-channel model");
+    }
+    // The decoded frames' size; the source size (what the padding is trimmed to) within it.
+    r.plan = job.latent_plan;
+    r.plan.padded_frames = (ls[2] - 1) * cfg.temporal_factor() + 1;
+    r.plan.padded_height = ls[3] * cfg.spatial_factor();
+    r.plan.padded_width = ls[4] * cfg.spatial_factor();
+    r.plan.frames = std::clamp<int64_t>(r.plan.frames, 1, r.plan.padded_frames);
+    r.plan.height = std::clamp<int64_t>(r.plan.height, 1, r.plan.padded_height);
+    r.plan.width = std::clamp<int64_t>(r.plan.width, 1, r.plan.padded_width);
+    r.fps = job.latent_fps;
+    predict(r.plan);
+  }
+
+  // ---- engine hooks: telemetry, and cancel after every block ----
+  backend->reset_peak();
+  m.set_telemetry(cb.telemetry);
+  if (cb.cancel) {
+    const CancelToken* cancel = cb.cancel;
+    m.set_observer([cancel](std::string_view, const Tensor&) { return cancel->check(); });
+  }
+
+  // ---- encode ----
+  HostTensor latent;
+  if (encodes) {
+    phase("encode");
+    const auto te = Clock::now();
+    HostTensor moments;
+    if (source) {
+      // Frames arrive from the prefetch thread chunk by chunk; bit-identical to encoding the
+      // whole padded clip.
+      SEEDVAE_ASSIGN_OR_RETURN(moments,
+                               encode_stream(m, *source, stream, StreamHooks{cb.cancel, cb.progress, {}, -1}));
+      r.encode_s = seconds_since(te);
+      if (!source->finished()) {
+        return internal_error("the frame source did not reach the end of the clip");
+      }
+      const media::PrefetchStats ps = source->stats();
+      r.read_s = ps.read_seconds;
+      r.read_wait_s = ps.wait_seconds;
+      r.plan = source->plan();
+      r.fps = source->fps();
+      if (job.kind == JobKind::kRoundTrip) {
+        Clip c;
+        c.input.plan = r.plan;
+        c.input.fps = r.fps;
+        SEEDVAE_ASSIGN_OR_RETURN(c.padded, source->input());
+        SEEDVAE_ASSIGN_OR_RETURN(HostTensor video, media::remove_padding_checked(c.padded, r.plan));
+        c.input.original = std::make_shared<const HostTensor>(std::move(video));
+        c.key = clip_key(job);
+        clip = std::move(c);
+        r.original = clip->input.original;
+      }
+      source.reset();  // the reader has finished; join it
+      predict(r.plan);
+      if (cb.on_input && clip) SEEDVAE_TRY(cb.on_input(clip->input));
+    } else {
+      SEEDVAE_ASSIGN_OR_RETURN(moments, encode_clip(m, weights, clip->padded, o,
+                                                    StreamHooks{cb.cancel, cb.progress, {}, -1},
+                                                    nullptr, &r.plan_note));
+      r.encode_s = seconds_since(te);
+    }
+    latent = job.sample_latent ? moments_sample(moments, job.seed) : moments_mean(moments);
+  }
+
+  // ---- decode ----
+  HostTensor decoded;
+  if (decodes) {
+    phase("decode");
+    const auto td = Clock::now();
+    TileHooks th;
+    th.report = &r.tiles;
+    th.on_tile = cb.on_tile;
+    std::string note;
+    SEEDVAE_ASSIGN_OR_RETURN(
+        decoded, decode_clip(m, weights, encodes ? latent : *job.latent, o,
+                             StreamHooks{cb.cancel, cb.progress, cb.on_decoded, -1}, &th, &note));
+    if (r.plan_note.empty()) r.plan_note = note;
+    r.decode_s = seconds_since(td);
+    if (r.tiles.mode != TilingMode::kOff) {
+      auto seams = seam_metrics(decoded, r.tiles, nullptr);
+      if (seams.is_ok()) r.seams = std::move(*seams);
+    }
+  }
+  r.peak_bytes = backend->memory_stats().peak_bytes;
+  m.set_telemetry(nullptr);
+  m.set_observer({});
+  if (encodes) r.latent = std::move(latent);
+
+  // ---- trim, clamp, metrics ----
+  if (decodes) {
+    phase("metrics");
+    const auto tm = Clock::now();
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor recon, media::remove_padding_checked(decoded, r.plan));
+    decoded = HostTensor();
+    for (float& v : recon.f32()) v = std::clamp(v, -1.f, 1.f);
+    if (job.kind == JobKind::kRoundTrip && r.original) {
+      auto q = media::compare_clips(recon, *r.original);
+      if (q.is_ok()) r.quality = *q;
+    }
+    r.reconstruction = std::make_shared<const HostTensor>(std::move(recon));
+    r.metrics_s = seconds_since(tm);
+  }
+
+  // ---- write ----
+  if (!job.output.empty()) {
+    phase("write");
+    const auto tw = Clock::now();
+    if (job.kind == JobKind::kEncode) {
+      SEEDVAE_TRY(write_latent_file(job.output, r.latent, r.plan, r.fps, weights.source,
+                                    job.dit_latent));
+    } else {
+      SEEDVAE_TRY(media::write_clip(job.output, *r.reconstruction, {r.fps}, cb.cancel));
+    }
+    r.output = job.output;
+    r.write_s = seconds_since(tw);
+  }
+  r.total_s = seconds_since(t0);
+  return Status::ok();
+}
+
+}  // namespace seedvae

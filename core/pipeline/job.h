@@ -1,0 +1,182 @@
+// The job layer: one entry point for encode, decode and the round trip (read -> pad -> encode ->
+// decode -> trim -> metrics -> write), used by the CLI, the studio's engine worker, the studio's
+// headless job and the benchmark. No front end reads, pads, chunks, tiles, plans a budget,
+// prefetches, measures or writes by itself; they describe a job (JobSpec: RunOptions, input,
+// weights) and receive its results (JobResult) and, while it runs, its progress, telemetry,
+// decoded frames and tiles (JobCallbacks).
+//
+// Threads: a Session and everything it holds (backend, model, clip) belong to the thread that
+// runs its jobs (for CUDA, the thread that owns the device). Cancellation comes from any thread
+// through the CancelToken; it is checked between chunks and tiles and after every block of the
+// model, so it takes effect within one chunk or tile.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/backend/backend.h"
+#include "core/base/cancel.h"
+#include "core/base/progress.h"
+#include "core/base/telemetry.h"
+#include "core/media/metrics.h"
+#include "core/media/vae_padding.h"
+#include "core/pipeline/run_options.h"
+#include "core/schedule/seam_metrics.h"
+#include "core/schedule/tiled.h"
+#include "core/vae/state_dict.h"
+#include "core/vae/vae_model.h"
+
+namespace seedvae {
+
+// Makes the backend a RunOptions asks for (the composition root knows which backends exist:
+// app/backends.h). Called on the session's thread.
+using BackendFactory = std::function<Result<std::unique_ptr<Backend>>(const RunOptions&)>;
+
+// The frames a job reads: a video file, image directory, printf pattern or image, or (empty
+// path) the built-in synthetic sample clip.
+struct JobInput {
+  std::filesystem::path path;
+  int64_t first_frame = 0;
+  int64_t max_frames = -1;  // -1: to the end
+  int stride = 1;
+  int resize_width = 0, resize_height = 0;  // 0: keep (one of them 0: keep the aspect ratio)
+  int sample_width = 256, sample_height = 256, sample_frames = 17;
+
+  bool is_sample() const { return path.empty(); }
+};
+
+enum class JobKind { kEncode, kDecode, kRoundTrip };
+
+struct JobSpec {
+  JobKind kind = JobKind::kRoundTrip;
+  std::shared_ptr<const VaeWeights> weights;
+  RunOptions options;
+  JobInput input;  // encode and round trip
+  // Decode: the raw VAE latent [1, C, t, h, w] and how its frames map to the video (the padding
+  // to remove; LatentFile reads both from a file).
+  std::shared_ptr<const HostTensor> latent;
+  media::PadPlan latent_plan;
+  double latent_fps = 24;
+  // Encode: the latent is the posterior mean, or mean + std * noise from `seed`; `dit_latent`
+  // writes it in SeedVR2's DiT space (x 0.9152).
+  bool sample_latent = false;
+  uint64_t seed = 0;
+  bool dit_latent = false;
+  // Written when not empty: the latent (encode, a .safetensors file with the padding plan and
+  // fps) or the reconstruction (decode, round trip; a video file or a PNG directory).
+  std::filesystem::path output;
+  // Predict the run's peak memory with the planner first (JobResult::predicted_peak_bytes).
+  bool predict = false;
+};
+
+// The input once it is in memory.
+struct InputClip {
+  media::PadPlan plan;
+  double fps = 24;
+  std::shared_ptr<const HostTensor> original;  // [1, 3, T, H, W] in [-1, 1] as read
+};
+
+struct JobCallbacks {
+  const CancelToken* cancel = nullptr;
+  ProgressSink* progress = nullptr;    // per chunk or tile: "encode", "decode tiles", ...
+  TelemetrySink* telemetry = nullptr;  // the model's stage samples (core/base/telemetry.h)
+  // The job enters a phase: "read", "encode", "decode", "metrics", "write".
+  std::function<void(std::string_view phase)> on_phase;
+  // The input clip is in memory (before encoding; with frame prefetch, after it).
+  std::function<Status(const InputClip&)> on_input;
+  // Each decoded chunk: frames [first, first + T) of the padded, unclamped output; frames at and
+  // after plan.frames are temporal padding.
+  ChunkSink on_decoded;
+  TileSink on_tile;  // every tile of a tiled decode, before blending
+};
+
+struct JobResult {
+  std::string backend_name;
+  std::string weights_source;  // VaeWeights::source
+  media::PadPlan plan;
+  double fps = 24;
+  std::shared_ptr<const HostTensor> original;        // encode, round trip: the frames as read
+  HostTensor latent;                                 // encode, round trip: raw VAE latent
+  std::shared_ptr<const HostTensor> reconstruction;  // decode, round trip: trimmed, clamped
+  std::optional<media::QualityStats> quality;        // round trip: reconstruction vs original
+  TileRunReport tiles;                               // the decode's tiling
+  std::optional<SeamMetrics> seams;                  // a tiled decode's seam figures
+  double read_s = 0;       // reading and padding (with prefetch: the reader thread's time)
+  double read_wait_s = 0;  // of which the engine waited for
+  double encode_s = 0, decode_s = 0, metrics_s = 0, write_s = 0, total_s = 0;
+  bool prefetch = false;         // frames were read on the prefetch thread
+  std::string prefetch_note;     // why not, when not ("off", "does not apply: ...", ...)
+  bool async_tiles = false;      // chunks/tiles were queued ahead
+  std::string async_tiles_note;  // why not, when not ("off", "does not apply: ...")
+  std::string plan_note;         // what the memory budget chose
+  int64_t weight_bytes = 0;      // the backend's bytes after the model was created
+  int64_t peak_bytes = 0;        // the backend allocator's peak during the job (weights included)
+  int64_t predicted_peak_bytes = -1;  // JobSpec::predict
+  std::filesystem::path output;       // what was written
+
+  double read_overlap_s() const { return read_s > read_wait_s ? read_s - read_wait_s : 0; }
+  // (encode + decode) per source frame, in milliseconds.
+  double ms_per_frame() const;
+};
+
+class Session {
+ public:
+  explicit Session(BackendFactory make_backend);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Runs one job. The backend is made anew when the options' backend_key() changes (the model
+  // with it), the model when the weights change, and the clip is read again unless the same
+  // input was read with the same padding by the previous job. `result` holds what the job found
+  // out so far, also when it fails or is cancelled (whether it prefetched, its timings).
+  Status run(const JobSpec& job, const JobCallbacks& callbacks, JobResult& result);
+  // Frees the cached clip, the model and the backend (and with it the device).
+  void release();
+  // The backend of the last job; nullptr before the first job and after release().
+  Backend* backend() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// ---- the steps, for the benchmark and for tests -------------------------------------------------
+
+// The tiling of a run over a `height` x `width` frame of `frames` frames: the options' mode,
+// tile and overlap; with a memory budget and no tile size, the planner's largest tile that fits
+// (resolve_tile, core/pipeline/prediction.h).
+Result<TileOptions> tile_options(const RunOptions& options, const VaeWeights& weights, bool encode,
+                                 int64_t height, int64_t width, int64_t frames, std::string* note);
+// Encodes a padded clip / decodes a latent as the options say (untiled, blend or exact tiling).
+Result<HostTensor> encode_clip(VaeModel& model, const VaeWeights& weights, const HostTensor& video,
+                               const RunOptions& options, const StreamHooks& hooks,
+                               TileHooks* tile_hooks, std::string* note);
+Result<HostTensor> decode_clip(VaeModel& model, const VaeWeights& weights,
+                               const HostTensor& latent, const RunOptions& options,
+                               const StreamHooks& hooks, TileHooks* tile_hooks, std::string* note);
+
+// Whether frames are read ahead on a prefetch thread (RunOptions::prefetch): `why` says why not.
+// "on" where it does not apply is an error with the reason.
+Result<bool> use_prefetch(const RunOptions& options, const JobInput& input, std::string* why);
+
+// A latent written by an encode job: the tensor (raw VAE space; a DiT-space file, x 0.9152, is
+// scaled back), the padding plan and the frame rate.
+struct LatentFile {
+  HostTensor latent;
+  media::PadPlan plan;
+  double fps = 24;
+};
+Result<LatentFile> read_latent_file(const std::filesystem::path& path);
+// Writes `latent` with the plan, fps and weights in the metadata; `dit` scales it by 0.9152
+// (SeedVR2's DiT space) and says so.
+Status write_latent_file(const std::filesystem::path& path, const HostTensor& latent,
+                         const media::PadPlan& plan, double fps, const std::string& weights_source,
+                         bool dit);
+
+}  // namespace seedvae

@@ -1,0 +1,132 @@
+#include "core/pipeline/prediction.h"
+
+#include <algorithm>
+
+#include "core/media/vae_padding.h"
+#include "core/schedule/planner.h"
+
+namespace seedvae {
+
+Result<TileSpec> resolve_tile(const RunOptions& o, const VaeConfig& config, bool encode,
+                              int64_t height, int64_t width, int64_t frames, std::string* note) {
+  TileSpec spec;
+  spec.overlap_w = o.overlap.width;
+  spec.overlap_h = o.overlap.height;
+  const bool auto_tile = o.tile == PixelSize{};
+  spec.tile_w = auto_tile ? 512 : o.tile.width;
+  spec.tile_h = auto_tile ? 512 : o.tile.height;
+  if (o.budget_gb <= 0 || !auto_tile || o.tiling == "off") return spec;
+  PlanRequest req = plan_request(o, config, encode, height, width, frames);
+  req.spec = spec;
+  req.auto_tile = true;
+  req.budget_bytes = static_cast<int64_t>(o.budget_gb * (1 << 30));
+  SEEDVAE_ASSIGN_OR_RETURN(TilePlanReport rep, plan(req));
+  if (!rep.fits) {
+    return out_of_memory("nothing fits the memory budget of " + format_bytes(req.budget_bytes) +
+                         ": " + rep.message);
+  }
+  if (note) *note = describe(rep.chosen);
+  return rep.chosen.spec;
+}
+
+PlanRequest plan_request(const RunOptions& o, const VaeConfig& config, bool encode,
+                         int64_t height, int64_t width, int64_t frames) {
+  PlanRequest req;
+  req.op = encode ? PlanOp::kEncode : PlanOp::kDecode;
+  req.config = config;
+  req.height = height;
+  req.width = width;
+  req.frames = frames;
+  req.mode = tiling_mode(o);
+  req.layout = o.tile_layout == "uniform" ? TileLayout::kUniform : TileLayout::kReference;
+  req.auto_tile = false;
+  req.auto_chunk = false;
+  req.chunk_latents =
+      o.chunk_latents > 0 ? o.chunk_latents
+                          : static_cast<int>((frames - 1) / config.temporal_factor() + 1);
+  req.hires_chunk_frames = o.hires_chunk_frames;
+  req.lean_convs = o.lean_convs;
+  req.lone_head = o.lone_head;
+  req.exact_keep_weights = o.exact_keep_weights;
+  req.activation_bytes = req.weight_bytes = precision_bytes(o);
+  req.backend = o.backend == "cuda" ? BackendMemoryModel::cuda() : BackendMemoryModel::cpu();
+  return req;
+}
+
+namespace {
+
+struct Padded {
+  int64_t h = 0, w = 0, t = 0;
+};
+
+Padded padded(const RunOptions& o, const VaeConfig& config, int64_t width, int64_t height,
+              int64_t frames) {
+  const int multiple = std::max(config.spatial_factor(), o.spatial_multiple);
+  const media::PadPlan p = media::plan_padding(frames, height, width, multiple);
+  return {p.padded_height, p.padded_width, p.padded_frames};
+}
+
+}  // namespace
+
+Result<MemoryPrediction> predict_memory(const RunOptions& o, const VaeConfig& config,
+                                        int64_t width, int64_t height, int64_t frames) {
+  if (width < 1 || height < 1 || frames < 1) return invalid_argument("predict: no input");
+  const Padded pd = padded(o, config, width, height, frames);
+  MemoryPrediction p;
+  int64_t planner_host = 0;
+  for (const bool encode : {true, false}) {
+    PlanRequest req = plan_request(o, config, encode, pd.h, pd.w, pd.t);
+    SEEDVAE_ASSIGN_OR_RETURN(req.spec, resolve_tile(o, config, encode, pd.h, pd.w, pd.t, nullptr));
+    SEEDVAE_ASSIGN_OR_RETURN(const PlanEstimate e, estimate(req, req.spec, req.chunk_latents));
+    planner_host = std::max(planner_host, e.host_bytes);
+    if (e.peak_bytes <= p.engine_bytes) continue;
+    p.engine_bytes = e.peak_bytes;
+    p.weight_bytes = e.weight_bytes + e.exact_weight_bytes;
+    p.activation_bytes = e.peak_bytes - p.weight_bytes;
+    p.tiles = e.tiles;
+    p.relative_time = e.relative_time;
+    p.method = "planner (" + std::string(encode ? "encoder" : "decoder") + ", " +
+               req.backend.name + " model): " + describe(e);
+  }
+  // The job's host buffers: the clip as read, its padded copy, the padded decoded output and the
+  // trimmed reconstruction (fp32), and the latent moments.
+  const int sf = config.spatial_factor();
+  const int64_t source = frames * height * width * 3 * 4;
+  const int64_t padded_clip = pd.t * pd.h * pd.w * 3 * 4;
+  const int64_t moments = 2 * config.latent_channels * ((pd.t - 1) / config.temporal_factor() + 1) *
+                          (pd.h / sf) * (pd.w / sf) * 4;
+  p.host_bytes = planner_host + 2 * source + 2 * padded_clip + moments;
+  return p;
+}
+
+Result<BudgetFit> fit_to_budget(const RunOptions& o, const VaeConfig& config, int64_t width,
+                                int64_t height, int64_t frames, int64_t budget_bytes) {
+  if (width < 1 || height < 1 || frames < 1) return invalid_argument("fit: no input");
+  const Padded pd = padded(o, config, width, height, frames);
+  BudgetFit f;
+  // Tiling is the lever: an untiled setting is fitted with exact (seam-free) tiling.
+  f.tiling = o.tiling == "off" ? "exact" : o.tiling;
+  RunOptions fitted = o;
+  fitted.tiling = f.tiling;
+  PlanRequest req = plan_request(fitted, config, false, pd.h, pd.w, pd.t);
+  req.spec = {512, 512, o.overlap.height, o.overlap.width};
+  req.auto_tile = true;
+  req.auto_chunk = true;
+  req.max_chunk_latents = std::max(1, o.chunk_latents > 0 ? o.chunk_latents : 4);
+  req.budget_bytes = budget_bytes;
+  SEEDVAE_ASSIGN_OR_RETURN(const TilePlanReport rep, plan(req));
+  f.tile = {rep.chosen.spec.tile_w, rep.chosen.spec.tile_h};
+  f.chunk_latents = rep.chosen.chunk_latents;
+  f.fits = rep.fits;
+  f.message = rep.message;
+  f.peak_bytes = rep.chosen.peak_bytes;
+  req.op = PlanOp::kEncode;
+  auto enc = estimate(req, rep.chosen.spec, rep.chosen.chunk_latents);
+  if (enc.is_ok()) {
+    f.peak_bytes = std::max(f.peak_bytes, enc->peak_bytes);
+    f.fits = f.fits && enc->peak_bytes <= budget_bytes;
+  }
+  return f;
+}
+
+}  // namespace seedvae

@@ -1,0 +1,59 @@
+// What a run will need, before it runs: the planner's prediction (core/schedule/planner.h, a
+// replay of the model on a dry-run backend) for the encoder and the decoder of a job with these
+// options on a frame of this size, and the job's own host buffers. The studio's settings panel
+// shows it next to the device's free memory; a job reports it next to the measured peak.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/base/status.h"
+#include "core/pipeline/run_options.h"
+#include "core/schedule/planner.h"
+#include "core/vae/vae_config.h"
+
+namespace seedvae {
+
+struct MemoryPrediction {
+  int64_t weight_bytes = 0;      // the model's parameters on the backend (+ exact tiling's layer)
+  int64_t activation_bytes = 0;  // the largest live activations and causal state
+  int64_t engine_bytes = 0;      // what the backend will peak at: weights + activations + fixed
+  int64_t host_bytes = 0;        // the job's host buffers (clip, padded copy, decoded output,
+                                 // latent) and the scheduler's (tiles, exact tiling's frames)
+  int64_t tiles = 1;             // tiles per chunk
+  double relative_time = 1;      // time relative to the untiled run
+  std::string method;            // "planner (decoder, cuda model): ..."
+};
+
+// The planner's request for the encoder or decoder of a run of `options` over a padded
+// `height` x `width` frame of `frames` frames, with the options' tile and chunk (no search).
+PlanRequest plan_request(const RunOptions& options, const VaeConfig& config, bool encode,
+                         int64_t height, int64_t width, int64_t frames);
+
+// The tile a run uses: the options' tile; 0x0 (auto) with a memory budget and tiling on: the
+// planner's largest tile that fits (`note` says what it chose; out of memory when nothing fits);
+// 0x0 otherwise: 512x512.
+Result<TileSpec> resolve_tile(const RunOptions& options, const VaeConfig& config, bool encode,
+                              int64_t height, int64_t width, int64_t frames, std::string* note);
+
+// A round trip (encoder and decoder, the larger of the two) of `frames` frames of `width` x
+// `height` source pixels, padded as the options say.
+Result<MemoryPrediction> predict_memory(const RunOptions& options, const VaeConfig& config,
+                                        int64_t width, int64_t height, int64_t frames);
+
+// The planner's largest tile and temporal chunk (at most the options' chunk, or 4 for a whole-clip
+// chunk) whose predicted peak fits `budget_bytes`; an untiled setting is fitted with exact tiling,
+// which gives the untiled result. The decoder (the larger) picks; the encoder is checked with
+// the same choice.
+struct BudgetFit {
+  bool fits = false;
+  std::string message;
+  std::string tiling;  // "exact" or "blend"
+  PixelSize tile;
+  int chunk_latents = 1;
+  int64_t peak_bytes = 0;
+};
+Result<BudgetFit> fit_to_budget(const RunOptions& options, const VaeConfig& config, int64_t width,
+                                int64_t height, int64_t frames, int64_t budget_bytes);
+
+}  // namespace seedvae

@@ -1,0 +1,612 @@
+#include "core/pipeline/run_options.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+namespace seedvae {
+
+std::string PixelSize::to_string() const {
+  return std::to_string(width) + "x" + std::to_string(height);
+}
+
+Result<PixelSize> PixelSize::parse(std::string_view text) {
+  const size_t x = text.find_first_of("xX");
+  PixelSize s;
+  auto number = [](std::string_view t, int64_t* v) {
+    const auto r = std::from_chars(t.data(), t.data() + t.size(), *v);
+    return r.ec == std::errc() && r.ptr == t.data() + t.size() && !t.empty() && *v >= 0;
+  };
+  if (x == std::string_view::npos || !number(text.substr(0, x), &s.width) ||
+      !number(text.substr(x + 1), &s.height)) {
+    return invalid_argument("a size must be WxH (e.g. 512x512), got \"" + std::string(text) + "\"");
+  }
+  return s;
+}
+
+std::string_view option_group_name(OptionGroup group) {
+  switch (group) {
+    case OptionGroup::kEngine: return "Engine";
+    case OptionGroup::kCuda: return "CUDA engine";
+    case OptionGroup::kStreaming: return "Temporal streaming";
+    case OptionGroup::kTiling: return "Spatial tiling";
+    case OptionGroup::kMemory: return "Memory";
+    case OptionGroup::kInput: return "Input";
+  }
+  return "?";
+}
+
+namespace {
+
+using namespace std::string_view_literals;
+
+constexpr std::array kBackends{"cpu"sv, "cuda"sv};
+constexpr std::array kPrecisions{"fp32"sv, "tf32"sv, "fp16"sv, "bf16"sv};
+constexpr std::array kAutoOnOff{"auto"sv, "on"sv, "off"sv};
+constexpr std::array kTilings{"off"sv, "blend"sv, "exact"sv};
+constexpr std::array kLayouts{"reference"sv, "uniform"sv};
+constexpr std::array kTemporalPads{"mirror"sv, "repeat-last"sv};
+constexpr std::array kMultiples{"8"sv, "16"sv};
+
+std::string exact_schedule(const RunOptions& o) {
+  return o.tiling == "exact" ? "exact tiling has its own layer-by-layer schedule and chunking" : "";
+}
+std::string untiled(const RunOptions& o) {
+  return o.tiling == "off" ? "the frame is not tiled (tiling off)" : "";
+}
+std::string blend_only(const RunOptions& o) {
+  return o.tiling != "blend" ? "only blend tiling has overlapping tiles" : "";
+}
+std::string exact_only(const RunOptions& o) {
+  return o.tiling != "exact" ? "only exact tiling uploads weights per layer" : "";
+}
+std::string offload_only(const RunOptions& o) {
+  return o.offload_state ? "" : "the causal state is not offloaded (offload state is off)";
+}
+std::string async_rule(const RunOptions& o) {
+  return o.tiling == "exact"
+             ? "exact tiling moves every layer's windows through host memory layer by layer"
+             : "";
+}
+std::string graphs_rule(const RunOptions& o) {
+  if (o.offload_state) return "recorded chunks need the causal state on the device (offload state is on)";
+  if (o.lean_convs) return "recorded chunks update the causal state in place, which lean convolutions replace";
+  return "";
+}
+std::string prefetch_rule(const RunOptions& o) {
+  if (o.tiling != "off") {
+    return o.tiling + " tiling encodes every tile over the whole clip, so it needs all frames in "
+                      "memory before it starts";
+  }
+  if (o.budget_gb > 0) {
+    return "the memory budget plans the run from the clip's size and length, known only once it "
+           "is read";
+  }
+  if (o.chunk_latents == 0) return "a whole-clip chunk leaves nothing to overlap the reading with";
+  return "";
+}
+
+const std::vector<OptionSpec>& table() {
+  static const std::vector<OptionSpec> t = [] {
+    std::vector<OptionSpec> v;
+    auto add = [&](OptionSpec s) { v.push_back(s); };
+    // ---- engine ----
+    add({.key = "backend", .flag = "--backend", .label = "Backend", .group = OptionGroup::kEngine,
+         .kind = OptionKind::kChoice,
+         .help = "Which compute backend runs the model: cpu (oneDNN) or cuda (cuDNN, cuBLAS).",
+         .member = &RunOptions::backend, .choices = kBackends});
+    add({.key = "device", .flag = "--device", .label = "Device", .group = OptionGroup::kEngine,
+         .kind = OptionKind::kInt, .help = "CUDA device index.", .member = &RunOptions::device,
+         .minimum = 0, .maximum = 64, .backends = kCudaBackend});
+    add({.key = "threads", .flag = "--threads", .label = "CPU threads",
+         .group = OptionGroup::kEngine, .kind = OptionKind::kInt,
+         .help = "Threads for the oneDNN convolutions and the element-wise loops (0: automatic -- "
+                 "every hardware thread, one fewer in the studio so the interface stays "
+                 "responsive). More threads: faster, until memory bandwidth saturates.",
+         .member = &RunOptions::threads, .minimum = 0, .maximum = 1024, .special_text = "auto",
+         .backends = kCpuBackend});
+    add({.key = "precision", .flag = "--precision", .label = "Precision",
+         .group = OptionGroup::kEngine, .kind = OptionKind::kChoice,
+         .help = "Precision of weights and activations: fp32 (TF32 off; the reference), tf32 "
+                 "(fp32 storage, tensor-core products with 10-bit mantissas), fp16 or bf16 (half "
+                 "the memory, tensor-core speed). Norm statistics and softmax stay fp32. The CPU "
+                 "backend computes in fp32 only.",
+         .member = &RunOptions::precision, .choices = kPrecisions});
+    // ---- CUDA engine ----
+    auto cuda_bool = [&](std::string_view key, std::string_view flag, std::string_view negative,
+                         std::string_view label, std::string_view help, bool RunOptions::*m,
+                         std::string (*rule)(const RunOptions&) = nullptr) {
+      add({.key = key, .flag = flag, .negative_flag = negative, .label = label,
+           .group = OptionGroup::kCuda, .kind = OptionKind::kBool, .help = help, .member = m,
+           .backends = kCudaBackend, .not_applicable = rule});
+    };
+    cuda_bool("autotune", "--autotune", "--no-autotune", "cuDNN autotune",
+              "Time every cuDNN convolution algorithm once per shape and keep the fastest (cached "
+              "per GPU, driver and cuDNN version). Off: cuDNN's heuristic choice. Costs a few "
+              "seconds on the first run of each shape.",
+              &RunOptions::autotune);
+    add({.key = "autotune_cache", .flag = "--autotune-cache", .label = "Autotune cache",
+         .group = OptionGroup::kCuda, .kind = OptionKind::kText,
+         .help = "File for persisted cuDNN autotune results (\"auto\": the per-user cache folder, "
+                 "empty: none).",
+         .member = &RunOptions::autotune_cache, .backends = kCudaBackend});
+    cuda_bool("channels_last", "--channels-last", "--no-channels-last", "Channels-last (NDHWC)",
+              "Keep activations in NDHWC so convolutions run on tensor cores without layout "
+              "changes. Off: NCDHW (the PyTorch layout; slower convolutions).",
+              &RunOptions::channels_last);
+    cuda_bool("fused_gn_silu", "--fused-gn", "--no-fused-gn", "Fused GroupNorm + SiLU",
+              "One pass for GroupNorm and SiLU instead of two: less memory traffic and one "
+              "activation-sized buffer fewer.",
+              &RunOptions::fused_gn_silu);
+    cuda_bool("fused_attention", "--fused-attention", "--no-fused-attention", "Fused attention",
+              "Flash-style mid-block attention with O(tokens) memory. Off: materialised scores "
+              "through cuBLAS, tokens^2 memory per frame (gigabytes at 1080p).",
+              &RunOptions::fused_attention);
+    cuda_bool("caching_allocator", "--caching-allocator", "--no-caching-allocator",
+              "Caching allocator",
+              "Reuse freed device blocks instead of cudaMalloc/cudaFree per tensor: much faster, "
+              "but the driver sees the cached bytes as used.",
+              &RunOptions::caching_allocator);
+    cuda_bool("buffer_reuse", "--buffer-reuse", "--no-buffer-reuse",
+              "Buffer reuse (in-place causal padding)",
+              "Outputs that feed a causal convolution get spare frames in front, so the causal "
+              "context is written in place instead of copying the tensor (channels-last only).",
+              &RunOptions::buffer_reuse);
+    cuda_bool("fuse_bias", "--fused-bias", "--no-fused-bias", "Fused bias",
+              "A convolution's bias is added by its consumer (GroupNorm or the residual add) "
+              "instead of in a pass of its own.",
+              &RunOptions::fuse_bias);
+    cuda_bool("offload_state", "--offload-state", "", "Offload causal state",
+              "Keep the causal state (the frames carried between temporal chunks) in pinned host "
+              "memory, prefetched back while the GPU computes: less device memory, same output. "
+              "A 1080p bf16 encode then peaks at 9 GiB; with lone head and lean convolutions a "
+              "1080p decode at 11.7 GiB (docs/benchmarks.md).",
+              &RunOptions::offload_state);
+    add({.key = "offload_window_mib", .flag = "--offload-window-mib",
+         .label = "Offload window (MiB)", .group = OptionGroup::kCuda, .kind = OptionKind::kInt,
+         .help = "With offload state: how much offloaded state may be back on the device ahead of "
+                 "use. Larger prefetches earlier, smaller saves more.",
+         .member = &RunOptions::offload_window_mib, .minimum = 0, .maximum = 1 << 20,
+         .backends = kCudaBackend, .not_applicable = offload_only});
+    cuda_bool("cuda_graphs", "--cuda-graphs", "", "CUDA graphs",
+              "Record each chunk's GPU work once per chunk shape and replay it for later chunks "
+              "(one launch instead of ~250). Needs the state on the device; measured without gain "
+              "on an H100 (docs/gpu-notes.md), so off by default.",
+              &RunOptions::cuda_graphs, graphs_rule);
+    add({.key = "cudnn_workspace_mib", .flag = "--cudnn-workspace-mib",
+         .label = "cuDNN workspace (MiB)", .group = OptionGroup::kCuda, .kind = OptionKind::kInt,
+         .help = "Largest scratch buffer one cuDNN convolution may use. More lets cuDNN pick "
+                 "faster algorithms; it adds to the peak memory.",
+         .member = &RunOptions::cudnn_workspace_mib, .minimum = 0, .maximum = 1 << 20,
+         .backends = kCudaBackend});
+    // ---- temporal streaming ----
+    add({.key = "chunk_latents", .flag = "--chunk", .label = "Temporal chunk (latents)",
+         .group = OptionGroup::kStreaming, .kind = OptionKind::kInt,
+         .help = "Latent frames per temporal chunk (1 latent = 4 video frames; the first chunk "
+                 "has one more). Every chunk size gives the same result; smaller chunks hold "
+                 "less memory and show frames sooner. 0 runs the whole clip at once.",
+         .member = &RunOptions::chunk_latents, .minimum = 0, .maximum = 1 << 20,
+         .special_text = "whole clip", .in_short_label = true});
+    add({.key = "hires_chunk_frames", .flag = "--hires-chunk", .label = "High-res pieces (frames)",
+         .group = OptionGroup::kStreaming, .kind = OptionKind::kInt,
+         .help = "Chunked upsampling: run the full-frame-rate high-resolution stages (decoder "
+                 "after its last temporal upsampling, encoder before its first temporal "
+                 "downsampling) this many frames at a time, carrying the causal state between "
+                 "pieces. Same output; less memory (a 1080p bf16 encode on an H100: 15.0 -> 11.7 "
+                 "GiB with 1 frame) for a few percent more time. 0 = off.",
+         .member = &RunOptions::hires_chunk_frames, .minimum = 0, .maximum = 1 << 20,
+         .special_text = "off", .not_applicable = exact_schedule, .in_short_label = true});
+    add({.key = "lone_head", .flag = "--lone-head", .label = "Lone head chunk",
+         .group = OptionGroup::kStreaming, .kind = OptionKind::kBool,
+         .help = "The first temporal chunk is frame 0 (latent 0) alone, then chunks of the size "
+                 "above, instead of a first chunk with one latent more: no chunk is larger than "
+                 "the others, which lowers the decode's peak. Same output.",
+         .member = &RunOptions::lone_head, .not_applicable = exact_schedule,
+         .in_short_label = true});
+    add({.key = "lean_convs", .flag = "--lean-convs", .label = "Lean convolutions",
+         .group = OptionGroup::kStreaming, .kind = OptionKind::kBool,
+         .help = "The decoder's causal convolutions never build their context-extended input "
+                 "(two convolution calls and a few frame copies each). Same output; less memory, "
+                 "a few percent more time. With the lone head and the CUDA state offload a 1080p "
+                 "decode peaks at about 11.7 GiB.",
+         .member = &RunOptions::lean_convs, .not_applicable = exact_schedule,
+         .in_short_label = true});
+    add({.key = "async_tiles", .flag = "--async-tiles", .label = "Async tiles",
+         .group = OptionGroup::kStreaming, .kind = OptionKind::kChoice,
+         .help = "Queue the next chunk or tile on the device before finishing the previous one "
+                 "(its download, blending, output), so copies and host work overlap the compute; "
+                 "the same output bit for bit. auto = on except with exact tiling; no change in "
+                 "time on the CPU backend (its copies are synchronous).",
+         .member = &RunOptions::async_tiles, .choices = kAutoOnOff, .not_applicable = async_rule});
+    // ---- spatial tiling ----
+    add({.key = "tiling", .flag = "--tiling", .label = "Tiling", .group = OptionGroup::kTiling,
+         .kind = OptionKind::kChoice,
+         .help = "Spatial tiling: off (the whole frame at once: exact, fastest, the most memory), "
+                 "blend (the ComfyUI port's cosine-blended tiles: bounded memory, seams possible) "
+                 "or exact (tiled computation, output equal to untiled; slower, host memory "
+                 "holds whole-frame layer inputs).",
+         .member = &RunOptions::tiling, .choices = kTilings, .in_short_label = true});
+    add({.key = "tile", .flag = "--tile", .label = "Tile (px)", .group = OptionGroup::kTiling,
+         .kind = OptionKind::kSize,
+         .help = "Tile size WxH in output pixels. 0x0 (auto): the largest tile within the memory "
+                 "budget, or 512x512 without one. Larger: fewer seams and less overhead, more "
+                 "memory.",
+         .member = &RunOptions::tile, .minimum = 0, .maximum = 16384, .special_text = "auto",
+         .not_applicable = untiled, .in_short_label = true});
+    add({.key = "overlap", .flag = "--overlap", .label = "Overlap (px)",
+         .group = OptionGroup::kTiling, .kind = OptionKind::kSize,
+         .help = "Overlap WxH between blended tiles in pixels. More overlap: softer seams, more "
+                 "repeated work. Exact tiling needs none.",
+         .member = &RunOptions::overlap, .minimum = 0, .maximum = 4096, .not_applicable = blend_only});
+    add({.key = "tile_layout", .flag = "--tile-layout", .label = "Tile layout",
+         .group = OptionGroup::kTiling, .kind = OptionKind::kChoice,
+         .help = "Blend mode's grid. reference: the upstream port's grid, bit-compatible with its "
+                 "output (border tiles are smaller). uniform: every tile has the same shape (the "
+                 "last one shifted inward), so GPU plans are reused; the weights form an exact "
+                 "partition of unity.",
+         .member = &RunOptions::tile_layout, .choices = kLayouts, .not_applicable = blend_only});
+    add({.key = "exact_keep_weights", .flag = "--exact-keep-weights",
+         .label = "Keep all weights resident", .group = OptionGroup::kTiling,
+         .kind = OptionKind::kBool,
+         .help = "Exact tiling: keep every layer's weights on the device for the whole run "
+                 "(faster: no re-uploads) instead of uploading each layer's weights while it "
+                 "runs (less memory).",
+         .member = &RunOptions::exact_keep_weights, .not_applicable = exact_only});
+    // ---- memory ----
+    add({.key = "budget_gb", .flag = "--budget-gb", .label = "Memory budget (GiB)",
+         .group = OptionGroup::kMemory, .kind = OptionKind::kReal,
+         .help = "The most memory the run may use. With tiling and no tile size, the planner picks "
+                 "the largest tile that fits; the studio checks its prediction against the smaller "
+                 "of this budget and the device's free memory. 0: none.",
+         .member = &RunOptions::budget_gb, .minimum = 0, .maximum = 1 << 20,
+         .special_text = "none"});
+    // ---- input ----
+    add({.key = "prefetch", .flag = "--prefetch", .label = "Frame prefetch",
+         .group = OptionGroup::kInput, .kind = OptionKind::kChoice,
+         .help = "Read and convert the input's frames on their own thread, a couple of temporal "
+                 "chunks ahead of the encoder, so the first chunk is encoded while later frames "
+                 "are still being decoded; the same output bit for bit. auto: on for a video file "
+                 "or image sequence encoded untiled in temporal chunks; on: required (refused "
+                 "where it does not apply); off: read the whole clip first.",
+         .member = &RunOptions::prefetch, .choices = kAutoOnOff, .not_applicable = prefetch_rule});
+    add({.key = "temporal_pad", .flag = "--temporal-pad", .label = "Temporal padding",
+         .group = OptionGroup::kInput, .kind = OptionKind::kChoice,
+         .help = "How the clip reaches 4n+1 frames (removed after decoding): mirror (the ComfyUI "
+                 "port) or repeat-last (the official SeedVR2 code).",
+         .member = &RunOptions::temporal_pad, .choices = kTemporalPads});
+    add({.key = "spatial_multiple", .flag = "--multiple", .label = "Spatial multiple",
+         .group = OptionGroup::kInput, .kind = OptionKind::kInt,
+         .help = "Frames are padded right/bottom to a multiple of this many pixels (8 suffices "
+                 "for the VAE; 16 matches the SeedVR2 upscaler).",
+         .member = &RunOptions::spatial_multiple, .choices = kMultiples, .minimum = 8,
+         .maximum = 16});
+    return v;
+  }();
+  return t;
+}
+
+std::string number_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::span<const OptionSpec> run_option_table() { return table(); }
+
+const OptionSpec* find_option(std::string_view key) {
+  for (const OptionSpec& s : table()) {
+    if (s.key == key) return &s;
+  }
+  return nullptr;
+}
+
+OptionValue option_value(const RunOptions& o, const OptionSpec& spec) {
+  return std::visit([&](auto member) -> OptionValue { return o.*member; }, spec.member);
+}
+
+std::string format_option_value(const OptionValue& value) {
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using V = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<V, bool>) {
+          return v ? "on" : "off";
+        } else if constexpr (std::is_same_v<V, int>) {
+          return std::to_string(v);
+        } else if constexpr (std::is_same_v<V, double>) {
+          return number_text(v);
+        } else if constexpr (std::is_same_v<V, PixelSize>) {
+          return v.to_string();
+        } else {
+          return v;
+        }
+      },
+      value);
+}
+
+Status set_option(RunOptions& o, const OptionSpec& spec, const OptionValue& value) {
+  const std::string name(spec.key);
+  auto out_of_range = [&](const std::string& v) {
+    return invalid_argument(name + ": " + v + " is outside [" + number_text(spec.minimum) + ", " +
+                            number_text(spec.maximum) + "]");
+  };
+  auto in_choices = [&](std::string_view v) {
+    return std::find(spec.choices.begin(), spec.choices.end(), v) != spec.choices.end();
+  };
+  auto choice_list = [&] {
+    std::string s;
+    for (std::string_view c : spec.choices) s += (s.empty() ? "" : ", ") + std::string(c);
+    return s;
+  };
+  return std::visit(
+      [&](auto member) -> Status {
+        using M = std::decay_t<decltype(o.*member)>;
+        const M* v = std::get_if<M>(&value);
+        if (v == nullptr) return invalid_argument(name + ": wrong kind of value");
+        if constexpr (std::is_same_v<M, int>) {
+          if (!spec.choices.empty() && !in_choices(std::to_string(*v))) {
+            return invalid_argument(name + ": " + std::to_string(*v) + " is not one of " +
+                                    choice_list());
+          }
+          if (*v < spec.minimum || *v > spec.maximum) return out_of_range(std::to_string(*v));
+        } else if constexpr (std::is_same_v<M, double>) {
+          if (!(*v >= spec.minimum && *v <= spec.maximum)) return out_of_range(number_text(*v));
+        } else if constexpr (std::is_same_v<M, PixelSize>) {
+          for (int64_t c : {v->width, v->height}) {
+            if (static_cast<double>(c) < spec.minimum || static_cast<double>(c) > spec.maximum) {
+              return out_of_range(v->to_string());
+            }
+          }
+        } else if constexpr (std::is_same_v<M, std::string>) {
+          if (spec.kind == OptionKind::kChoice && !in_choices(*v)) {
+            return invalid_argument(name + ": \"" + *v + "\" is not one of " + choice_list());
+          }
+        }
+        o.*member = *v;
+        return Status::ok();
+      },
+      spec.member);
+}
+
+bool option_is_default(const RunOptions& o, const OptionSpec& spec) {
+  static const RunOptions kDefaults;
+  return option_value(o, spec) == option_value(kDefaults, spec);
+}
+
+std::string option_not_applicable(const RunOptions& o, const OptionSpec& spec) {
+  const uint8_t mine = o.backend == "cuda" ? kCudaBackend : kCpuBackend;
+  if ((spec.backends & mine) == 0) {
+    return spec.backends == kCudaBackend ? "only the CUDA backend has it"
+                                         : "only the CPU backend has it";
+  }
+  return spec.not_applicable ? spec.not_applicable(o) : std::string();
+}
+
+Status validate(const RunOptions& o) {
+  for (const OptionSpec& s : table()) {
+    RunOptions copy;
+    SEEDVAE_TRY(set_option(copy, s, option_value(o, s)));
+  }
+  if (o.lean_convs && o.cuda_graphs) {
+    return invalid_argument("--lean-convs and --cuda-graphs do not combine: recorded chunks update "
+                            "the causal state in place, which the lean convolutions replace; use "
+                            "one of them");
+  }
+  if (o.tiling == "exact") {
+    if (o.hires_chunk_frames > 0) {
+      return invalid_argument("--hires-chunk does not apply to --tiling exact, which runs layer "
+                              "by layer on tiles (its memory is already bounded by the tile); "
+                              "drop one");
+    }
+    if (o.lone_head || o.lean_convs) {
+      return invalid_argument(std::string(o.lean_convs ? "--lean-convs" : "--lone-head") +
+                              " does not apply to --tiling exact, which has its own "
+                              "layer-by-layer schedule and chunking; drop one");
+    }
+    if (o.async_tiles == "on") {
+      return invalid_argument("--async-tiles on does not apply to --tiling exact, which moves "
+                              "every layer's windows through host memory; use auto or off");
+    }
+  }
+  return Status::ok();
+}
+
+std::string to_json(const RunOptions& o) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const OptionSpec& s : table()) {
+    std::visit(
+        [&](const auto& v) {
+          using V = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<V, PixelSize>) {
+            j[std::string(s.key)] = v.to_string();
+          } else {
+            j[std::string(s.key)] = v;
+          }
+        },
+        option_value(o, s));
+  }
+  return j.dump();
+}
+
+namespace {
+
+// A preset value as the option's kind, or nullopt (with the reason) when it has another type.
+std::optional<OptionValue> value_from_json(const OptionSpec& s, const nlohmann::json& v,
+                                           std::string* why) {
+  switch (s.kind) {
+    case OptionKind::kBool:
+      if (v.is_boolean()) return OptionValue(v.get<bool>());
+      break;
+    case OptionKind::kInt:
+      if (v.is_number()) {
+        const double d = v.get<double>();
+        const double c = std::clamp(std::round(d), s.minimum, s.maximum);
+        if (c != d) *why = "out of range, clamped to " + number_text(c);
+        return OptionValue(static_cast<int>(c));
+      }
+      break;
+    case OptionKind::kReal:
+      if (v.is_number()) {
+        const double d = v.get<double>();
+        const double c = std::clamp(d, s.minimum, s.maximum);
+        if (c != d) *why = "out of range, clamped to " + number_text(c);
+        return OptionValue(c);
+      }
+      break;
+    case OptionKind::kChoice:
+    case OptionKind::kText:
+      if (v.is_string()) return OptionValue(v.get<std::string>());
+      break;
+    case OptionKind::kSize:
+      if (v.is_string()) {
+        auto p = PixelSize::parse(v.get<std::string>());
+        if (p.is_ok()) return OptionValue(*p);
+        *why = p.status().message();
+        return std::nullopt;
+      }
+      break;
+  }
+  *why = "has the wrong type";
+  return std::nullopt;
+}
+
+// Older presets: CUDA switches under "toggles", tile and overlap as two numbers, the budget in
+// MiB, frame prefetch and async tiles as booleans.
+void upgrade_legacy(nlohmann::json& j) {
+  if (j.contains("toggles") && j["toggles"].is_object()) {
+    for (auto& [k, v] : j["toggles"].items()) {
+      j[k == "workspace_mib" ? std::string("cudnn_workspace_mib") : k] = v;
+    }
+    j.erase("toggles");
+  }
+  auto size = [&](const char* w, const char* h, const char* key) {
+    if (j.contains(w) && j.contains(h) && j[w].is_number() && j[h].is_number()) {
+      j[key] = std::to_string(j[w].get<int64_t>()) + "x" + std::to_string(j[h].get<int64_t>());
+    }
+    j.erase(w);
+    j.erase(h);
+  };
+  size("tile_width", "tile_height", "tile");
+  size("overlap_width", "overlap_height", "overlap");
+  if (j.contains("budget_mib") && j["budget_mib"].is_number()) {
+    j["budget_gb"] = j["budget_mib"].get<double>() / 1024.0;
+    j.erase("budget_mib");
+  }
+  for (const char* k : {"prefetch", "async_tiles"}) {
+    if (j.contains(k) && j[k].is_boolean()) j[k] = j[k].get<bool>() ? "auto" : "off";
+  }
+}
+
+}  // namespace
+
+RunOptions run_options_from_json(std::string_view text, std::vector<std::string>* warnings) {
+  RunOptions o;
+  auto warn = [&](std::string w) {
+    if (warnings) warnings->push_back(std::move(w));
+  };
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) {
+    warn("not a JSON object: every option keeps its default");
+    return o;
+  }
+  upgrade_legacy(j);
+  for (auto& [k, v] : j.items()) {
+    const OptionSpec* s = find_option(k);
+    if (s == nullptr) {
+      warn("unknown key " + k + " ignored");
+      continue;
+    }
+    std::string why;
+    std::optional<OptionValue> value = value_from_json(*s, v, &why);
+    if (!value) {
+      warn(k + " " + why + ": using " + format_option_value(option_value(o, *s)));
+      continue;
+    }
+    if (!why.empty()) warn(k + " " + why);
+    if (Status st = set_option(o, *s, *value); !st.is_ok()) {
+      warn(st.message() + ": using " + format_option_value(option_value(o, *s)));
+    }
+  }
+  return o;
+}
+
+std::string describe(const RunOptions& o) {
+  std::string s = o.backend + " " + o.precision + ", chunk " +
+                  (o.chunk_latents == 0 ? std::string("whole clip")
+                                        : std::to_string(o.chunk_latents)) +
+                  ", ";
+  if (o.tiling == "off") {
+    s += "untiled";
+  } else {
+    s += o.tiling + " tiles " + (o.tile == PixelSize{} ? std::string("auto") : o.tile.to_string());
+    if (o.tiling == "blend") s += " overlap " + o.overlap.to_string();
+  }
+  std::string rest;
+  for (const OptionSpec& spec : table()) {
+    if (spec.key == "backend" || spec.key == "precision" || spec.key == "chunk_latents" ||
+        spec.key == "tiling" || spec.key == "tile" || spec.key == "overlap") {
+      continue;
+    }
+    if (option_is_default(o, spec) || !option_not_applicable(o, spec).empty()) continue;
+    const OptionValue v = option_value(o, spec);
+    rest += rest.empty() ? "; " : ", ";
+    if (const bool* b = std::get_if<bool>(&v)) {
+      rest += (*b ? "" : "no ") + std::string(spec.key);
+    } else {
+      rest += std::string(spec.key) + " " + format_option_value(v);
+    }
+  }
+  return s + rest;
+}
+
+std::string short_label(const RunOptions& o) {
+  std::string s = o.tiling == "off" ? std::string("untiled")
+                                    : o.tiling + " " +
+                                          (o.tile == PixelSize{} ? std::string("auto")
+                                                                 : o.tile.to_string());
+  s += o.chunk_latents == 0 ? ", whole clip" : ", chunk " + std::to_string(o.chunk_latents);
+  if (o.hires_chunk_frames > 0 && o.tiling != "exact") {
+    s += ", hi-res " + std::to_string(o.hires_chunk_frames) + " f";
+  }
+  if (o.lone_head && o.tiling != "exact") s += ", lone head";
+  if (o.lean_convs && o.tiling != "exact") s += ", lean";
+  if (o.backend != "cpu") s = o.backend + " " + o.precision + ", " + s;
+  return s;
+}
+
+std::string backend_key(const RunOptions& o) {
+  std::string k = o.backend + ":" + o.precision;
+  for (const OptionSpec& s : table()) {
+    const uint8_t mine = o.backend == "cuda" ? kCudaBackend : kCpuBackend;
+    if (s.group != OptionGroup::kEngine && s.group != OptionGroup::kCuda) continue;
+    if ((s.backends & mine) == 0 || s.key == "backend" || s.key == "precision") continue;
+    k += ";" + std::string(s.key) + "=" + format_option_value(option_value(o, s));
+  }
+  return k;
+}
+
+TilingMode tiling_mode(const RunOptions& o) {
+  auto m = parse_tiling_mode(o.tiling);
+  return m.is_ok() ? *m : TilingMode::kOff;
+}
+
+StreamOptions stream_options(const RunOptions& o) {
+  StreamOptions so;
+  so.chunk_latents = o.chunk_latents;
+  so.async_tiles = o.async_tiles == "on" || (o.async_tiles == "auto" && o.tiling != "exact");
+  so.lone_head = o.lone_head;
+  so.hires_chunk_frames = o.hires_chunk_frames;
+  so.lean_convs = o.lean_convs;
+  return so;
+}
+
+int64_t precision_bytes(const RunOptions& o) {
+  return o.precision == "fp16" || o.precision == "bf16" ? 2 : 4;
+}
+
+}  // namespace seedvae
