@@ -43,7 +43,7 @@ if [ "${1:-}" = "dist" ]; then
   for b in $bins; do
     if [ -f "$BUILD/$b" ]; then
       # The GPU machine has neither OpenCV nor Qt: a binary that needs them fails there with
-      # rc 127 (session 16's demo phase did, from a build configured with the defaults).
+      # rc 127 (as a build configured with the defaults would).
       if readelf -d "$BUILD/$b" | grep -Eq 'NEEDED.*(libopencv|libQt6)'; then
         echo "gpu-run.sh dist: $BUILD/$b links OpenCV or Qt, which the GPU machine lacks;" \
              "configure $BUILD as gpu/README.md says (-DSEEDVAE_WITH_MEDIA=OFF" \

@@ -29,7 +29,7 @@ QString qstr(std::string_view s) {
 }
 
 // Share of the whole run each phase takes, for the overall fraction and the ETA. The decoder does
-// about twice the encoder's work at the same resolution (vae_spec.md §7).
+// about twice the encoder's work at the same resolution (docs/model.md §7).
 struct Phase {
   double base, weight;
 };

@@ -11,6 +11,26 @@
 // affine parameters). Its physical layout and dtype are the backend's business; upload/download
 // convert from/to the contiguous host layout.
 //
+// Implementations: CpuBackend (core/cpu, the reference), CudaBackend (gpu/), CountingBackend
+// (shapes, bytes and FLOPs only: the planner's dry run), ExactTilingBackend (core/schedule: runs
+// each op tile by tile on another backend) and the tests' probes.
+//
+// Required ops are pure virtual. The optional capabilities have defaults that keep every caller
+// free of backend checks -- the model and the schedulers call them unconditionally:
+//  * download_frames / download_frames_async: the default downloads and copies at once; the CUDA
+//    backend transfers on a copy stream into pinned memory (async tiles), which is why the hook
+//    exists at all -- the schedulers' overlap of copies with compute needs it;
+//  * copy_frames_into and group_norm_inplace: the model's lean convolutions and in-place causal
+//    state (graphs) write into existing tensors; the default refuses / computes a new tensor, and
+//    the CPU and CUDA backends implement both;
+//  * offload_hint: the model says which causal state it will not read before the next chunk; the
+//    default keeps it, the CUDA backend may move it to host memory (--offload-state);
+//  * the graph calls (begin_capture ... address_of): the default refuses, so VaeModel records
+//    chunks only on a backend that says graphs_enabled() (CUDA with --cuda-graphs);
+//  * device spans: telemetry's device time; -1 (no timer) by default, CUDA events on CUDA.
+// They stay on this interface rather than in a side interface because the model and schedulers
+// are written once for every backend: a capability query would move the same branches into them.
+//
 // Tensor and the ops' parameter structs are in op_params.h, the argument checks every backend
 // shares in op_checks.h; both are included here.
 #pragma once

@@ -1,4 +1,4 @@
-// The mid-block spatial self-attention of the CPU backend (vae_spec.md §2.1, "Attention(C)").
+// The mid-block spatial self-attention of the CPU backend (docs/model.md §2.1, "Attention(C)").
 //
 // PyTorch equivalent, per frame (tokens P = H*W, one head of dim C):
 //   t = GroupNorm(x) as [P, C];  q, k, v = t @ Wq.T + bq, ...;

@@ -20,7 +20,7 @@ struct AttentionPtrs {
   float eps = 1e-6f;
 };
 
-// y = x + to_out(softmax(q k^T / sqrt(C)) v) per frame, x and y channels-last (vae_spec.md §2.1).
+// y = x + to_out(softmax(q k^T / sqrt(C)) v) per frame, x and y channels-last (docs/model.md §2.1).
 // Temporaries are counted in `counters`; extra memory is O(block x tokens + tokens x C).
 Status attention_cl(const float* x, float* y, const Dims5& d, const AttentionPtrs& w, int threads,
                     MatmulEngine& mm, const std::shared_ptr<MemoryCounters>& counters);

@@ -77,7 +77,7 @@ void copy_frames_cl(float* dst, int64_t dst_t, int64_t t_dst, const float* src, 
 void plain_to_channels_last(const float* src, float* dst, const Dims5& d, int threads);
 void channels_last_to_plain(const float* src, float* dst, const Dims5& d, int threads);
 
-// Upsample3D depth-to-space (vae_spec.md §2.1) on channels-last data: x [n, 4*z*C, t, h, w] ->
+// Upsample3D depth-to-space (docs/model.md §2.1) on channels-last data: x [n, 4*z*C, t, h, w] ->
 // y [n, C, t*z (-1 with drop_frame_1), 2h, 2w] with input channel k = ((ih*2 + iw)*z + it)*C + c.
 void depth_to_space_cl(const float* x, float* y, const Dims5& in, int z, bool drop_frame_1,
                        int threads);

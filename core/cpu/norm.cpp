@@ -1,7 +1,7 @@
 // Per-frame GroupNorm (+ optional SiLU) of the CPU backend, on channels-last activations.
 //
 // PyTorch equivalent: x.permute(0,2,1,3,4).reshape(N*T, C, H, W) -> F.group_norm(groups, gamma,
-// beta, eps) -> [SiLU] -> back to [N, C, T, H, W] (vae_spec.md §2.1, "GN").
+// beta, eps) -> [SiLU] -> back to [N, C, T, H, W] (docs/model.md §2.1, "GN").
 //
 // A frame (n, t) is one contiguous [H*W, C] block. Work is split into jobs of consecutive pixel
 // rows of one frame (several jobs per frame when there are fewer frames than threads), and runs in

@@ -1,4 +1,4 @@
-// Frame prefetch (issue #5): video decoding and colour conversion run ahead of the engine on their
+// Frame prefetch: video decoding and colour conversion run ahead of the engine on their
 // own thread, a bounded number of chunks ahead, while the engine thread encodes the chunks
 // already read. The engine thread stays the only thread that touches the backend: the prefetch
 // thread only produces host tensors, the engine pulls them (VideoFrameSource::next(), called by

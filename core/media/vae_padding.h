@@ -1,5 +1,5 @@
 // Padding a clip to the shapes the causal VAE accepts and removing it after decoding
-// (vae_spec.md section 6, items 3, 5 and 7). Pure tensor code, no OpenCV.
+// (docs/model.md §6). Pure tensor code, no OpenCV.
 //
 // Spatial: the frame is padded at the right and bottom up to a multiple of `spatial_multiple`
 // with the value -1 (0 in [0, 1] space), like numz's DivisiblePad((16, 16)).

@@ -1,7 +1,7 @@
 // Video and image-sequence input/output for the VAE round trip (target seedvae_media).
 //
 // Clips are host tensors in the layout the VAE consumes: fp32 [1, 3, T, H, W], RGB channel order
-// (never BGR), values in [-1, 1] (x / 255 * 2 - 1 for 8-bit sources), see vae_spec.md section 6.
+// (never BGR), values in [-1, 1] (x / 255 * 2 - 1 for 8-bit sources), see docs/model.md §6.
 // OpenCV is a private dependency: it is included only by the .cpp files of this target, and every
 // OpenCV exception is caught there and returned as a Status. No function here throws.
 //

@@ -301,7 +301,7 @@ class ConfigRun {
     const int chunk = g.split / weights_.config.temporal_factor();
     Result<HostTensor> out = internal_error("unknown golden tensor kind " + g.op);
     if (!g.variant.empty()) {
-      // Blended spatial tiling (vae_spec.md §5) with the manifest's tile parameters.
+      // Blended spatial tiling (docs/model.md §5) with the manifest's tile parameters.
       const bool enc = g.op == "enc_moments";
       const Json& params = (enc ? tiled_encode_ : tiled_decode_).value(g.variant, Json::object());
       TileOptions to;

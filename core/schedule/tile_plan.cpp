@@ -12,7 +12,7 @@ std::string_view tile_layout_name(TileLayout layout) {
 
 namespace {
 
-// vae_spec.md §5, one axis: the upstream loop `for y in range(0, extent, stride)` with the skip
+// docs/model.md §5, one axis: the upstream loop `for y in range(0, extent, stride)` with the skip
 // of tiles lying inside the previous tile's overlap.
 AxisPlan reference_axis(int64_t extent, int64_t tile_px, int64_t overlap_px, int scale) {
   AxisPlan a;

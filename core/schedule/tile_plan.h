@@ -1,7 +1,7 @@
 // Spatial tile plans (pure integer math, no tensors) and the blend weights of the tiles.
 //
 // Two layouts:
-//  * kReference: the grid of the most used SeedVR2 port, exactly as vae_spec.md §5 describes it
+//  * kReference: the grid of the most used SeedVR2 port, exactly as docs/model.md §5 describes it
 //    (tile and overlap in output pixels, converted to a latent-unit grid: lt = max(1, th/8),
 //    lo = max(0, min(oh/8, lt-1)), stride = max(1, lt-lo); tiles at 0, stride, 2*stride, ...,
 //    clipped at the frame border; tiles lying entirely inside the previous tile's overlap are

@@ -1,17 +1,18 @@
 // Spatial tiling of encode and decode, backend-agnostic (CPU and CUDA run the same scheduler).
 //
 //  * kOff   — the plain streamed path (schedule/streaming.h).
-//  * kBlend — reference-compatible blended tiling (vae_spec.md §5): every tile is decoded
+//  * kBlend — reference-compatible blended tiling (docs/model.md §5): every tile is decoded
 //             (encoded) independently through the streaming path with its own CausalState, and
 //             the tile outputs are blended with cosine ramps on interior edges and normalised by
 //             the accumulated weight. With TileLayout::kReference the output reproduces the
 //             upstream port (golden L2.dec_tiled_A/B, V5.enc_moments_tiled_A). Tiles share no
 //             context, so the result differs from the untiled output (seams are only blended).
 //  * kExact — the untiled result, computed with only a tile's worth of the large activations on
-//             the backend (exact_tiling.h, docs/tiling.md): convolutions run on tiles with halos,
-//             per-frame GroupNorm statistics are gathered over the whole frame, the attention runs
-//             on the whole (1/64-size) frame, causal memory is kept per layer for the whole frame
-//             on the host.
+//             the backend (exact_tiling.h, docs/model.md §5): the model runs on an
+//             ExactTilingBackend whose convolutions run on tiles with halos, whose per-frame
+//             GroupNorm statistics are gathered over the whole frame, whose attention runs on the
+//             whole (1/64-size) frame, and which keeps the causal memory for the whole frame on
+//             the host.
 //
 // Order of work: exact mode is chunk-major (finished chunks stream out through
 // StreamHooks::on_chunk as with the untiled path); blend mode picks chunk- or tile-major

@@ -15,7 +15,7 @@
 namespace seedvae {
 
 // Looks up a canonical (diffusers) parameter name, also under the legacy attention spellings of
-// the official .pth (query/key/value/proj_attn for to_q/to_k/to_v/to_out.0; vae_spec.md §3).
+// the official .pth (query/key/value/proj_attn for to_q/to_k/to_v/to_out.0; docs/model.md §3).
 Result<TensorView> resolve_tensor(const SafetensorsFile& file, const std::string& canonical);
 
 struct VaeWeights {

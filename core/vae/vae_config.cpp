@@ -54,7 +54,7 @@ std::vector<VaeConfig::Param> VaeConfig::parameters() const {
   std::vector<Param> out;
   const int n = levels();
   const auto& ch = block_out_channels;
-  // Encoder (vae_spec.md §2.2).
+  // Encoder (docs/model.md §2.2).
   out.push_back({"encoder.conv_in.weight", {ch[0], in_channels, 3, 3, 3}});
   out.push_back({"encoder.conv_in.bias", {ch[0]}});
   for (int l = 0; l < n; ++l) {

@@ -1,4 +1,4 @@
-// The SeedVR2 VAE configuration (vae_spec.md §1) and its state dict (§3, Appendix A).
+// The SeedVR2 VAE configuration (docs/model.md §1) and its state dict (§3).
 #pragma once
 
 #include <cstdint>
@@ -29,13 +29,13 @@ struct VaeConfig {
   int levels() const { return static_cast<int>(block_out_channels.size()); }
   int spatial_factor() const { return 1 << (levels() - 1); }   // 8
   int temporal_factor() const { return 1 << temporal_scale_num; }  // 4
-  // Encoder level i downsamples in time (vae_spec.md §2.2).
+  // Encoder level i downsamples in time (docs/model.md §2.2).
   bool encoder_temporal_down(int level) const {
     return level >= levels() - temporal_scale_num - 1 && level < levels() - 1;
   }
   bool decoder_temporal_up(int level) const { return level < temporal_scale_num; }
 
-  // Every parameter, in the module registration order of vae_spec.md Appendix A.
+  // Every parameter, in the module registration order of docs/model.md §3.
   struct Param {
     std::string name;
     Shape shape;

@@ -1,4 +1,4 @@
-// Per-frame GroupNorm (+ optional fused SiLU) of the CUDA backend (vae_spec.md §2.1 "GN").
+// Per-frame GroupNorm (+ optional fused SiLU) of the CUDA backend (docs/model.md §2.1 "GN").
 #pragma once
 
 #include <cstdint>

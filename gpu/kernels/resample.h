@@ -1,4 +1,4 @@
-// Depth-to-space of Upsample3D (vae_spec.md §2.1): x [N, 4*Z*C, T, H, W] -> y [N, C, T*Z(-1), 2H,
+// Depth-to-space of Upsample3D (docs/model.md §2.1): x [N, 4*Z*C, T, H, W] -> y [N, C, T*Z(-1), 2H,
 // 2W], input channel k = ((ih*2 + iw)*Z + it)*C + c; with drop_frame_1 output frame 1 is skipped.
 #pragma once
 

@@ -1,4 +1,7 @@
 // The seedvae command line, run as a user would: exit codes, messages, outputs, cancel.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QSet>
@@ -103,6 +106,51 @@ class tst_Cli : public QObject {
     const Run bad = run({"roundtrip", "--sample-clip", "--tile-layout", "diagonal"});
     QCOMPARE(bad.code, 2);
     QVERIFY2(bad.err.contains("reference, uniform"), qPrintable(bad.err));
+  }
+
+  // `seedvae bench` runs each op as a job does: the tiling, tile, overlap and memory budget it
+  // accepts take effect, and its JSON says which tiling ran.
+  void benchHonoursTilingAndBudget() {
+    auto bench = [&](const QStringList& extra) {
+      QStringList args{"bench", "--synthetic", "tiny", "--size", "64x64", "--frames", "5",
+                       "--repeats", "1", "--warmup", "0", "--json", "-q"};
+      const Run r = run(args + extra);
+      if (r.code != 0) qWarning("%s", qPrintable(r.err));
+      return QJsonDocument::fromJson(r.out.toUtf8()).object();
+    };
+    const QJsonObject untiled = bench({});
+    QCOMPARE(untiled.value("ops").toArray().size(), 2);
+    for (const QJsonValue op : untiled.value("ops").toArray()) {
+      QCOMPARE(op.toObject().value("tiling").toObject().value("mode").toString(), QString("off"));
+    }
+    const QJsonObject exact = bench({"--tiling", "exact", "--tile", "32x32"});
+    for (const QJsonValue v : exact.value("ops").toArray()) {
+      const QJsonObject t = v.toObject().value("tiling").toObject();
+      QCOMPARE(t.value("mode").toString(), QString("exact"));
+      QCOMPARE(t.value("tile").toObject().value("w").toInt(), 32);
+      QCOMPARE(t.value("tiles").toInt(), 4);
+    }
+    QCOMPARE(exact.value("options").toObject().value("tiling").toString(), QString("exact"));
+    const QJsonObject blend = bench({"--tiling", "blend", "--tile", "48x48", "--overlap", "16x16",
+                                     "--tile-layout", "uniform"});
+    for (const QJsonValue v : blend.value("ops").toArray()) {
+      const QJsonObject t = v.toObject().value("tiling").toObject();
+      QCOMPARE(t.value("mode").toString(), QString("blend"));
+      QCOMPARE(t.value("overlap").toObject().value("w").toInt(), 16);
+      QVERIFY(t.value("tiles").toInt() > 1);
+    }
+    // With a budget and no tile, the planner picks the tile and the report says so.
+    const QJsonObject budget = bench({"--tiling", "exact", "--budget-gb", "0.05"});
+    for (const QJsonValue v : budget.value("ops").toArray()) {
+      const QJsonObject t = v.toObject().value("tiling").toObject();
+      QCOMPARE(t.value("mode").toString(), QString("exact"));
+      QVERIFY2(t.value("plan").toString().contains("tile"), qPrintable(t.value("plan").toString()));
+      QVERIFY(t.value("tile").toObject().value("w").toInt() > 0);
+    }
+    // A budget nothing fits: out of memory, before any work.
+    const Run none = run({"bench", "--synthetic", "tiny", "--size", "64x64", "--frames", "5",
+                          "--tiling", "exact", "--budget-gb", "0.000001", "-q"});
+    QCOMPARE(none.code, 4);
   }
 
   void infoOnHostileCheckpoint() {

@@ -1,4 +1,4 @@
-// The dry-run CountingBackend reproduces the analytic FLOP counts of vae_spec.md §7/§9 and its
+// The dry-run CountingBackend reproduces the analytic FLOP counts of docs/model.md §7 and its
 // memory profile matches the CPU backend's real allocations.
 #include <QtTest>
 
@@ -21,7 +21,7 @@ class tst_Flops : public QObject {
     QTest::addColumn<int>("height");
     QTest::addColumn<int>("width");
     QTest::addColumn<double>("tflop");
-    // vae_spec.md §9: "encode 40.8 / 331.9 TFLOP, decode 106.4 / 851.4 TFLOP at 512² / 1080p".
+    // docs/model.md §7.1: encode 40.8 / 331.9 TFLOP, decode 106.4 / 851.4 TFLOP at 512² / 1080p.
     QTest::newRow("encode 512") << true << 512 << 512 << 40.8;
     QTest::newRow("decode 512") << false << 512 << 512 << 106.4;
     QTest::newRow("encode 1080p") << true << 1080 << 1920 << 331.9;

@@ -1,4 +1,4 @@
-// Temporal slicing (vae_spec.md §4): chunk plans, chunked == whole clip, bounded memory, cancel.
+// Temporal slicing (docs/model.md §4): chunk plans, chunked == whole clip, bounded memory, cancel.
 #include <QtTest>
 
 #include <algorithm>

@@ -57,7 +57,7 @@ class tst_Weights : public QObject {
     QCOMPARE(c.parameter_count(), int64_t{250648227});
     QCOMPARE(params.front().name, std::string("encoder.conv_in.weight"));
     QCOMPARE(params.back().name, std::string("decoder.conv_out.bias"));
-    // Spot checks from vae_spec.md Appendix A.
+    // Spot checks from docs/model.md §3.
     auto find = [&](const std::string& n) {
       for (const auto& p : params) if (p.name == n) return p.shape;
       return Shape{};

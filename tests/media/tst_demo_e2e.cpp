@@ -1,4 +1,4 @@
-// End to end with the trained demo model (issue #8, point 4). Held-out clips of
+// End to end with the trained demo model. Held-out clips of
 // resources/demo/clips go through
 //   the video reader (media::read_clip on the JPEG frame directory),
 //   the engine's round trip, exactly as `seedvae roundtrip --backend cpu` runs it (plan_padding +
@@ -16,8 +16,8 @@
 //      registration than shifted by the padding offsets or 2 pixels (spatial, padded case), and in
 //      RGB order than in BGR (channel), each by a stated margin. They catch what the floor cannot
 //      while the model is weak (a one-frame shift costs boats only 0.7 dB), and better weights
-//      only widen them. (They do need a model that reconstructs each frame: the early weights of
-//      out/demo-session2, 14.6 dB on boats and collapsing over the later frames, fail them too.)
+//      only widen them. (They do need a model that reconstructs each frame: an early, undertrained
+//      model, 14.6 dB on boats and collapsing over the later frames, failed them too.)
 // checksCatchPipelineBugs() applies simulated bugs to the reconstructions (no extra engine run),
 // prints what every check says about each, and asserts that the checks named for that bug catch it,
 // on the reconstruction and on the original (a perfect model with that bug).
@@ -59,43 +59,31 @@ namespace fs = std::filesystem;
 // `seedvae roundtrip` prints), between the 8-bit frames read back from the PNG output and the
 // frames the reader produced from the JPEG clip.
 //
-// The issue's target (docs/demo-model.md, eval_clips.py --min-psnr) is 26 dB on every held-out
+// The quality target (docs/demo-model.md, eval_clips.py --min-psnr) is 26 dB on every held-out
 // clip. The shipped weights (resources/demo/demo_vae.safetensors, sha256 5fea20aa8d3319ef...) meet
 // it on all four: the lowest is boats (26.23 dB through eval_clips.py); the mean is 31.40 dB.
-// Each floor is what those weights measure minus kFloorMarginDb, but never below the issue's
-// 26 dB (floor_db() below): so boats asserts the issue's bound itself, and ladybird's floors, far
+// Each floor is what those weights measure minus kFloorMarginDb, but never below the 26 dB
+// target (floor_db() below): so boats asserts the target itself, and ladybird's floors, far
 // above it, still fail when the model or the engine gets worse. When better weights land,
 // re-measure and raise the floors with them (never lower them).
 //
-// Measured with the shipped weights (x86-64, CPU backend; session 17, run 52, channels
-// [40, 64, 96, 96], 70,025 training steps):
+// Measured with the shipped weights (x86-64, CPU backend; channels [40, 64, 96, 96], 70,025
+// training steps):
 //   `seedvae roundtrip resources/demo/clips/<clip> --backend cpu` (PSNR / SSIM):
 //     ladybird 41.06 / 0.983, boats 26.23 / 0.827 (cat 30.38 / 0.822, forest 27.95 / 0.683);
 //     this test, on the 8-bit PNG frames read back: ladybird 40.99, boats 26.22 dB
 //   case 2 (ladybird from frame 2, 14 frames at 249x245), this test: 36.97 dB
-// (Earlier weights measured here: session 16's run 49, sha256 5b63d382..., 40.82, 25.95 and
-// 36.56 dB; session 15's run 46, sha256 4bbe329d..., 40.78, 25.57 and
-// 36.38 dB; session 14's run 43, sha256 41f5c5e8..., 40.63, 25.17 and
-// 35.95 dB; session 12's run 40, sha256 f40c6324..., 40.37, 24.69 and
-// 35.82 dB; session 11's run 37, sha256 d339f6f5..., 40.24, 24.13 and
-// 35.88 dB; session 10's run 34, sha256 bd44dd16..., 39.69, 23.58 and
-// 35.17 dB; session 9's run 31, sha256 e7c35a17..., 39.21, 22.77 and
-// 34.02 dB; session 8's run 25, sha256 b3bee55b..., 37.54, 22.04 and
-// 31.67 dB; session 7's run 21, sha256 8b8d50b0..., 37.35, 21.85 and
-// 31.22 dB; session 7's run 20, sha256 0724e778..., 37.26, 21.79 and 31.20 dB; session 5's,
-// sha256 9b8f6bb0..., 37.00, 21.32 and 30.88 dB; session 4's, sha256 7ca37b16..., 35.11, 20.92
-// and 29.77 dB; session 3's, sha256 4c4f4bae..., 32.30, 19.75 and 28.93 dB.)
 // The test prints each case's PSNR ("<case>: PSNR ... dB"): the numbers to put in kLadybirdFull,
 // kBoatsFull and kLadybirdPadded below where they are higher than the values there.
-constexpr double kIssueTargetDb = 26.0;
+constexpr double kTargetDb = 26.0;
 constexpr double kFloorMarginDb = 1.0;
 
 // ---- 2. Alignment margins (independent of the model's quality) --------------------------------
 // "Closer by m dB": PSNR(reconstruction, original at the right alignment) minus
 // PSNR(reconstruction, original at a wrong one) >= m. A pipeline bug reverses the order (the
 // reconstruction is then closer to the shifted original); the bug test asserts that it is reversed
-// by at least the same m. Measured with session 3's weights (sha256 4c4f4bae...; the test prints
-// them; the current weights widen every one: temporal boats 2.55, ladybird 5.46, case 2 2.58 dB;
+// by at least the same m. Measured with an early, weaker model (sha256 4c4f4bae...; the test
+// prints them; the current weights widen every one: temporal boats 2.55, ladybird 5.46, case 2 2.58 dB;
 // spatial 1.73 dB; channel boats 7.32, ladybird 22.32, case 2 16.21 dB):
 //   temporal, +-1 frame, on frames 1..T-2 of each case: boats 0.73 dB (same frame 19.35 dB, t-1
 //     18.62, t+1 18.25), ladybird 1.40 dB, ladybird case 2 1.15 dB. The simulated one-frame
@@ -135,7 +123,7 @@ struct CaseSpec {
   // weights' own unless an earlier model measured more, since floors are never lowered.
   double best_shipped_db;
   double measured_floor_db() const { return best_shipped_db - kFloorMarginDb; }
-  double floor_db() const { return std::max(measured_floor_db(), kIssueTargetDb); }
+  double floor_db() const { return std::max(measured_floor_db(), kTargetDb); }
 };
 constexpr CaseSpec kLadybirdFull{"ladybird 256x256x17", "ladybird", false, 40.99};
 constexpr CaseSpec kBoatsFull{"boats 256x256x17", "boats", false, 26.22};
@@ -319,7 +307,7 @@ std::array<CheckResult, kNumChecks> evaluate(const CaseSpec& cs, const HostTenso
                                  str(kFloorMarginDb, 1) + " dB";
     c.detail = "PSNR " + str(c.value) + " dB, floor " + str(c.required) + " dB (" +
                (c.required > cs.measured_floor_db()
-                    ? "the issue's target; " + measured + " is below it"
+                    ? "the 26 dB target; " + measured + " is below it"
                     : measured) +
                ")";
   }
@@ -473,8 +461,8 @@ class TestDemoE2e : public QObject {
         std::abs(checks[kFloor].value - q->psnr_db) < 1e-6,
         (tag + ": PSNR " + str(checks[kFloor].value, 6) + " vs compare_clips " + str(q->psnr_db, 6))
             .c_str());
-    qInfo("%s: PSNR %.2f dB, SSIM %.4f (floor %.2f dB; issue target %.0f dB), round trip %.1f s",
-          cs.tag, q->psnr_db, q->ssim, cs.floor_db(), kIssueTargetDb, d->rt.seconds);
+    qInfo("%s: PSNR %.2f dB, SSIM %.4f (floor %.2f dB; target %.0f dB), round trip %.1f s",
+          cs.tag, q->psnr_db, q->ssim, cs.floor_db(), kTargetDb, d->rt.seconds);
     qInfo("%s: PSNR per frame (dB): %s", cs.tag, per_frame_psnr(d->read_back, d->original).c_str());
     std::string failures;
     for (int k = 0; k < kNumChecks; ++k) {

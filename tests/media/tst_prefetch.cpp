@@ -1,4 +1,4 @@
-// Frame prefetch (issue #5): the incremental FrameReader, the PrefetchReader thread (bounded queue,
+// Frame prefetch: the incremental FrameReader, the PrefetchReader thread (bounded queue,
 // cancel, errors, shutdown), VideoFrameSource's per-chunk padding and encode_stream(), all against
 // the whole-clip path (read_clip -> apply_padding -> encode_video), bit for bit.
 #include <QtTest>

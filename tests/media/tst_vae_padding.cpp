@@ -1,4 +1,4 @@
-// seedvae_media padding (vae_spec.md section 6): plans, the exact temporal index lists of both
+// seedvae_media padding (docs/model.md §6): plans, the exact temporal index lists of both
 // modes for T = 1..13 (written out by hand from the spec, not computed), spatial pad values, and
 // remove_padding() inverting apply_padding().
 #include <QtTest>

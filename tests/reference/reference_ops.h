@@ -1,5 +1,5 @@
 // Plain, obviously-correct reference implementations of the Backend ops, used only as test
-// oracles. Naive loops straight from the definitions in vae_spec.md §2.1, accumulated in double;
+// oracles. Naive loops straight from the definitions in docs/model.md §2.1, accumulated in double;
 // inputs and outputs are contiguous fp32 HostTensors in PyTorch layout. No threading, no tricks.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Tile plans (pure integer math): the reference grid of vae_spec.md §5 and the uniform layout —
+// Tile plans (pure integer math): the reference grid of docs/model.md §5 and the uniform layout —
 // coverage, equal shapes, overlap bounds, single tile, tile larger than the frame, odd sizes,
 // refusals, and blend weights summing to one.
 #include <QtTest>
@@ -91,7 +91,7 @@ class tst_TilePlan : public QObject {
     QCOMPARE(b->cols.ramp_px, int64_t{20});
   }
 
-  // vae_spec.md §5 clamping: lt >= 1, lo <= lt - 1, stride >= 1; tiles inside the previous
+  // docs/model.md §5 clamping: lt >= 1, lo <= lt - 1, stride >= 1; tiles inside the previous
   // overlap are skipped.
   void referenceClamps() {
     auto p = make_tile_plan(5, 5, {4, 4, 100, 100}, TileLayout::kReference);  // tile < 1 latent

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Capacity probe: how well can this configuration reconstruct ONE clip when it is trained on
-nothing else? (issue #8, session 8)
+nothing else?
 
-The held-out bar asks for 26 dB on every held-out clip; boats was ~4 dB short when this was
-written (session 8; met in session 17, docs/demo-model.md). A model trained on natural data should
-not do better on a clip than a copy of itself fine-tuned on that very clip, so this memorisation
-run is an upper bound for what more generic training of the same configuration can reach on it.
-If even memorisation stays below the bar, no training schedule closes the gap and the
-configuration (the 20 MB limit) is what limits it.
+The demo model is held to 26 dB on every held-out clip (docs/demo-model.md), and boats is the
+hardest of them. A model trained on natural data should not do better on a clip than a copy of
+itself fine-tuned on that very clip, so this memorisation run is an upper bound for what more
+generic training of the same configuration can reach on it. If even memorisation stays below the
+bar, no training schedule closes the gap and the configuration (the 20 MB limit) is what limits
+it.
 
 It starts from the given weights (normally the shipped model), trains on the clip's exact frames
 (no augmentation, the posterior mean decoded, the loss of train.py: L1 + w * MSE, bf16 autocast,

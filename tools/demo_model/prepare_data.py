@@ -16,8 +16,8 @@ that is both natural and freely licensed; camera motion is synthesised from stil
                                                                    rocket (SpaceX, PD), hubble (NASA, PD)
   lomiri-wallpapers              CC-BY-SA-3.0 (warty-final-ubuntu.png; the other file has no
                                  stated licence and is left out)
-  Densely detailed photographs (session 8: few of the stills above are as detailed as the boats
-  clip; docs/demo-model.md), chosen by hand:
+  Densely detailed photographs (few of the stills above are as detailed as the boats clip;
+  docs/demo-model.md), chosen by hand:
   lomiri-wallpapers-16.04        CC-BY-4.0 (Aitzol Berasategi)     a creek, mountains
   stellarium-data                GPL-2+                            landscape panoramas (a flower
                                                                    field, snowy firs), grass,
@@ -25,7 +25,7 @@ that is both natural and freely licensed; camera motion is synthesised from stil
   visp-images-data               GPL-2 (Inria; the subjects are    Klimt's "The Kiss", the 1927
                                  public domain)                    Solvay conference photograph
 
-  Session 9: more densely detailed photographs (buildings, animals in grass, rocks, crowds):
+  More densely detailed photographs (buildings, animals in grass, rocks, crowds):
   gcompris-qt-data               GPL-3+ (debian/copyright, Files: photos of monuments, wild
                                  *); farm animals GPL-3 (Bruno    and farm animals, instruments;
                                  Coudoin and others). Upstream    inside Qt resource bundles
@@ -37,8 +37,8 @@ that is both natural and freely licensed; camera motion is synthesised from stil
   tuxpaint-data                  GPL-2+ (Bill Kendrick)           a pebble beach, a cliff, sheep
   sddm-theme-maldives            CC-BY-3.0 (Nevit Dilmen)         a jetty, palms, a lagoon
 
-  Session 10: photographs of water, shores and reflections (the boats clip's content: ripples,
-  rocks, reflections at sunset) and a few more densely detailed ones:
+  Photographs of water, shores and reflections (the boats clip's content: ripples, rocks,
+  reflections at sunset) and a few more densely detailed ones:
   octave-vlfeat                  BSD-2-clause (Files: *, Andrea    a river canyon (two views),
                                  Vedaldi, Brian Fulkerson)         roofs (two views)
   libjs-jquery-backstretch       Expat (Files: *, Scott Robbin)    sea cliffs and a lighthouse,
@@ -64,8 +64,7 @@ or, without installing, extract them:  apt-get download <pkgs>; dpkg -x <pkg>.de
 and pass  --roots /tmp/pkgs/x_*  (each root is searched like "/").
 Several packages install into the same folders (usr/share/backgrounds), so a file is attributed
 to a package only if that package owns it: on "/" as `dpkg-query -L` lists it, and a root named
-x_<package> holds that package alone. (Before session 8 a file could be taken twice under two
-packages' names; four stills were.)
+x_<package> holds that package alone, so no file is taken twice under two packages' names.
 
 Output:
   .demo-data/images/*.jpg     training/validation stills, <= 1024 px long side, JPEG quality 90
@@ -115,7 +114,7 @@ SOURCES = [
     ("python3-skimage", "CC0-1.0 / public domain (skimage/data/_fetchers.py)",
      "usr/lib/python3/dist-packages/skimage/data/*.jpg"),
     ("lomiri-wallpapers", "CC-BY-SA-3.0", "usr/share/backgrounds/warty-final-ubuntu.png"),
-    # Densely detailed photographs (session 8).
+    # Densely detailed photographs.
     ("lomiri-wallpapers-16.04", "CC-BY-4.0 (Aitzol Berasategi)",
      "usr/share/backgrounds/life_by_Aitzol_Berasategi.jpg"),
     ("lomiri-wallpapers-16.04", "CC-BY-4.0 (Aitzol Berasategi)",
@@ -132,8 +131,8 @@ SOURCES = [
      "usr/share/visp-images-data/ViSP-images/Klimt/Klimt.png"),
     ("visp-images-data", "GPL-2 (Inria); the painting and the 1927 photograph are public domain",
      "usr/share/visp-images-data/ViSP-images/Solvay/Solvay_conference_1927_Version2_2126x1463.png"),
-    # Session 9: densely detailed photographs, chosen by hand (fine-detail RMS >= 8 as pack
-    # stills; boats has 12.5, the pack's median still ~3.4).
+    # Densely detailed photographs, chosen by hand (fine-detail RMS >= 8 as pack stills; boats
+    # has 12.5, the pack's median still ~3.4).
     ("scribus-template", "public domain (Riku Leino)", "usr/share/scribus/templates/br2/nature.jpg"),
     ("hugin-data", "GPL-2+ (Pablo d'Angelo et al.)",
      "usr/share/hugin/xrc/data/help_en_EN/CA_tCA00.jpg"),
@@ -150,8 +149,8 @@ SOURCES = [
     ("tuxpaint-data", "GPL-2+ (Bill Kendrick)", "usr/share/tuxpaint/templates/redwoods_above.jpg"),
     ("sddm-theme-maldives", "CC-BY-3.0 (Nevit Dilmen)",
      "usr/share/sddm/themes/maldives/background.jpg"),
-    # Session 10: water, shores and reflections (the boats clip's content), chosen by hand
-    # (fine-detail RMS 6-20 as pack stills), and a few more densely detailed photographs.
+    # Water, shores and reflections (the boats clip's content), chosen by hand (fine-detail RMS
+    # 6-20 as pack stills), and a few more densely detailed photographs.
     ("octave-vlfeat", "BSD-2-clause (Andrea Vedaldi, Brian Fulkerson)",
      "usr/share/octave/site/m/vlfeat/data/river[12].jpg"),
     ("octave-vlfeat", "BSD-2-clause (Andrea Vedaldi, Brian Fulkerson)",
@@ -367,7 +366,8 @@ def find_rcc_sources(roots):
 
 def package_path(path, roots):
     """Where the file is installed: its path under the most specific root that holds it (every
-    path lies under "/", so before session 9 the pack recorded /tmp/pkgs/x_<pkg>/... paths)."""
+    path also lies under "/", which must not win, or the pack would record /tmp/pkgs/x_<pkg>/...
+    paths)."""
     root = max((r for r in roots if path.startswith(os.path.join(r, ""))), key=len)
     return "/" + os.path.relpath(path, root)
 

@@ -104,8 +104,8 @@ class StillBank:
     @staticmethod
     def fine_detail(img):
         """RMS (0-255 scale) of the finest band: the still against a 2x2 box-downsampled,
-        bilinearly upsampled copy of itself. docs/demo-model.md (session 8): boats' frames have
-        ~12.5, the pack's median still ~3."""
+        bilinearly upsampled copy of itself (docs/demo-model.md): boats' frame 8 measures 12.5,
+        the pack's median still ~3."""
         x = img.float().unsqueeze(0)
         h, w = x.shape[-2] // 2 * 2, x.shape[-1] // 2 * 2
         x = x[..., :h, :w]
@@ -674,7 +674,7 @@ def main():
         f"{'EMA' if pick is ema else 'raw'} weights", flush=True)
     meta = {k: v for k, v in model_meta(channels, args.groups).items()}
     meta.update({
-        "demo.format": "SeedVR2 VideoAutoencoderKL state dict (vae_spec.md Appendix A names)",
+        "demo.format": "SeedVR2 VideoAutoencoderKL state dict (docs/model.md §3 names)",
         "demo.trainer": "tools/demo_model/train.py",
         "demo.date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "demo.steps": str(step),

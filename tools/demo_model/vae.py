@@ -1,15 +1,15 @@
-"""The SeedVR2 causal video VAE, written from ../../../shared/docs/vae_spec.md (§1-§2, Appendix A).
+"""The SeedVR2 causal video VAE in PyTorch, as docs/model.md describes it (§1-§3).
 
-This is an independent PyTorch implementation of the architecture described in the project's
-specification (no upstream code was used). It is parameterised by ``block_out_channels`` and
+This is an independent PyTorch implementation of the architecture the engine implements (no
+upstream code was used). It is parameterised by ``block_out_channels`` and
 ``norm_groups`` so that a small configuration of the *same graph* can be trained; the state-dict key
-names are exactly those of the spec's Appendix A (250 tensors for any configuration whose channel
+names are exactly those of docs/model.md §3 (250 tensors for any configuration whose channel
 list has the same "changes" as the real one: c0 != c1 != c2 == c3).
 
 Layout everywhere: [B, C, T, H, W]; RGB video in [-1, 1].
 
 Only whole-clip forward passes are implemented (no temporal slicing / streaming state): that is
-what training needs, and streaming is exact up to reassociation anyway (spec §4.3).
+what training needs, and streaming is exact up to reassociation anyway (docs/model.md §4.3).
 
 Works with PyTorch 1.13 (Debian 12, CPU) and 2.x (GPU machine).
 """
@@ -23,11 +23,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-GN_EPS = 1e-6  # every GroupNorm in the model (spec §1)
+GN_EPS = 1e-6  # every GroupNorm in the model (docs/model.md §1)
 
 
 # --------------------------------------------------------------------------------------------
-# Primitives (spec §2.1)
+# Primitives (docs/model.md §2.1)
 # --------------------------------------------------------------------------------------------
 
 def replicate_first_frame(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -62,7 +62,7 @@ class CausalConv3d(nn.Conv3d):
 
 def group_norm_per_frame(x: torch.Tensor, norm: nn.GroupNorm) -> torch.Tensor:
     """GroupNorm applied to every frame on its own: statistics over (C/G channels x H x W) of one
-    frame, never across frames (spec §2.1 "GN"). Computed in float32 and returned in the input's
+    frame, never across frames (docs/model.md §2.1, GroupNorm). Computed in float32 and returned in the input's
     dtype (what the upstream wrapper does under bf16 autocast)."""
     b, c, t, h, w = x.shape
     y = x.transpose(1, 2).reshape(b * t, c, h, w)
@@ -217,7 +217,7 @@ class UpBlock(nn.Module):
 
 
 # --------------------------------------------------------------------------------------------
-# Encoder / decoder (spec §2.2, §2.3)
+# Encoder / decoder (docs/model.md §2.2, §2.3)
 # --------------------------------------------------------------------------------------------
 
 class Encoder3D(nn.Module):
