@@ -76,8 +76,7 @@ std::vector<std::string> describe_devices() {
                 (build_info().onednn ? "oneDNN" : "portable kernels, no oneDNN") + ")");
 #ifdef SEEDVAE_HAVE_CUDA
   const auto info = gpu::runtime_info();
-  std::string rt = "cuda: runtime " + gpu::format_cuda_version(info.runtime_version) +
-                   ", driver " +
+  std::string rt = "cuda: runtime " + gpu::format_cuda_version(info.runtime_version) + ", driver " +
                    (info.driver_version ? gpu::format_cuda_version(info.driver_version) : "none") +
                    ", cuDNN " + std::to_string(info.cudnn_version);
   if (!info.error.empty()) rt += " (" + info.error + ")";

@@ -44,8 +44,18 @@ constexpr const char* kExitCodes =
     "malformed or mismatched file); 4 out of memory; 5 device error; 6 unsupported in this build;\n"
     "7 I/O error writing output; 70 internal error; 130 cancelled (Ctrl-C).";
 
-enum Exit { kOk = 0, kVerifyFailed = 1, kUsage = 2, kBadInput = 3, kOom = 4, kDevice = 5,
-            kUnsupported = 6, kIo = 7, kInternal = 70, kCancelled = 130 };
+enum Exit {
+  kOk = 0,
+  kVerifyFailed = 1,
+  kUsage = 2,
+  kBadInput = 3,
+  kOom = 4,
+  kDevice = 5,
+  kUnsupported = 6,
+  kIo = 7,
+  kInternal = 70,
+  kCancelled = 130
+};
 
 int exit_code(const Status& s) {
   switch (s.code()) {
@@ -69,7 +79,9 @@ int fail(const Status& s) {
 }
 
 CancelToken g_cancel;
-extern "C" void on_sigint(int) { g_cancel.request(); }
+extern "C" void on_sigint(int) {
+  g_cancel.request();
+}
 
 // Prints "decode 3/5" on stderr: one updating line on a terminal, one line per report otherwise;
 // silent with --quiet.
@@ -99,9 +111,13 @@ int64_t peak_rss_bytes() {
 #endif
 }
 
-double mib(int64_t b) { return static_cast<double>(b) / (1 << 20); }
+double mib(int64_t b) {
+  return static_cast<double>(b) / (1 << 20);
+}
 
-void print_json(const Json& j) { std::cout << j.dump(2) << "\n"; }
+void print_json(const Json& j) {
+  std::cout << j.dump(2) << "\n";
+}
 
 // ---- what every model command takes besides the run options ------------------------------
 struct ModelArgs {
@@ -306,9 +322,14 @@ int cmd_verify(VerifyOptions opt, const RunOptions& run, bool json, bool quiet) 
   if (json) {
     Json j;
     for (const auto& r : report->rows) {
-      j["rows"].push_back({{"config", r.config}, {"tensor", r.tensor}, {"status", r.status},
-                           {"max_abs", r.max_abs}, {"rms", r.rms}, {"tolerance", r.tolerance},
-                           {"seconds", r.seconds}, {"note", r.note}});
+      j["rows"].push_back({{"config", r.config},
+                           {"tensor", r.tensor},
+                           {"status", r.status},
+                           {"max_abs", r.max_abs},
+                           {"rms", r.rms},
+                           {"tolerance", r.tolerance},
+                           {"seconds", r.seconds},
+                           {"note", r.note}});
     }
     j["passed"] = report->passed();
     j["failed"] = report->failed();
@@ -420,10 +441,10 @@ int cmd_roundtrip(const InputArgs& in, const ModelArgs& mo, const std::string& o
   std::printf("round trip of %lld frames %lldx%lld: PSNR %.2f dB, SSIM %.4f\n",
               static_cast<long long>(r->plan.frames), static_cast<long long>(r->plan.width),
               static_cast<long long>(r->plan.height), r->quality->psnr_db, r->quality->ssim);
-  std::printf("time: encode %.2f s + decode %.2f s = %.1f ms/frame; peak memory: engine %.0f "
-              "MiB, process %.0f MiB\n",
-              r->encode_s, r->decode_s, r->ms_per_frame(), mib(r->peak_bytes),
-              mib(peak_rss_bytes()));
+  std::printf(
+      "time: encode %.2f s + decode %.2f s = %.1f ms/frame; peak memory: engine %.0f "
+      "MiB, process %.0f MiB\n",
+      r->encode_s, r->decode_s, r->ms_per_frame(), mib(r->peak_bytes), mib(peak_rss_bytes()));
   std::printf("read: %.2f s%s\n", r->read_s,
               r->prefetch ? (" on the prefetch thread, " + std::to_string(r->read_wait_s) +
                              " s of it waited for")
@@ -652,7 +673,8 @@ int main(int argc, char** argv) {
   bool plan_json = false;
   auto* planc =
       app.add_subcommand("plan", "predict memory and time of a tiling plan without running it");
-  planc->add_option("--op", plan_a.op, "decode or encode")->check(CLI::IsMember({"decode", "encode"}));
+  planc->add_option("--op", plan_a.op, "decode or encode")
+      ->check(CLI::IsMember({"decode", "encode"}));
   planc->add_option("--size", plan_a.size, "frame size WxH in pixels (default 1920x1080)");
   planc->add_option("--frames", plan_a.frames, "frames (4n+1)");
   planc->add_option("--config", plan_a.config, "tiny or real (default)")

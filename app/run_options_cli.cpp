@@ -88,7 +88,9 @@ void add_run_options(CLI::App* cmd, RunOptions& options,
                 ->check(option_check(spec))
                 ->group(group);
           } else {
-            cmd->add_option(flag, field, help)->check(option_check(spec))->group(group)
+            cmd->add_option(flag, field, help)
+                ->check(option_check(spec))
+                ->group(group)
                 ->capture_default_str();
           }
         },

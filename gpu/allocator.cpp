@@ -44,8 +44,8 @@ DeviceBlock::~DeviceBlock() {
 }
 
 DeviceAllocator::FreeList::iterator DeviceAllocator::find_ready(FreeList& list,
-                                                               FreeList::iterator it,
-                                                               size_t max_capacity) {
+                                                                FreeList::iterator it,
+                                                                size_t max_capacity) {
   for (auto j = it; j != list.end() && j->first <= max_capacity; ++j) {
     if (j->second.ready == nullptr) return j;
     if (cudaEventQuery(j->second.ready) == cudaSuccess) {
@@ -145,12 +145,13 @@ Result<BlockPtr> DeviceAllocator::allocate(size_t bytes, std::string_view what) 
         const std::string limit =
             reserve_limit_ > 0 ? ", limit " + format_bytes(reserve_limit_) : std::string();
         const std::string msg =
-            "out of device memory allocating " + format_bytes(static_cast<int64_t>(cap)) +
-            " for " + std::string(what) + " (SeedVAE holds " + format_bytes(stats_.live_bytes) +
-            " live, " + format_bytes(stats_.reserved_bytes) + " reserved" + limit + "; device " +
+            "out of device memory allocating " + format_bytes(static_cast<int64_t>(cap)) + " for " +
+            std::string(what) + " (SeedVAE holds " + format_bytes(stats_.live_bytes) + " live, " +
+            format_bytes(stats_.reserved_bytes) + " reserved" + limit + "; device " +
             format_bytes(static_cast<int64_t>(free_b)) + " free of " +
             format_bytes(static_cast<int64_t>(total_b)) +
-            "). Try spatial tiles (smaller tile size), exact tiling, a smaller temporal chunk, or a "
+            "). Try spatial tiles (smaller tile size), exact tiling, a smaller temporal chunk, or "
+            "a "
             "lower precision (--precision bf16)";
         if (err == cudaErrorMemoryAllocation) return out_of_memory(msg);
         return cuda_status(err, "cudaMalloc for " + std::string(what));
@@ -219,7 +220,9 @@ int64_t DeviceAllocator::free_list(FreeList& list) {
   return freed;
 }
 
-void DeviceAllocator::release_cached() { free_list(free_); }
+void DeviceAllocator::release_cached() {
+  free_list(free_);
+}
 
 void DeviceAllocator::begin_graph_pool() {
   in_graph_pool_ = true;
@@ -264,6 +267,8 @@ std::vector<DeviceAllocator::CensusEntry> DeviceAllocator::peak_census() const {
   return out;
 }
 
-void DeviceAllocator::release_graph_pool() { graph_reserved_ -= free_list(graph_free_); }
+void DeviceAllocator::release_graph_pool() {
+  graph_reserved_ -= free_list(graph_free_);
+}
 
 }  // namespace seedvae::gpu

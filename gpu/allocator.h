@@ -3,15 +3,15 @@
 //
 // Caching: freed blocks go to a size-ordered free list and are handed out again to requests of the
 // same size class (sizes are rounded up to 512 B below 1 MiB and to 2 MiB above; a cached block is
-// reused for a request when the request is at most 1/4 smaller). Everything runs on the one stream of the
-// owning thread, so a block freed here may be reused by the next launch without events. A block
-// whose last use is on another stream (an offloaded causal-state slice still being copied to the
-// host) is freed in stream order instead: it carries that use's event (`DeviceBlock::free_after`).
-// A request takes such a block only when no other cached block fits and the driver has no room
-// for a new one; the compute stream then waits for the event — what PyTorch's record_stream
-// gives, without holding the memory until the host sees the copy finish. When
-// cudaMalloc fails, every cached block is returned to the driver and the allocation retried once;
-// if it still fails the caller gets an out-of-memory Status naming what was being allocated.
+// reused for a request when the request is at most 1/4 smaller). Everything runs on the one stream
+// of the owning thread, so a block freed here may be reused by the next launch without events. A
+// block whose last use is on another stream (an offloaded causal-state slice still being copied to
+// the host) is freed in stream order instead: it carries that use's event
+// (`DeviceBlock::free_after`). A request takes such a block only when no other cached block fits
+// and the driver has no room for a new one; the compute stream then waits for the event — what
+// PyTorch's record_stream gives, without holding the memory until the host sees the copy finish.
+// When cudaMalloc fails, every cached block is returned to the driver and the allocation retried
+// once; if it still fails the caller gets an out-of-memory Status naming what was being allocated.
 //
 // Statistics: `live` counts the bytes of blocks currently handed out (what the tensors use, like
 // torch.cuda.memory_allocated), `reserved` what the allocator holds from the driver (live + cache).

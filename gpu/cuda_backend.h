@@ -29,7 +29,7 @@ struct RuntimeInfo {
   int runtime_version = 0;  // CUDA runtime this build links
   int cudnn_version = 0;    // cuDNN runtime version (e.g. 91900), 0 if it cannot be loaded
   int cublas_version = 0;
-  std::string error;        // why no device is usable, empty if at least one is
+  std::string error;  // why no device is usable, empty if at least one is
 };
 
 // Never fails: a machine without a driver or GPU yields an empty list and RuntimeInfo::error.

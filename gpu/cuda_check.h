@@ -16,8 +16,8 @@ namespace seedvae::gpu {
 inline Status cuda_status(cudaError_t err, std::string_view what,
                           std::source_location where = std::source_location::current()) {
   if (err == cudaSuccess) return Status::ok();
-  std::string msg = std::string(what) + ": " + cudaGetErrorName(err) + " (" +
-                    cudaGetErrorString(err) + ")";
+  std::string msg =
+      std::string(what) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
   if (err == cudaErrorMemoryAllocation) {
     return Status(StatusCode::kOutOfMemory, std::move(msg), where);
   }
@@ -32,11 +32,10 @@ inline Status check_launch(std::string_view what,
 
 }  // namespace seedvae::gpu
 
-#define SEEDVAE_CUDA_TRY(expr, what)                                                  \
-  do {                                                                                \
-    const cudaError_t seedvae_cuda_err_ = (expr);                                     \
-    if (seedvae_cuda_err_ != cudaSuccess) {                                           \
-      return ::seedvae::gpu::cuda_status(seedvae_cuda_err_,                           \
-                                         std::string(what) + " [" #expr "]");         \
-    }                                                                                 \
+#define SEEDVAE_CUDA_TRY(expr, what)                                                             \
+  do {                                                                                           \
+    const cudaError_t seedvae_cuda_err_ = (expr);                                                \
+    if (seedvae_cuda_err_ != cudaSuccess) {                                                      \
+      return ::seedvae::gpu::cuda_status(seedvae_cuda_err_, std::string(what) + " [" #expr "]"); \
+    }                                                                                            \
   } while (0)

@@ -16,7 +16,7 @@ std::string version_report() {
   int runtime = 0, driver = 0;
   cudaRuntimeGetVersion(&runtime);
   cudaDriverGetVersion(&driver);  // 0 without a driver
-  auto dotted = [](int v) {  // cuDNN 9 / cuBLAS: major * 10000 + minor * 100 + patch
+  auto dotted = [](int v) {       // cuDNN 9 / cuBLAS: major * 10000 + minor * 100 + patch
     return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
            std::to_string(v % 100);
   };
@@ -76,7 +76,8 @@ std::vector<DeviceInfo> list_devices() {
     cudaGetDevice(&prev);
     if (cudaSetDevice(i) == cudaSuccess) {
       size_t free_b = 0, total_b = 0;
-      if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) d.free_bytes = static_cast<int64_t>(free_b);
+      if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+        d.free_bytes = static_cast<int64_t>(free_b);
       cudaSetDevice(prev);
     }
     out.push_back(d);

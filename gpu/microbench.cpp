@@ -75,8 +75,9 @@ Result<DeviceRates> measure_device_rates(int device) {
       const MathMode mm = t == ElemType::kF32 ? MathMode::kTf32 : MathMode::kStrict;
       SEEDVAE_ASSIGN_OR_RETURN(double ms, time_ms(s, 10, [&] { return gemm->run(g, mm, "gemm"); }));
       const double tf = 2.0 * n * n * n / (ms * 1e-3) / 1e12;
-      (t == ElemType::kBF16 ? r.bf16_gemm_tflops : t == ElemType::kF16 ? r.fp16_gemm_tflops
-                                                                       : r.tf32_gemm_tflops) = tf;
+      (t == ElemType::kBF16  ? r.bf16_gemm_tflops
+       : t == ElemType::kF16 ? r.fp16_gemm_tflops
+                             : r.tf32_gemm_tflops) = tf;
     }
   }
   {
@@ -84,10 +85,12 @@ Result<DeviceRates> measure_device_rates(int device) {
     SEEDVAE_ASSIGN_OR_RETURN(BlockPtr a, alloc->allocate(bytes, "copy A"));
     SEEDVAE_ASSIGN_OR_RETURN(BlockPtr b, alloc->allocate(bytes, "copy B"));
     launch_fill_random(ElemType::kF32, a->ptr, int64_t(bytes / 4), 3, s);
-    SEEDVAE_ASSIGN_OR_RETURN(double ms, time_ms(s, 10, [&]() -> Status {
-      SEEDVAE_CUDA_TRY(cudaMemcpyAsync(b->ptr, a->ptr, bytes, cudaMemcpyDeviceToDevice, s), "d2d");
-      return Status::ok();
-    }));
+    SEEDVAE_ASSIGN_OR_RETURN(
+        double ms, time_ms(s, 10, [&]() -> Status {
+          SEEDVAE_CUDA_TRY(cudaMemcpyAsync(b->ptr, a->ptr, bytes, cudaMemcpyDeviceToDevice, s),
+                           "d2d");
+          return Status::ok();
+        }));
     r.d2d_gbps = 2.0 * double(bytes) / (ms * 1e-3) / 1e9;
   }
   {

@@ -9,7 +9,7 @@ packages=(
   libopencv-dev
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev libqt6opengl6-dev qt6-svg-dev
   libgl1-mesa-dev libxkbcommon-dev qt6-qpa-plugins
-  clang libclang-rt-14-dev
+  clang clang-format libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

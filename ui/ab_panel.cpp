@@ -38,11 +38,13 @@ AbPanel::AbPanel(QWidget* parent) : QWidget(parent) {
   auto* buttons = new QHBoxLayout();
   run_ = new QPushButton(tr("Run A/B (F6)"), this);
   run_->setObjectName(QStringLiteral("runAB"));
-  run_->setToolTip(tr("Run A, then B, on the same input (one after the other on the engine "
-                      "thread), then compare them"));
+  run_->setToolTip(
+      tr("Run A, then B, on the same input (one after the other on the engine "
+         "thread), then compare them"));
   export_ = new QPushButton(tr("Export report… (Ctrl+E)"), this);
-  export_->setToolTip(tr("Write the comparison as Markdown + JSON + PNG stills + charts and the "
-                         "reconstructed videos"));
+  export_->setToolTip(
+      tr("Write the comparison as Markdown + JSON + PNG stills + charts and the "
+         "reconstructed videos"));
   buttons->addWidget(run_);
   buttons->addWidget(export_);
   root->addLayout(buttons);

@@ -28,8 +28,8 @@ class AbPanel : public QWidget {
   bool hasResult() const { return result_.has_value(); }
 
  signals:
-  void takeCurrentRequested(QString slot);   // "A" or "B": store the panel's settings in the slot
-  void applySlotRequested(QString slot);     // show the slot's settings in the panel
+  void takeCurrentRequested(QString slot);  // "A" or "B": store the panel's settings in the slot
+  void applySlotRequested(QString slot);    // show the slot's settings in the panel
   void runRequested();
   void exportRequested();
 

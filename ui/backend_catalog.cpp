@@ -31,7 +31,8 @@ RunOptions BackendCatalog::normalized(const RunOptions& in) const {
     spec = &specs.front();
   }
   if (!spec) return s;
-  if (!spec->precisions.isEmpty() && !spec->precisions.contains(QString::fromStdString(s.precision))) {
+  if (!spec->precisions.isEmpty() &&
+      !spec->precisions.contains(QString::fromStdString(s.precision))) {
     s.precision = spec->precisions.front().toStdString();
   }
   if (!spec->has_devices) s.device = 0;
@@ -61,8 +62,12 @@ qint64 meminfo_field(const char* name) {
 
 }  // namespace
 
-qint64 host_available_bytes() { return meminfo_field("MemAvailable"); }
-qint64 host_total_bytes() { return meminfo_field("MemTotal"); }
+qint64 host_available_bytes() {
+  return meminfo_field("MemAvailable");
+}
+qint64 host_total_bytes() {
+  return meminfo_field("MemTotal");
+}
 
 qint64 process_resident_bytes() {
 #ifdef __linux__
@@ -107,7 +112,9 @@ int CpuCatalog::resolve_threads(int v) {
   return std::max(1, hardware_threads() - 1);
 }
 
-QVector<BackendSpec> CpuCatalog::backends() const { return {cpu_spec()}; }
+QVector<BackendSpec> CpuCatalog::backends() const {
+  return {cpu_spec()};
+}
 
 QVector<DeviceStatus> CpuCatalog::probe_devices(const QString& backend) const {
   if (backend != QLatin1String("cpu")) return {};

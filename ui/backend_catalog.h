@@ -20,8 +20,8 @@
 namespace seedvae::ui {
 
 struct BackendSpec {
-  QString name;    // "cpu", "cuda"
-  QString label;   // "CPU (oneDNN)"
+  QString name;   // "cpu", "cuda"
+  QString label;  // "CPU (oneDNN)"
   bool available = true;
   QString unavailable_reason;  // shown in the combo's tooltip when not available
   QStringList precisions;      // first is the default

@@ -4,12 +4,12 @@
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QCursor>
 #include <QHBoxLayout>
 #include <QLegendMarker>
 #include <QLineSeries>
 #include <QSplitter>
 #include <QStackedBarSeries>
-#include <QCursor>
 #include <QTimer>
 #include <QToolTip>
 #include <QValueAxis>
@@ -151,13 +151,15 @@ void ChartsPanel::addPoints(const QVector<TelemetryPoint>& points) {
       max_mib_ = std::max(max_mib_, p.device_used_bytes / kMiB);
     }
     if (p.op == QLatin1String("run")) continue;  // memory-only samples
-    const QString key = QStringLiteral("%1|%2|%3|%4|%5").arg(p.run_id).arg(p.slot, p.op).arg(p.chunk).arg(p.tile);
+    const QString key =
+        QStringLiteral("%1|%2|%3|%4|%5").arg(p.run_id).arg(p.slot, p.op).arg(p.chunk).arg(p.tile);
     int idx;
     auto ci = category_index_.find(key);
     if (ci == category_index_.end()) {
-      QString label = (p.slot.isEmpty() ? QString() : p.slot + QLatin1Char(' ')) +
-                      (p.op == QLatin1String("encode") ? QStringLiteral("e") : QStringLiteral("d")) +
-                      QString::number(std::max<qint64>(0, p.chunk));
+      QString label =
+          (p.slot.isEmpty() ? QString() : p.slot + QLatin1Char(' ')) +
+          (p.op == QLatin1String("encode") ? QStringLiteral("e") : QStringLiteral("d")) +
+          QString::number(std::max<qint64>(0, p.chunk));
       if (p.tile >= 0) label += QStringLiteral("·t%1").arg(p.tile);
       while (categories_.contains(label)) label += QLatin1Char('\'');
       idx = static_cast<int>(categories_.size());
@@ -178,7 +180,8 @@ void ChartsPanel::addPoints(const QVector<TelemetryPoint>& points) {
       device_values_.push_back(QVector<double>(categories_.size(), -1.0));
     }
     values_[g][idx] += p.wall_ms;
-    if (p.device_ms >= 0) device_values_[g][idx] = std::max(0.0, device_values_[g][idx]) + p.device_ms;
+    if (p.device_ms >= 0)
+      device_values_[g][idx] = std::max(0.0, device_values_[g][idx]) + p.device_ms;
     category_totals_[idx] += p.wall_ms;
     bars_dirty_ = true;
   }
@@ -203,10 +206,10 @@ void ChartsPanel::rebuildBars() {
   // Sets are filled before they join a series, and the series before it joins the chart: one
   // layout for the whole update.
   static const QColor palette[] = {
-      QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44),  QColor(214, 39, 40),
-      QColor(148, 103, 189), QColor(140, 86, 75), QColor(227, 119, 194), QColor(127, 127, 127),
-      QColor(188, 189, 34), QColor(23, 190, 207), QColor(57, 59, 121),  QColor(173, 73, 74),
-      QColor(99, 121, 57),  QColor(206, 109, 189)};
+      QColor(31, 119, 180),  QColor(255, 127, 14), QColor(44, 160, 44),   QColor(214, 39, 40),
+      QColor(148, 103, 189), QColor(140, 86, 75),  QColor(227, 119, 194), QColor(127, 127, 127),
+      QColor(188, 189, 34),  QColor(23, 190, 207), QColor(57, 59, 121),   QColor(173, 73, 74),
+      QColor(99, 121, 57),   QColor(206, 109, 189)};
   const int n = static_cast<int>(categories_.size());
   const int first = std::max(0, n - visible_bars_);
   auto* series = new QStackedBarSeries();
@@ -229,18 +232,21 @@ void ChartsPanel::rebuildBars() {
   const QStringList labels = categories_.mid(first);
   QVector<QVector<double>> gpu;
   for (const auto& v : device_values_) gpu.push_back(v.mid(first));
-  connect(series, &QStackedBarSeries::hovered, this, [this, labels, gpu, sets](bool status, int index, QBarSet* set) {
-    if (!status || !set || index < 0 || index >= labels.size()) {
-      QToolTip::hideText();
-      return;
-    }
-    QString text = tr("%1 · %2: %3 ms").arg(labels[index], set->label()).arg(set->at(index), 0, 'f', 1);
-    const auto g = sets.indexOf(set);
-    if (g >= 0 && g < gpu.size() && index < gpu[g].size() && gpu[g][index] >= 0) {
-      text += tr(" (GPU %1 ms)").arg(gpu[g][index], 0, 'f', 1);
-    }
-    QToolTip::showText(QCursor::pos(), text, timing_view_);
-  });
+  connect(
+      series, &QStackedBarSeries::hovered, this,
+      [this, labels, gpu, sets](bool status, int index, QBarSet* set) {
+        if (!status || !set || index < 0 || index >= labels.size()) {
+          QToolTip::hideText();
+          return;
+        }
+        QString text =
+            tr("%1 · %2: %3 ms").arg(labels[index], set->label()).arg(set->at(index), 0, 'f', 1);
+        const auto g = sets.indexOf(set);
+        if (g >= 0 && g < gpu.size() && index < gpu[g].size() && gpu[g][index] >= 0) {
+          text += tr(" (GPU %1 ms)").arg(gpu[g][index], 0, 'f', 1);
+        }
+        QToolTip::showText(QCursor::pos(), text, timing_view_);
+      });
   timing_chart_->removeSeries(timing_);
   delete timing_;
   timing_ = series;

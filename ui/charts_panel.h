@@ -50,11 +50,13 @@ class ChartsPanel : public QWidget {
   QLineSeries* deviceSeries() const { return device_; }
   QStackedBarSeries* timingSeries() const { return timing_; }
   int timingCategories() const { return static_cast<int>(categories_.size()); }
-  // GPU milliseconds of one timing bar (summed over its stages), -1 when no stage had a device time.
+  // GPU milliseconds of one timing bar (summed over its stages), -1 when no stage had a device
+  // time.
   double timingGpuMs(int category) const {
     double ms = -1;
     for (const auto& v : device_values_) {
-      if (category >= 0 && category < v.size() && v[category] >= 0) ms = std::max(0.0, ms) + v[category];
+      if (category >= 0 && category < v.size() && v[category] >= 0)
+        ms = std::max(0.0, ms) + v[category];
     }
     return ms;
   }
@@ -88,7 +90,8 @@ class ChartsPanel : public QWidget {
   QVector<TelemetryPoint> log_;
   QStringList groups_;               // stage groups, in order of appearance
   QVector<QVector<double>> values_;  // [group][category] milliseconds (host wall time)
-  QVector<QVector<double>> device_values_;  // [group][category] GPU milliseconds, -1: no device timer
+  QVector<QVector<double>>
+      device_values_;  // [group][category] GPU milliseconds, -1: no device timer
   QStringList categories_;
   QMap<QString, int> category_index_;  // (slot, op, chunk, tile) -> index
   QVector<double> category_totals_;

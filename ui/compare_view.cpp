@@ -181,7 +181,8 @@ QImage CompareView::differenceImage() const {
   return diff_cache_;
 }
 
-void CompareView::drawImage(QPainter& p, const QRectF& pane, const QImage& img, const QRectF& clip) {
+void CompareView::drawImage(QPainter& p, const QRectF& pane, const QImage& img,
+                            const QRectF& clip) {
   if (img.isNull()) return;
   p.save();
   p.setClipRect(clip.intersected(pane));
@@ -197,7 +198,8 @@ void CompareView::drawLabel(QPainter& p, const QRectF& pane, const QString& text
   if (text.isEmpty()) return;
   const QFontMetrics fm(font());
   // Labels of the two sides share the top edge: each gets at most half the pane.
-  const int max_w = std::max(40, static_cast<int>(whole_width ? pane.width() : pane.width() / 2) - 28);
+  const int max_w =
+      std::max(40, static_cast<int>(whole_width ? pane.width() : pane.width() / 2) - 28);
   const QString shown = fm.elidedText(text, Qt::ElideRight, max_w);
   const QRectF box(0, 0, fm.horizontalAdvance(shown) + 12, fm.height() + 6);
   QRectF r = box;
@@ -239,9 +241,12 @@ void CompareView::drawOverlay(QPainter& p, const QRectF& pane) {
       p.drawRect(r.adjusted(1, 1, -1, -1));
       QString text = QString::number(i);
       if (i < tile_offsets_.size() && tile_offsets_[i] == tile_offsets_[i]) {
-        text += QStringLiteral("  %1%2").arg(tile_offsets_[i] >= 0 ? "+" : "").arg(tile_offsets_[i], 0, 'f', 2);
+        text += QStringLiteral("  %1%2")
+                    .arg(tile_offsets_[i] >= 0 ? "+" : "")
+                    .arg(tile_offsets_[i], 0, 'f', 2);
       }
-      const QRectF label(r.left() + 4, r.top() + 4, fm.horizontalAdvance(text) + 8, fm.height() + 2);
+      const QRectF label(r.left() + 4, r.top() + 4, fm.horizontalAdvance(text) + 8,
+                         fm.height() + 2);
       if (label.width() < r.width() && label.height() < r.height()) {
         p.fillRect(label, QColor(0, 0, 0, 150));
         p.setPen(colors[i % 4]);
@@ -259,7 +264,8 @@ void CompareView::paintEvent(QPaintEvent*) {
   struct Report {
     const QElapsedTimer& t;
     ~Report() {
-      if (t.isValid() && t.nsecsElapsed() > 15'000'000) qWarning("seedvae-studio: view paint took %.1f ms", t.nsecsElapsed() / 1e6);
+      if (t.isValid() && t.nsecsElapsed() > 15'000'000)
+        qWarning("seedvae-studio: view paint took %.1f ms", t.nsecsElapsed() / 1e6);
     }
   } report{timer};
   QPainter p(this);
@@ -284,8 +290,9 @@ void CompareView::paintEvent(QPaintEvent*) {
       drawImage(p, pane, right_.isNull() ? left_ : right_, pane);
       drawOverlay(p, pane);
       drawLabel(p, pane,
-                right_.isNull() ? tr("%1 (not decoded yet: showing %2)").arg(right_label_, left_label_)
-                                : right_label_,
+                right_.isNull()
+                    ? tr("%1 (not decoded yet: showing %2)").arg(right_label_, left_label_)
+                    : right_label_,
                 Qt::AlignTop | Qt::AlignLeft, true);
       break;
     }
@@ -333,7 +340,8 @@ void CompareView::paintEvent(QPaintEvent*) {
                 Qt::AlignTop | Qt::AlignLeft, true);
       // Colour legend: 0 .. 255 / gain levels of mean absolute RGB difference.
       const QFontMetrics fm(font());
-      const QRectF box(pane.right() - 196, pane.bottom() - 22 - fm.height() - 14, 188, fm.height() + 28);
+      const QRectF box(pane.right() - 196, pane.bottom() - 22 - fm.height() - 14, 188,
+                       fm.height() + 28);
       p.setPen(Qt::NoPen);
       p.setBrush(QColor(0, 0, 0, 170));
       p.drawRoundedRect(box, 4, 4);
@@ -372,7 +380,8 @@ void CompareView::mouseMoveEvent(QMouseEvent* e) {
     const QRectF ir = imageRect(paneRect(paneAt(drag_start_)));
     if (ir.width() <= 0 || ir.height() <= 0) return;
     const QPointF d = e->position() - drag_start_;
-    sync_->set(sync_->zoom(), {drag_center_.x() - d.x() / ir.width(), drag_center_.y() - d.y() / ir.height()});
+    sync_->set(sync_->zoom(),
+               {drag_center_.x() - d.x() / ir.width(), drag_center_.y() - d.y() / ir.height()});
     return;
   }
   setCursor(nearDivider(e->position()) ? Qt::SplitHCursor : Qt::OpenHandCursor);
@@ -383,7 +392,9 @@ void CompareView::mouseReleaseEvent(QMouseEvent*) {
   setCursor(Qt::OpenHandCursor);
 }
 
-void CompareView::mouseDoubleClickEvent(QMouseEvent*) { sync_->fit(); }
+void CompareView::mouseDoubleClickEvent(QMouseEvent*) {
+  sync_->fit();
+}
 
 void CompareView::wheelEvent(QWheelEvent* e) {
   const double steps = e->angleDelta().y() / 120.0;

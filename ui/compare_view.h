@@ -21,8 +21,8 @@ class ViewSync : public QObject {
 
  public:
   explicit ViewSync(QObject* parent = nullptr) : QObject(parent) {}
-  double zoom() const { return zoom_; }         // 1 = fit the pane
-  QPointF center() const { return center_; }    // image point at the pane centre, 0..1
+  double zoom() const { return zoom_; }       // 1 = fit the pane
+  QPointF center() const { return center_; }  // image point at the pane centre, 0..1
   void set(double zoom, QPointF center);
   void fit() { set(1.0, {0.5, 0.5}); }
   static constexpr double kMinZoom = 0.1, kMaxZoom = 64.0;

@@ -23,7 +23,9 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-QString qstr(const std::string& s) { return QString::fromStdString(s); }
+QString qstr(const std::string& s) {
+  return QString::fromStdString(s);
+}
 QString qstr(std::string_view s) {
   return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
 }
@@ -59,7 +61,8 @@ class RunProgress final : public ProgressSink {
  private:
   void send(const QString& stage, qint64 done, qint64 total, bool force) {
     const double f = std::clamp(
-        phase_.base + phase_.weight * (total > 0 ? static_cast<double>(done) / total : 0.0), 0.0, 1.0);
+        phase_.base + phase_.weight * (total > 0 ? static_cast<double>(done) / total : 0.0), 0.0,
+        1.0);
     if (!throttle_.should_send(f, force || stage != last_stage_)) return;
     last_stage_ = stage;
     ProgressUpdate u;
@@ -91,8 +94,13 @@ class RunTelemetry final : public TelemetrySink {
   // what it measured.
   RunTelemetry(EngineWorker* worker, BoundedQueue<TelemetryPoint>* queue, quint64 id, QString slot,
                Clock::time_point t0, bool host_memory, QVector<TelemetryPoint>* log)
-      : worker_(worker), queue_(queue), id_(id), slot_(std::move(slot)), t0_(t0),
-        host_memory_(host_memory), log_(log) {}
+      : worker_(worker),
+        queue_(queue),
+        id_(id),
+        slot_(std::move(slot)),
+        t0_(t0),
+        host_memory_(host_memory),
+        log_(log) {}
 
   void on_stage(const StageSample& s) override {
     TelemetryPoint p;
@@ -193,7 +201,9 @@ EngineWorker::EngineWorker(std::shared_ptr<const BackendCatalog> catalog,
       telemetry_(std::move(telemetry)),
       session_([this](const RunOptions& o) { return catalog_->create(o); }) {}
 
-EngineWorker::~EngineWorker() { release(); }
+EngineWorker::~EngineWorker() {
+  release();
+}
 
 void EngineWorker::release() {
   session_.release();
@@ -238,10 +248,10 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   if (!weights) {
     if (req.weights_spec.is_builtin()) {
       if (!builtin_weights_ || builtin_name_ != req.weights_spec.builtin) {
-        builtin_weights_ = std::make_shared<VaeWeights>(
-            req.weights_spec.builtin == QLatin1String("real")
-                ? synthesize_weights(VaeConfig::real(), kRealSeed)
-                : synthesize_weights(VaeConfig::tiny(), kTinySeed));
+        builtin_weights_ =
+            std::make_shared<VaeWeights>(req.weights_spec.builtin == QLatin1String("real")
+                                             ? synthesize_weights(VaeConfig::real(), kRealSeed)
+                                             : synthesize_weights(VaeConfig::tiny(), kTinySeed));
         builtin_name_ = req.weights_spec.builtin;
       }
       weights = builtin_weights_;
@@ -383,11 +393,14 @@ void EngineWorker::compare(quint64 id, const RunSummary& a, const RunSummary& b)
         const RunSummary& tiled = a.tiled() ? a : b;
         const RunSummary& ref = a.tiled() ? b : a;
         ab.tiled_slot = tiled.slot;
-        // |tiled - untiled| over the frame in 8-bit levels (compare_clips works on the [0, 1] scale).
+        // |tiled - untiled| over the frame in 8-bit levels (compare_clips works on the [0, 1]
+        // scale).
         ab.seam_max_abs = q->max_abs * 255.0;
         ab.seam_rms = q->rms * 255.0;
-        if (tiled.tile_report && tiled.width == tiled.padded_width && tiled.height == tiled.padded_height) {
-          if (auto m = seam_metrics(*tiled.reconstruction, *tiled.tile_report, ref.reconstruction.get())) {
+        if (tiled.tile_report && tiled.width == tiled.padded_width &&
+            tiled.height == tiled.padded_height) {
+          if (auto m = seam_metrics(*tiled.reconstruction, *tiled.tile_report,
+                                    ref.reconstruction.get())) {
             ab.reference_seam_energy = m->reference_seam_energy;
           }
         }

@@ -1,8 +1,9 @@
 // The engine worker: a QObject living on the one thread that owns the job layer's Session (the
 // backend and, with CUDA, the device, streams and handles; the model; the last clip). Every call
-// into the engine happens here, and every run is a job of the job layer (core/pipeline/job.h). The GUI reaches it only through queued calls carrying value types
-// (RunController), and cancels through the run's CancelToken directly, never through this
-// object's event queue (which is busy while a run executes).
+// into the engine happens here, and every run is a job of the job layer (core/pipeline/job.h). The
+// GUI reaches it only through queued calls carrying value types (RunController), and cancels
+// through the run's CancelToken directly, never through this object's event queue (which is busy
+// while a run executes).
 //
 // Output channels (all bounded): progress signals throttled to >= 1% or >= 100 ms; decoded frames
 // through a LatestChannel (a slow GUI drops frames; the FrameStore keeps them all for the
@@ -43,8 +44,8 @@ class EngineWorker : public QObject {
  signals:
   void runStarted(quint64 id, QString slot);
   void progress(seedvae::ui::ProgressUpdate update);
-  void framesReady();      // the latest-frame channel has something
-  void telemetryReady();   // the telemetry queue has something
+  void framesReady();     // the latest-frame channel has something
+  void telemetryReady();  // the telemetry queue has something
   void runFinished(seedvae::ui::RunSummary summary);
   void compared(quint64 id, seedvae::ui::AbComparison result);
   void devicesProbed(QString backend, QVector<seedvae::ui::DeviceStatus> devices);

@@ -65,9 +65,9 @@ const std::array<QRgb, 256>& heat_lut() {
       const Stop& a = stops[k];
       const Stop& b = stops[k + 1];
       const double f = std::clamp((p - a.pos) / (b.pos - a.pos), 0.0, 1.0);
-      t[static_cast<size_t>(i)] = qRgb(static_cast<int>(a.r + f * (b.r - a.r)),
-                                       static_cast<int>(a.g + f * (b.g - a.g)),
-                                       static_cast<int>(a.b + f * (b.b - a.b)));
+      t[static_cast<size_t>(i)] =
+          qRgb(static_cast<int>(a.r + f * (b.r - a.r)), static_cast<int>(a.g + f * (b.g - a.g)),
+               static_cast<int>(a.b + f * (b.b - a.b)));
     }
     return t;
   }();
@@ -76,12 +76,16 @@ const std::array<QRgb, 256>& heat_lut() {
 
 }  // namespace
 
-QRgb heat_color(int value) { return heat_lut()[static_cast<size_t>(std::clamp(value, 0, 255))]; }
+QRgb heat_color(int value) {
+  return heat_lut()[static_cast<size_t>(std::clamp(value, 0, 255))];
+}
 
 QImage difference_heatmap(const QImage& a_in, const QImage& b_in, double gain) {
   if (a_in.isNull() || b_in.isNull()) return {};
-  const QImage a = a_in.format() == QImage::Format_RGB32 ? a_in : a_in.convertToFormat(QImage::Format_RGB32);
-  const QImage b = b_in.format() == QImage::Format_RGB32 ? b_in : b_in.convertToFormat(QImage::Format_RGB32);
+  const QImage a =
+      a_in.format() == QImage::Format_RGB32 ? a_in : a_in.convertToFormat(QImage::Format_RGB32);
+  const QImage b =
+      b_in.format() == QImage::Format_RGB32 ? b_in : b_in.convertToFormat(QImage::Format_RGB32);
   const int w = std::min(a.width(), b.width());
   const int h = std::min(a.height(), b.height());
   QImage out(w, h, QImage::Format_RGB32);

@@ -62,9 +62,10 @@ InfoPanel::InfoPanel(QWidget* parent) : QWidget(parent) {
   padding_ = new QLabel(input);
   padding_->setObjectName(QStringLiteral("paddingInfo"));
   padding_->setWordWrap(true);
-  padding_->setToolTip(tr("The causal VAE needs 4n+1 frames and sizes that are multiples of 8: "
-                          "the clip is padded (right/bottom, and at the end in time) and the "
-                          "padding is removed after decoding."));
+  padding_->setToolTip(
+      tr("The causal VAE needs 4n+1 frames and sizes that are multiples of 8: "
+         "the clip is padded (right/bottom, and at the end in time) and the "
+         "padding is removed after decoding."));
   il->addRow(tr("Padding"), padding_);
   auto* ib = new QHBoxLayout();
   auto* open = new QPushButton(tr("Open video…"), input);
@@ -150,8 +151,9 @@ void InfoPanel::setSample(int width, int height, int frames) {
   source_frames_ = frames;
   fps_ = 24;
   source_->setText(tr("built-in sample clip"));
-  source_->setToolTip(tr("A deterministic synthetic clip: gradients, texture, moving discs and a "
-                         "sweeping bar"));
+  source_->setToolTip(
+      tr("A deterministic synthetic clip: gradients, texture, moving discs and a "
+         "sweeping bar"));
   video_info_->setText(tr("%1×%2, 24 fps, frames as chosen (synthetic)").arg(width).arg(height));
   first_->setValue(0);
   first_->setEnabled(false);
@@ -164,13 +166,13 @@ void InfoPanel::setSample(int width, int height, int frames) {
 void InfoPanel::setWeights(const WeightsInfo& info) {
   weights_source_->setText(info.synthetic ? info.source : QFileInfo(info.source).fileName());
   weights_source_->setToolTip(info.source);
-  weights_info_->setText(tr("%1\n%2, %3 parameters, sha256 %4…")
-                             .arg(info.config, info.dtype, QLocale().toString(info.parameters),
-                                  info.short_sha()));
-  weights_info_->setToolTip(tr("%1 sha256: %2")
-                                .arg(info.synthetic ? tr("fp16 digest of the synthetic weights,")
-                                                    : tr("file"),
-                                     info.sha256));
+  weights_info_->setText(
+      tr("%1\n%2, %3 parameters, sha256 %4…")
+          .arg(info.config, info.dtype, QLocale().toString(info.parameters), info.short_sha()));
+  weights_info_->setToolTip(
+      tr("%1 sha256: %2")
+          .arg(info.synthetic ? tr("fp16 digest of the synthetic weights,") : tr("file"),
+               info.sha256));
 }
 
 void InfoPanel::setLoadingVideo(const QString& path) {
@@ -232,7 +234,9 @@ InputSpec InfoPanel::inputSpec() const {
   return s;
 }
 
-QString InfoPanel::paddingText() const { return padding_->text(); }
+QString InfoPanel::paddingText() const {
+  return padding_->text();
+}
 
 void InfoPanel::updateDerived() {
   const qint64 frames = effectiveFrames();

@@ -48,8 +48,9 @@ Result<WeightsInfo> load_weights_info(const WeightsSpec& spec) {
     w = std::make_shared<VaeWeights>(real ? synthesize_weights(VaeConfig::real(), kRealSeed)
                                           : synthesize_weights(VaeConfig::tiny(), kTinySeed));
     info.synthetic = true;
-    info.source = QStringLiteral("built-in: synthetic %1 weights (seed %2; a trained demo model "
-                                 "replaces them when installed)")
+    info.source = QStringLiteral(
+                      "built-in: synthetic %1 weights (seed %2; a trained demo model "
+                      "replaces them when installed)")
                       .arg(real ? QStringLiteral("real") : QStringLiteral("tiny"))
                       .arg(real ? kRealSeed : kTinySeed);
     info.sha256 = QString::fromStdString(fp16_digest(*w));
@@ -70,7 +71,9 @@ Result<WeightsInfo> load_weights_info(const WeightsSpec& spec) {
 
 // ---- AsyncLoader ------------------------------------------------------------------------------
 
-AsyncLoader::AsyncLoader(QObject* parent) : QObject(parent) { pool_.setMaxThreadCount(2); }
+AsyncLoader::AsyncLoader(QObject* parent) : QObject(parent) {
+  pool_.setMaxThreadCount(2);
+}
 
 AsyncLoader::~AsyncLoader() {
   if (probe_cancel_) probe_cancel_->request();

@@ -107,8 +107,9 @@ MainWindow::MainWindow(std::shared_ptr<const BackendCatalog> catalog,
   cl->setSpacing(0);
   view_ = new CompareView(sync_, central);
   view_->setObjectName(QStringLiteral("mainView"));
-  view_->setPlaceholder(tr("Open a video (Ctrl+O) or use the sample clip, then Run (F5).\n"
-                           "Drop videos, .safetensors weights or .json presets here."));
+  view_->setPlaceholder(
+      tr("Open a video (Ctrl+O) or use the sample clip, then Run (F5).\n"
+         "Drop videos, .safetensors weights or .json presets here."));
   scrubber_ = new Scrubber(central);
   cl->addWidget(view_, 1);
   cl->addWidget(scrubber_);
@@ -132,10 +133,11 @@ MainWindow::MainWindow(std::shared_ptr<const BackendCatalog> catalog,
   connect(controller_, &RunController::runStarted, this, &MainWindow::onRunStarted);
   connect(controller_, &RunController::progressChanged, this, &MainWindow::onProgress);
   connect(controller_, &RunController::frameAvailable, this, &MainWindow::onFrame);
-  connect(controller_, &RunController::telemetryReceived, this, [this](const QVector<TelemetryPoint>& pts) {
-    SlowScope trace("charts");
-    charts_->addPoints(pts);
-  });
+  connect(controller_, &RunController::telemetryReceived, this,
+          [this](const QVector<TelemetryPoint>& pts) {
+            SlowScope trace("charts");
+            charts_->addPoints(pts);
+          });
   connect(controller_, &RunController::runFinished, this, &MainWindow::onRunFinished);
   connect(controller_, &RunController::abFinished, this, &MainWindow::onAbFinished);
   connect(controller_, &RunController::busyChanged, this, [this] { updateActions(); });
@@ -155,13 +157,14 @@ MainWindow::MainWindow(std::shared_ptr<const BackendCatalog> catalog,
     }
     emit reportWritten(r);
   });
-  connect(controller_, &RunController::videoWritten, this, [this](bool ok, const QString& path, const QString& msg) {
-    if (ok) {
-      statusBar()->showMessage(tr("Video written to %1").arg(path), 10000);
-    } else {
-      showError(tr("Video not written"), msg);
-    }
-  });
+  connect(controller_, &RunController::videoWritten, this,
+          [this](bool ok, const QString& path, const QString& msg) {
+            if (ok) {
+              statusBar()->showMessage(tr("Video written to %1").arg(path), 10000);
+            } else {
+              showError(tr("Video not written"), msg);
+            }
+          });
   connect(loader_, &AsyncLoader::videoProbed, this, [this](const VideoInfoData& info) {
     video_ = info;
     info_panel_->setVideo(info);
@@ -176,14 +179,15 @@ MainWindow::MainWindow(std::shared_ptr<const BackendCatalog> catalog,
     requestPrediction();
     emit videoLoaded(info.path);
   });
-  connect(loader_, &AsyncLoader::videoFailed, this, [this](const QString& path, const QString& msg) {
-    if (video_) {
-      info_panel_->setVideo(*video_);
-    } else {
-      useSampleClip();
-    }
-    showError(tr("Cannot open video"), tr("%1\n\n%2").arg(QDir::toNativeSeparators(path), msg));
-  });
+  connect(
+      loader_, &AsyncLoader::videoFailed, this, [this](const QString& path, const QString& msg) {
+        if (video_) {
+          info_panel_->setVideo(*video_);
+        } else {
+          useSampleClip();
+        }
+        showError(tr("Cannot open video"), tr("%1\n\n%2").arg(QDir::toNativeSeparators(path), msg));
+      });
   connect(loader_, &AsyncLoader::weightsLoaded, this, [this](const WeightsInfo& info) {
     weights_ = info;
     info_panel_->setWeights(info);
@@ -203,20 +207,24 @@ MainWindow::MainWindow(std::shared_ptr<const BackendCatalog> catalog,
       }
     }
   });
-  connect(loader_, &AsyncLoader::weightsFailed, this, [this](const QString& path, const QString& msg) {
-    if (weights_.weights) info_panel_->setWeights(weights_);
-    run_when_ready_ = false;
-    showError(tr("Cannot open weights"), tr("%1\n\n%2").arg(QDir::toNativeSeparators(path), msg));
-  });
+  connect(loader_, &AsyncLoader::weightsFailed, this,
+          [this](const QString& path, const QString& msg) {
+            if (weights_.weights) info_panel_->setWeights(weights_);
+            run_when_ready_ = false;
+            showError(tr("Cannot open weights"),
+                      tr("%1\n\n%2").arg(QDir::toNativeSeparators(path), msg));
+          });
   connect(loader_, &AsyncLoader::busyChanged, this, [this](bool busy) {
-    if (busy) statusBar()->showMessage(tr("Opening…"));
-    else statusBar()->clearMessage();
+    if (busy)
+      statusBar()->showMessage(tr("Opening…"));
+    else
+      statusBar()->clearMessage();
   });
-  connect(predictor_, &MemoryPredictor::predicted, this, [this](const Prediction& p) {
-    settings_panel_->setPrediction(p);
-  });
+  connect(predictor_, &MemoryPredictor::predicted, this,
+          [this](const Prediction& p) { settings_panel_->setPrediction(p); });
   connect(settings_panel_, &SettingsPanel::settingsChanged, this, &MainWindow::onSettingsChanged);
-  connect(settings_panel_, &SettingsPanel::backendChanged, controller_, &RunController::probeDevices);
+  connect(settings_panel_, &SettingsPanel::backendChanged, controller_,
+          &RunController::probeDevices);
   connect(settings_panel_, &SettingsPanel::refreshDevicesRequested, this, [this] {
     controller_->probeDevices(QString::fromStdString(settings_panel_->settings().backend));
   });
@@ -277,10 +285,10 @@ MainWindow::MainWindow(std::shared_ptr<const BackendCatalog> catalog,
   connect(info_panel_, &InfoPanel::openVideoRequested, this, &MainWindow::openVideoDialog);
   connect(info_panel_, &InfoPanel::useSampleRequested, this, &MainWindow::useSampleClip);
   connect(info_panel_, &InfoPanel::openWeightsRequested, this, &MainWindow::openWeightsDialog);
-  connect(info_panel_, &InfoPanel::useBuiltinWeightsRequested, this, &MainWindow::useBuiltinWeights);
-  connect(ab_panel_, &AbPanel::takeCurrentRequested, this, [this](const QString& slot) {
-    setSlot(slot, settings_panel_->settings());
-  });
+  connect(info_panel_, &InfoPanel::useBuiltinWeightsRequested, this,
+          &MainWindow::useBuiltinWeights);
+  connect(ab_panel_, &AbPanel::takeCurrentRequested, this,
+          [this](const QString& slot) { setSlot(slot, settings_panel_->settings()); });
   connect(ab_panel_, &AbPanel::applySlotRequested, this, [this](const QString& slot) {
     settings_panel_->setSettings(ab_panel_->slotSettings(slot));
     onSettingsChanged(settings_panel_->settings());
@@ -308,35 +316,54 @@ void MainWindow::buildActions() {
                      QStyle::StandardPixmap icon = QStyle::SP_CustomBase) {
     auto* a = new QAction(text, this);
     if (!key.isEmpty()) a->setShortcut(key);
-    a->setToolTip(key.isEmpty() ? tip : QStringLiteral("%1 (%2)").arg(tip, key.toString(QKeySequence::NativeText)));
+    a->setToolTip(key.isEmpty()
+                      ? tip
+                      : QStringLiteral("%1 (%2)").arg(tip, key.toString(QKeySequence::NativeText)));
     a->setStatusTip(tip);
     if (icon != QStyle::SP_CustomBase) a->setIcon(style()->standardIcon(icon));
     addAction(a);
     return a;
   };
-  act_open_video_ = make(tr("Open &video…"), QKeySequence::Open, tr("Open a video, image, image folder or pattern"), QStyle::SP_DialogOpenButton);
+  act_open_video_ =
+      make(tr("Open &video…"), QKeySequence::Open,
+           tr("Open a video, image, image folder or pattern"), QStyle::SP_DialogOpenButton);
   connect(act_open_video_, &QAction::triggered, this, &MainWindow::openVideoDialog);
-  act_open_weights_ = make(tr("Open &weights…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O), tr("Open a SeedVR2 VAE checkpoint (.safetensors)"), QStyle::SP_DirOpenIcon);
+  act_open_weights_ =
+      make(tr("Open &weights…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O),
+           tr("Open a SeedVR2 VAE checkpoint (.safetensors)"), QStyle::SP_DirOpenIcon);
   connect(act_open_weights_, &QAction::triggered, this, &MainWindow::openWeightsDialog);
-  act_run_ = make(tr("&Run"), QKeySequence(Qt::Key_F5), tr("Encode and decode the input with the current settings"), QStyle::SP_MediaPlay);
+  act_run_ =
+      make(tr("&Run"), QKeySequence(Qt::Key_F5),
+           tr("Encode and decode the input with the current settings"), QStyle::SP_MediaPlay);
   act_run_->setObjectName(QStringLiteral("actionRun"));
   connect(act_run_, &QAction::triggered, this, &MainWindow::startRun);
-  act_run_ab_ = make(tr("Run &A/B"), QKeySequence(Qt::Key_F6), tr("Run slot A then slot B on the same input and compare"), QStyle::SP_BrowserReload);
+  act_run_ab_ =
+      make(tr("Run &A/B"), QKeySequence(Qt::Key_F6),
+           tr("Run slot A then slot B on the same input and compare"), QStyle::SP_BrowserReload);
   connect(act_run_ab_, &QAction::triggered, this, &MainWindow::startAB);
-  act_cancel_ = make(tr("&Cancel"), QKeySequence(Qt::Key_Escape), tr("Cancel the run (takes effect within one block, chunk or tile)"), QStyle::SP_MediaStop);
+  act_cancel_ = make(tr("&Cancel"), QKeySequence(Qt::Key_Escape),
+                     tr("Cancel the run (takes effect within one block, chunk or tile)"),
+                     QStyle::SP_MediaStop);
   act_cancel_->setObjectName(QStringLiteral("actionCancel"));
   connect(act_cancel_, &QAction::triggered, this, &MainWindow::cancelRun);
-  act_export_ = make(tr("&Export report…"), QKeySequence(Qt::CTRL | Qt::Key_E), tr("Write Markdown + JSON + PNG stills + charts + videos"), QStyle::SP_DialogSaveButton);
+  act_export_ =
+      make(tr("&Export report…"), QKeySequence(Qt::CTRL | Qt::Key_E),
+           tr("Write Markdown + JSON + PNG stills + charts + videos"), QStyle::SP_DialogSaveButton);
   connect(act_export_, &QAction::triggered, this, &MainWindow::exportReport);
-  act_export_video_ = make(tr("Export reconstructed &video…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E), tr("Write the reconstruction shown on the right as a video"));
+  act_export_video_ =
+      make(tr("Export reconstructed &video…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E),
+           tr("Write the reconstruction shown on the right as a video"));
   connect(act_export_video_, &QAction::triggered, this, &MainWindow::exportVideo);
-  act_tiles_ = make(tr("&Tile overlay"), QKeySequence(Qt::Key_T), tr("Show the tile rectangles of the plan"));
+  act_tiles_ = make(tr("&Tile overlay"), QKeySequence(Qt::Key_T),
+                    tr("Show the tile rectangles of the plan"));
   act_tiles_->setCheckable(true);
   connect(act_tiles_, &QAction::toggled, this, [this](bool on) {
     view_->setShowTiles(on);
     second_view_->setShowTiles(on);
   });
-  act_seams_ = make(tr("Seam &heatmap"), QKeySequence(Qt::Key_H), tr("Show |tiled − untiled| (when an untiled A/B counterpart exists) or the per-tile mean offset"));
+  act_seams_ = make(tr("Seam &heatmap"), QKeySequence(Qt::Key_H),
+                    tr("Show |tiled − untiled| (when an untiled A/B counterpart exists) or the "
+                       "per-tile mean offset"));
   act_seams_->setCheckable(true);
   connect(act_seams_, &QAction::toggled, this, [this](bool on) {
     view_->setShowSeams(on);
@@ -384,13 +411,16 @@ void MainWindow::buildMenus() {
   run->addAction(act_run_ab_);
   run->addAction(act_cancel_);
   run->addSeparator();
-  QAction* save_preset = run->addAction(tr("Save settings as &preset…"), this, &MainWindow::savePreset);
+  QAction* save_preset =
+      run->addAction(tr("Save settings as &preset…"), this, &MainWindow::savePreset);
   save_preset->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_S));
   run->addAction(tr("Import preset…"), this, &MainWindow::importPreset);
   run->addAction(tr("Export settings…"), this, &MainWindow::exportPreset);
   run->addSeparator();
-  run->addAction(tr("Slot A ← current settings"), this, [this] { setSlot("A", settings_panel_->settings()); });
-  run->addAction(tr("Slot B ← current settings"), this, [this] { setSlot("B", settings_panel_->settings()); });
+  run->addAction(tr("Slot A ← current settings"), this,
+                 [this] { setSlot("A", settings_panel_->settings()); });
+  run->addAction(tr("Slot B ← current settings"), this,
+                 [this] { setSlot("B", settings_panel_->settings()); });
 
   QMenu* view = menuBar()->addMenu(tr("&View"));
   for (QAction* a : mode_group_->actions()) view->addAction(a);
@@ -403,7 +433,8 @@ void MainWindow::buildMenus() {
                {Pair::kAB, tr("A vs B")},
                {Pair::kOriginalA, tr("Original vs A")},
                {Pair::kOriginalB, tr("Original vs B")}};
-  for (const auto& p : pairs) compare->addAction(p.text, this, [this, pair = p.pair] { setPair(pair); });
+  for (const auto& p : pairs)
+    compare->addAction(p.text, this, [this, pair = p.pair] { setPair(pair); });
   view->addSeparator();
   QAction* zin = view->addAction(tr("Zoom &in"), this, [this] { view_->zoomBy(1.25); });
   zin->setShortcuts({QKeySequence::ZoomIn, QKeySequence(Qt::CTRL | Qt::Key_Equal)});
@@ -413,9 +444,11 @@ void MainWindow::buildMenus() {
   fit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
   QAction* actual = view->addAction(tr("Actual &pixels"), this, [this] { view_->zoomActual(); });
   actual->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_1));
-  QAction* gain_up = view->addAction(tr("Difference gain up"), this, [this] { gain_spin_->setValue(gain_spin_->value() * 2); });
+  QAction* gain_up = view->addAction(tr("Difference gain up"), this,
+                                     [this] { gain_spin_->setValue(gain_spin_->value() * 2); });
   gain_up->setShortcut(QKeySequence(Qt::Key_BracketRight));
-  QAction* gain_down = view->addAction(tr("Difference gain down"), this, [this] { gain_spin_->setValue(gain_spin_->value() / 2); });
+  QAction* gain_down = view->addAction(tr("Difference gain down"), this,
+                                       [this] { gain_spin_->setValue(gain_spin_->value() / 2); });
   gain_down->setShortcut(QKeySequence(Qt::Key_BracketLeft));
   view->addSeparator();
   view->addAction(act_tiles_);
@@ -441,16 +474,19 @@ void MainWindow::buildMenus() {
   menuBar()->addMenu(tr("&Window"))->setObjectName(QStringLiteral("windowMenu"));
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("Keyboard shortcuts"), this, [this] {
-    showInfo(tr("Keyboard shortcuts"),
-             tr("Ctrl+O open video · Ctrl+Shift+O open weights · F5 run · F6 run A/B · Esc cancel\n"
-                "1 original · 2 reconstruction · 3 split · 4 side by side · 5 difference\n"
-                "[ / ] difference gain · Ctrl+= / Ctrl+- zoom · Ctrl+0 fit · Ctrl+1 actual pixels\n"
-                "T tile overlay · H seam heatmap · Space play · , / . step · Home / End\n"
-                "Ctrl+E export report · Ctrl+Shift+E export video · Ctrl+S save preset · Ctrl+Q quit\n"
-                "Mouse: wheel zooms, drag pans, drag the divider in split view, double-click fits."));
+    showInfo(
+        tr("Keyboard shortcuts"),
+        tr("Ctrl+O open video · Ctrl+Shift+O open weights · F5 run · F6 run A/B · Esc cancel\n"
+           "1 original · 2 reconstruction · 3 split · 4 side by side · 5 difference\n"
+           "[ / ] difference gain · Ctrl+= / Ctrl+- zoom · Ctrl+0 fit · Ctrl+1 actual pixels\n"
+           "T tile overlay · H seam heatmap · Space play · , / . step · Home / End\n"
+           "Ctrl+E export report · Ctrl+Shift+E export video · Ctrl+S save preset · Ctrl+Q quit\n"
+           "Mouse: wheel zooms, drag pans, drag the divider in split view, double-click fits."));
   });
   help->addAction(tr("About SeedVAE Studio"), this, [this] {
-    showInfo(tr("About"), tr("SeedVAE Studio %1\nA native engine and studio for the SeedVR2 video VAE.").arg(SEEDVAE_VERSION));
+    showInfo(tr("About"),
+             tr("SeedVAE Studio %1\nA native engine and studio for the SeedVR2 video VAE.")
+                 .arg(SEEDVAE_VERSION));
   });
 }
 
@@ -479,9 +515,8 @@ void MainWindow::buildToolBar() {
   pair_combo_->addItem(tr("Original | A"), static_cast<int>(Pair::kOriginalA));
   pair_combo_->addItem(tr("Original | B"), static_cast<int>(Pair::kOriginalB));
   pair_combo_->setToolTip(tr("What the left and right sides of the views show"));
-  connect(pair_combo_, &QComboBox::currentIndexChanged, this, [this] {
-    setPair(static_cast<Pair>(pair_combo_->currentData().toInt()));
-  });
+  connect(pair_combo_, &QComboBox::currentIndexChanged, this,
+          [this] { setPair(static_cast<Pair>(pair_combo_->currentData().toInt())); });
   tb->addWidget(pair_combo_);
   auto* gl = new QLabel(tr(" gain "), tb);
   tb->addWidget(gl);
@@ -501,12 +536,14 @@ void MainWindow::buildToolBar() {
   tb->addAction(act_tiles_);
   tb->addAction(act_seams_);
   for (QAction* a : {act_tiles_, act_seams_}) {
-    if (auto* b = qobject_cast<QToolButton*>(tb->widgetForAction(a))) b->setToolButtonStyle(Qt::ToolButtonTextOnly);
+    if (auto* b = qobject_cast<QToolButton*>(tb->widgetForAction(a)))
+      b->setToolButtonStyle(Qt::ToolButtonTextOnly);
   }
 }
 
 void MainWindow::buildDocks() {
-  auto dock = [this](const QString& key, const QString& title, QWidget* w, Qt::DockWidgetArea area) {
+  auto dock = [this](const QString& key, const QString& title, QWidget* w,
+                     Qt::DockWidgetArea area) {
     auto* d = new QDockWidget(title, this);
     d->setObjectName(QStringLiteral("dock_") + QString(key).replace(' ', '_'));
     d->setWidget(w);
@@ -514,16 +551,21 @@ void MainWindow::buildDocks() {
                    QDockWidget::DockWidgetClosable);
     addDockWidget(area, d);
     docks_.insert(key, d);
-    if (QMenu* m = menuBar()->findChild<QMenu*>(QStringLiteral("windowMenu"))) m->addAction(d->toggleViewAction());
+    if (QMenu* m = menuBar()->findChild<QMenu*>(QStringLiteral("windowMenu")))
+      m->addAction(d->toggleViewAction());
     return d;
   };
-  QDockWidget* input = dock(QStringLiteral("input"), tr("Input and weights"), scrolled(info_panel_), Qt::LeftDockWidgetArea);
-  QDockWidget* settings = dock(QStringLiteral("settings"), tr("Settings"), scrolled(settings_panel_), Qt::LeftDockWidgetArea);
+  QDockWidget* input = dock(QStringLiteral("input"), tr("Input and weights"), scrolled(info_panel_),
+                            Qt::LeftDockWidgetArea);
+  QDockWidget* settings = dock(QStringLiteral("settings"), tr("Settings"),
+                               scrolled(settings_panel_), Qt::LeftDockWidgetArea);
   tabifyDockWidget(input, settings);
   input->raise();
   dock(QStringLiteral("ab"), tr("A/B comparison"), ab_panel_, Qt::RightDockWidgetArea);
-  QDockWidget* graphs = dock(QStringLiteral("graphs"), tr("Graphs"), charts_, Qt::BottomDockWidgetArea);
-  QDockWidget* second = dock(QStringLiteral("second view"), tr("Second view"), second_view_, Qt::RightDockWidgetArea);
+  QDockWidget* graphs =
+      dock(QStringLiteral("graphs"), tr("Graphs"), charts_, Qt::BottomDockWidgetArea);
+  QDockWidget* second =
+      dock(QStringLiteral("second view"), tr("Second view"), second_view_, Qt::RightDockWidgetArea);
   second->hide();
   resizeDocks({input, docks_["ab"]}, {350, 350}, Qt::Horizontal);
   resizeDocks({graphs}, {210}, Qt::Vertical);
@@ -574,17 +616,21 @@ void MainWindow::updateRecentMenus() {
     const QStringList items = store_->recent(kind);
     for (int i = 0; i < items.size(); ++i) {
       const QString path = items[i];
-      QAction* a = menu->addAction(QStringLiteral("&%1 %2").arg(i + 1).arg(QFileInfo(path).fileName()));
+      QAction* a =
+          menu->addAction(QStringLiteral("&%1 %2").arg(i + 1).arg(QFileInfo(path).fileName()));
       a->setToolTip(path);
       connect(a, &QAction::triggered, this, [this, path, kind] {
         if (!QFileInfo::exists(path)) {
           store_->remove_recent(kind, path);
           updateRecentMenus();
-          showError(tr("File not found"), tr("%1 no longer exists.").arg(QDir::toNativeSeparators(path)));
+          showError(tr("File not found"),
+                    tr("%1 no longer exists.").arg(QDir::toNativeSeparators(path)));
           return;
         }
-        if (kind == QLatin1String("weights")) openWeights(path);
-        else openVideo(path);
+        if (kind == QLatin1String("weights"))
+          openWeights(path);
+        else
+          openVideo(path);
       });
     }
     menu->setEnabled(!items.isEmpty());
@@ -640,8 +686,8 @@ void MainWindow::openVideoDialog() {
 
 void MainWindow::openWeightsDialog() {
   const QString dir = store_->qsettings().value(QStringLiteral("dirs/weights")).toString();
-  const QString path = QFileDialog::getOpenFileName(this, tr("Open weights"), dir,
-                                                    tr("SeedVR2 VAE checkpoints (*.safetensors);;All files (*)"));
+  const QString path = QFileDialog::getOpenFileName(
+      this, tr("Open weights"), dir, tr("SeedVR2 VAE checkpoints (*.safetensors);;All files (*)"));
   if (path.isEmpty()) return;
   store_->qsettings().setValue(QStringLiteral("dirs/weights"), QFileInfo(path).absolutePath());
   openWeights(path);
@@ -711,14 +757,16 @@ void MainWindow::requestPrediction() {
   r.frames = info_panel_->effectiveFrames();
   r.settings = settings_panel_->settings();
   const QVector<BackendSpec> specs = catalog_->backends();
-  if (const BackendSpec* spec = catalog_->find(specs, QString::fromStdString(r.settings.backend))) r.memory_is_host = spec->memory_is_host;
+  if (const BackendSpec* spec = catalog_->find(specs, QString::fromStdString(r.settings.backend)))
+    r.memory_is_host = spec->memory_is_host;
   predictor_->request(std::move(r));
 }
 
 void MainWindow::savePreset() {
   bool ok = false;
-  const QString name = QInputDialog::getText(this, tr("Save preset"), tr("Preset name:"),
-                                             QLineEdit::Normal, settings_panel_->selectedPreset(), &ok);
+  const QString name =
+      QInputDialog::getText(this, tr("Save preset"), tr("Preset name:"), QLineEdit::Normal,
+                            settings_panel_->selectedPreset(), &ok);
   if (!ok || name.trimmed().isEmpty()) return;
   QString error;
   if (!store_->save_preset(name, settings_panel_->settings(), &error)) {
@@ -739,8 +787,9 @@ void MainWindow::loadPreset(const QString& name) {
   }
   settings_panel_->setSettings(*s);
   onSettingsChanged(settings_panel_->settings());
-  statusBar()->showMessage(warnings.isEmpty() ? tr("Loaded preset %1").arg(name)
-                                              : tr("Loaded preset %1 (%2)").arg(name, warnings.join("; ")),
+  statusBar()->showMessage(warnings.isEmpty()
+                               ? tr("Loaded preset %1").arg(name)
+                               : tr("Loaded preset %1 (%2)").arg(name, warnings.join("; ")),
                            8000);
 }
 
@@ -758,8 +807,8 @@ void MainWindow::deletePreset(const QString& name) {
 }
 
 void MainWindow::importPreset() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Import preset"), store_->presets_dir(),
-                                                    tr("Presets (*.json)"));
+  const QString path = QFileDialog::getOpenFileName(this, tr("Import preset"),
+                                                    store_->presets_dir(), tr("Presets (*.json)"));
   if (!path.isEmpty()) openDroppedOrRecent(path);
 }
 
@@ -769,7 +818,8 @@ void MainWindow::exportPreset() {
                                                     tr("Presets (*.json)"));
   if (path.isEmpty()) return;
   QString error;
-  if (!SettingsStore::write_preset_file(path, QFileInfo(path).completeBaseName(), settings_panel_->settings(), &error)) {
+  if (!SettingsStore::write_preset_file(path, QFileInfo(path).completeBaseName(),
+                                        settings_panel_->settings(), &error)) {
     showError(tr("Cannot export settings"), error);
   }
 }
@@ -900,14 +950,16 @@ void MainWindow::onRunFinished(const RunSummary& in) {
   updateActions();
   const QString who = s.slot.isEmpty() ? tr("Run") : tr("Run %1").arg(s.slot);
   if (s.ok) {
-    stage_label_->setText(tr("%1 done: %2 ms/frame, peak %3, PSNR %4 dB, SSIM %5")
-                              .arg(who)
-                              .arg(s.ms_per_frame, 0, 'f', 1)
-                              .arg(format_bytes(s.peak_bytes))
-                              .arg(s.vs_original.psnr_db, 0, 'f', 2)
-                              .arg(s.vs_original.ssim, 0, 'f', 4) +
-                          (s.prefetch ? tr(", prefetch overlapped %1 of reading").arg(format_seconds(s.read_overlap_s))
-                                      : QString()));
+    stage_label_->setText(
+        tr("%1 done: %2 ms/frame, peak %3, PSNR %4 dB, SSIM %5")
+            .arg(who)
+            .arg(s.ms_per_frame, 0, 'f', 1)
+            .arg(format_bytes(s.peak_bytes))
+            .arg(s.vs_original.psnr_db, 0, 'f', 2)
+            .arg(s.vs_original.ssim, 0, 'f', 4) +
+        (s.prefetch
+             ? tr(", prefetch overlapped %1 of reading").arg(format_seconds(s.read_overlap_s))
+             : QString()));
     progress_->setValue(1000);
   } else if (s.cancelled) {
     stage_label_->setText(tr("%1 cancelled after %2").arg(who, format_seconds(s.total_s)));
@@ -919,7 +971,9 @@ void MainWindow::onRunFinished(const RunSummary& in) {
     const bool tiled = !s.overlay.tiles.isEmpty();
     view_->setTiles(s.overlay.tiles, s.overlay.tile_offset);
     second_view_->setTiles(s.overlay.tiles, s.overlay.tile_offset);
-    if (tiled && !act_tiles_->isChecked()) statusBar()->showMessage(tr("Tiled run: press T for the tile overlay, H for the seam heatmap"), 8000);
+    if (tiled && !act_tiles_->isChecked())
+      statusBar()->showMessage(
+          tr("Tiled run: press T for the tile overlay, H for the seam heatmap"), 8000);
   }
   refreshViews();
   emit runFinished(s);
@@ -956,7 +1010,9 @@ void MainWindow::setPair(Pair pair) {
   // Tiles of the run shown on the right.
   const RunSummary* right = nullptr;
   switch (pair) {
-    case Pair::kOriginalRecon: right = summaryFor(running_slot_.isEmpty() ? QString() : running_slot_); break;
+    case Pair::kOriginalRecon:
+      right = summaryFor(running_slot_.isEmpty() ? QString() : running_slot_);
+      break;
     case Pair::kAB:
     case Pair::kOriginalB: right = summaryFor(QStringLiteral("B")); break;
     case Pair::kOriginalA: right = summaryFor(QStringLiteral("A")); break;
@@ -968,7 +1024,9 @@ void MainWindow::setPair(Pair pair) {
   refreshViews();
 }
 
-void MainWindow::setViewMode(CompareView::Mode mode) { view_->setMode(mode); }
+void MainWindow::setViewMode(CompareView::Mode mode) {
+  view_->setMode(mode);
+}
 
 void MainWindow::setOverlay(bool tiles, bool seams) {
   act_tiles_->setChecked(tiles);
@@ -1052,7 +1110,8 @@ void MainWindow::refreshViews() {
     QImage heat;
     QString caption;
     if (run && !run->overlay.tiles.isEmpty()) {
-      const QString other = shown_slot == QLatin1String("A") ? QStringLiteral("B") : QStringLiteral("A");
+      const QString other =
+          shown_slot == QLatin1String("A") ? QStringLiteral("B") : QStringLiteral("A");
       const RunSummary* ref = shown_slot.isEmpty() ? nullptr : summaryFor(other);
       if (ref && ref->ok && ref->settings.tiling == "off" && ref->store && !right.isNull()) {
         heat = difference_heatmap(ref->store->frame(i), right, gain_spin_->value());
@@ -1064,7 +1123,8 @@ void MainWindow::refreshViews() {
         for (int t = 0; t < run->overlay.tiles.size() && t < run->overlay.tile_offset.size(); ++t) {
           const double off = run->overlay.tile_offset[t];
           if (!(off == off)) continue;
-          const int v = std::clamp(static_cast<int>(std::abs(off) * gain_spin_->value() * 8), 0, 255);
+          const int v =
+              std::clamp(static_cast<int>(std::abs(off) * gain_spin_->value() * 8), 0, 255);
           QColor c = QColor::fromRgb(heat_color(v));
           c.setAlpha(120);
           p.fillRect(run->overlay.tiles[t], c);
@@ -1092,7 +1152,11 @@ ReportJob MainWindow::reportJob(const QString& directory) {
   }
   job.weights = weights_;
   job.weights.weights.reset();
-  job.input_description = video_ ? QStringLiteral("%1 (%2×%3, %4 frames)").arg(video_->path).arg(video_->width).arg(video_->height).arg(video_->frames)
+  job.input_description = video_ ? QStringLiteral("%1 (%2×%3, %4 frames)")
+                                       .arg(video_->path)
+                                       .arg(video_->width)
+                                       .arg(video_->height)
+                                       .arg(video_->frames)
                                  : info_panel_->inputSpec().display_name();
   job.charts.insert(QStringLiteral("memory"), charts_->render(QStringLiteral("memory")));
   job.charts.insert(QStringLiteral("timing"), charts_->render(QStringLiteral("timing")));
@@ -1110,28 +1174,36 @@ void MainWindow::exportReport() {
     showError(tr("Nothing to export"), tr("Run once (F5) or run A/B (F6) first."));
     return;
   }
-  QString base = store_->qsettings().value(QStringLiteral("dirs/report"),
-                                           QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation)).toString();
-  const QString dir = QFileDialog::getExistingDirectory(this, tr("Export report into folder"), base);
+  QString base = store_->qsettings()
+                     .value(QStringLiteral("dirs/report"),
+                            QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation))
+                     .toString();
+  const QString dir =
+      QFileDialog::getExistingDirectory(this, tr("Export report into folder"), base);
   if (dir.isEmpty()) return;
   store_->qsettings().setValue(QStringLiteral("dirs/report"), dir);
-  exportReportTo(dir + QStringLiteral("/seedvae-report-") + QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss"));
+  exportReportTo(dir + QStringLiteral("/seedvae-report-") +
+                 QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss"));
 }
 
 void MainWindow::exportVideo() {
   const RunSummary* run = nullptr;
-  if (pair_ == Pair::kOriginalA) run = summaryFor("A");
-  else if (pair_ == Pair::kAB || pair_ == Pair::kOriginalB) run = summaryFor("B");
-  else run = summaryFor(running_slot_);
+  if (pair_ == Pair::kOriginalA)
+    run = summaryFor("A");
+  else if (pair_ == Pair::kAB || pair_ == Pair::kOriginalB)
+    run = summaryFor("B");
+  else
+    run = summaryFor(running_slot_);
   if (!run && last_run_) run = &*last_run_;
   if (!run || !run->reconstruction) {
     showError(tr("Nothing to export"), tr("No finished reconstruction yet."));
     return;
   }
   const RunSummary copy = *run;
-  const QString path = QFileDialog::getSaveFileName(this, tr("Export reconstructed video"),
-                                                    store_->qsettings().value("dirs/video").toString() + "/reconstruction.mkv",
-                                                    tr("Lossless FFV1 (*.mkv);;MPEG-4 (*.mp4);;Motion JPEG (*.avi)"));
+  const QString path = QFileDialog::getSaveFileName(
+      this, tr("Export reconstructed video"),
+      store_->qsettings().value("dirs/video").toString() + "/reconstruction.mkv",
+      tr("Lossless FFV1 (*.mkv);;MPEG-4 (*.mp4);;Motion JPEG (*.avi)"));
   if (path.isEmpty()) return;
   controller_->writeVideo(copy, path);
 }

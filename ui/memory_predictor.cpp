@@ -94,7 +94,8 @@ void MemoryPredictor::launch() {
 void MemoryPredictor::fit(PredictionRequest request, qint64 budget_bytes) {
   pool_.start([this, request = std::move(request), budget_bytes] {
     BudgetFit f = fit_to_budget(request, budget_bytes);
-    QMetaObject::invokeMethod(this, [this, f] { emit fitted(f); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        this, [this, f] { emit fitted(f); }, Qt::QueuedConnection);
   });
 }
 

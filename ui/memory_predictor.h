@@ -31,21 +31,21 @@ struct Prediction {
   quint64 generation = 0;
   bool ok = false;
   QString error;
-  qint64 weight_bytes = 0;       // parameters on the backend in its precision
-  qint64 activation_bytes = 0;   // peak of activations + causal memory
-  qint64 engine_bytes = 0;       // weights + activations: what the backend allocator will peak at
-  qint64 host_bytes = 0;         // the job's host buffers and the preview images, in RAM
-  QString method;                // the planner's account of the peak
-  double relative_time = 1;      // time relative to the untiled run
-  qint64 tiles = 1;              // tiles per chunk
+  qint64 weight_bytes = 0;      // parameters on the backend in its precision
+  qint64 activation_bytes = 0;  // peak of activations + causal memory
+  qint64 engine_bytes = 0;      // weights + activations: what the backend allocator will peak at
+  qint64 host_bytes = 0;        // the job's host buffers and the preview images, in RAM
+  QString method;               // the planner's account of the peak
+  double relative_time = 1;     // time relative to the untiled run
+  qint64 tiles = 1;             // tiles per chunk
 };
 
 // The planner's choice of the largest tile and temporal chunk that fit a budget.
 struct BudgetFit {
-  bool ok = false;     // a plan was computed
-  bool fits = false;   // and it fits the budget
+  bool ok = false;    // a plan was computed
+  bool fits = false;  // and it fits the budget
   QString message;
-  QString tiling;      // "exact" or "blend"
+  QString tiling;  // "exact" or "blend"
   int tile_width = 0, tile_height = 0;
   int chunk_latents = 1;
   qint64 peak_bytes = 0;

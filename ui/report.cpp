@@ -19,14 +19,20 @@ namespace seedvae::ui {
 
 namespace {
 
-QJsonValue num(double v) { return std::isfinite(v) ? QJsonValue(v) : QJsonValue(); }
+QJsonValue num(double v) {
+  return std::isfinite(v) ? QJsonValue(v) : QJsonValue();
+}
 
 QJsonObject quality_json(const QualityNumbers& q) {
-  return {{"psnr_db", num(q.psnr_db)}, {"ssim", num(q.ssim)}, {"max_abs", num(q.max_abs)},
+  return {{"psnr_db", num(q.psnr_db)},
+          {"ssim", num(q.ssim)},
+          {"max_abs", num(q.max_abs)},
           {"rms", num(q.rms)}};
 }
 
-QString tag_of(const RunSummary& r) { return r.slot.isEmpty() ? QStringLiteral("run") : r.slot; }
+QString tag_of(const RunSummary& r) {
+  return r.slot.isEmpty() ? QStringLiteral("run") : r.slot;
+}
 
 bool save_text(const QString& path, const QByteArray& data, QString* error) {
   QSaveFile f(path);
@@ -37,7 +43,9 @@ bool save_text(const QString& path, const QByteArray& data, QString* error) {
   return true;
 }
 
-QString md_cell(QString s) { return s.replace(QLatin1Char('|'), QStringLiteral("\\|")).replace('\n', ' '); }
+QString md_cell(QString s) {
+  return s.replace(QLatin1Char('|'), QStringLiteral("\\|")).replace('\n', ' ');
+}
 
 QString fmt(double v, int decimals, const QString& unit = {}) {
   if (!std::isfinite(v)) return v > 0 ? QStringLiteral("∞") : QStringLiteral("—");
@@ -56,9 +64,12 @@ QImage side_by_side(const QImage& a, const QImage& b, const QString& la, const Q
   QFont f = p.font();
   f.setPixelSize(std::max(10, out.height() / 24));
   p.setFont(f);
-  p.fillRect(QRect(4, 4, p.fontMetrics().horizontalAdvance(la) + 8, p.fontMetrics().height() + 4), QColor(0, 0, 0, 160));
+  p.fillRect(QRect(4, 4, p.fontMetrics().horizontalAdvance(la) + 8, p.fontMetrics().height() + 4),
+             QColor(0, 0, 0, 160));
   p.drawText(8, 4 + p.fontMetrics().ascent() + 2, la);
-  p.fillRect(QRect(a.width() + gap + 4, 4, p.fontMetrics().horizontalAdvance(lb) + 8, p.fontMetrics().height() + 4), QColor(0, 0, 0, 160));
+  p.fillRect(QRect(a.width() + gap + 4, 4, p.fontMetrics().horizontalAdvance(lb) + 8,
+                   p.fontMetrics().height() + 4),
+             QColor(0, 0, 0, 160));
   p.drawText(a.width() + gap + 8, 4 + p.fontMetrics().ascent() + 2, lb);
   return out;
 }
@@ -93,9 +104,13 @@ QJsonObject run_summary_json(const RunSummary& r, bool with_telemetry) {
       {"frames", r.frames},
       {"padded_frames", r.padded_frames},
       {"fps", r.fps},
-      {"seconds", QJsonObject{{"read_and_setup", r.read_s}, {"encode", r.encode_s},
-                              {"decode", r.decode_s}, {"metrics", r.metrics_s}, {"total", r.total_s},
-                              {"read_wait", r.read_wait_s}, {"read_overlapped", r.read_overlap_s}}},
+      {"seconds", QJsonObject{{"read_and_setup", r.read_s},
+                              {"encode", r.encode_s},
+                              {"decode", r.decode_s},
+                              {"metrics", r.metrics_s},
+                              {"total", r.total_s},
+                              {"read_wait", r.read_wait_s},
+                              {"read_overlapped", r.read_overlap_s}}},
       {"prefetch", QJsonObject{{"used", r.prefetch}, {"note", r.prefetch_note}}},
       {"async_tiles", QJsonObject{{"used", r.async_tiles}, {"note", r.async_tiles_note}}},
       {"ms_per_frame", r.ms_per_frame},
@@ -119,9 +134,15 @@ QJsonObject run_summary_json(const RunSummary& r, bool with_telemetry) {
   if (with_telemetry) {
     QJsonArray t;
     for (const TelemetryPoint& p : r.telemetry) {
-      t.push_back(QJsonObject{{"t_s", p.t_s}, {"op", p.op}, {"stage", p.stage}, {"chunk", p.chunk},
-                              {"tile", p.tile}, {"wall_ms", p.wall_ms}, {"device_ms", p.device_ms},
-                              {"current_bytes", p.current_bytes}, {"peak_bytes", p.peak_bytes},
+      t.push_back(QJsonObject{{"t_s", p.t_s},
+                              {"op", p.op},
+                              {"stage", p.stage},
+                              {"chunk", p.chunk},
+                              {"tile", p.tile},
+                              {"wall_ms", p.wall_ms},
+                              {"device_ms", p.device_ms},
+                              {"current_bytes", p.current_bytes},
+                              {"peak_bytes", p.peak_bytes},
                               {"device_used_bytes", p.device_used_bytes}});
     }
     j["telemetry"] = t;
@@ -134,10 +155,13 @@ QJsonObject report_json(const ReportJob& job, const QStringList& files) {
                 {"version", 1},
                 {"seedvae_version", SEEDVAE_VERSION},
                 {"created", QDateTime::currentDateTime().toString(Qt::ISODate)},
-                {"machine", QSysInfo::prettyProductName() + QStringLiteral(", ") + QSysInfo::currentCpuArchitecture()},
+                {"machine", QSysInfo::prettyProductName() + QStringLiteral(", ") +
+                                QSysInfo::currentCpuArchitecture()},
                 {"input", job.input_description},
-                {"weights", QJsonObject{{"source", job.weights.source}, {"config", job.weights.config},
-                                        {"dtype", job.weights.dtype}, {"parameters", job.weights.parameters},
+                {"weights", QJsonObject{{"source", job.weights.source},
+                                        {"config", job.weights.config},
+                                        {"dtype", job.weights.dtype},
+                                        {"parameters", job.weights.parameters},
                                         {"sha256", job.weights.sha256}}}};
   QJsonArray runs;
   for (const RunSummary& r : job.runs) runs.push_back(run_summary_json(r, true));
@@ -147,8 +171,10 @@ QJsonObject report_json(const ReportJob& job, const QStringList& files) {
     for (const AbRow& row : ab_table_rows(*job.ab)) {
       rows.push_back(QJsonObject{{"metric", row.label}, {"A", row.a}, {"B", row.b}});
     }
-    j["ab"] = QJsonObject{{"ok", job.ab->ok}, {"error", job.ab->error},
-                          {"a_vs_b", quality_json(job.ab->a_vs_b)}, {"table", rows}};
+    j["ab"] = QJsonObject{{"ok", job.ab->ok},
+                          {"error", job.ab->error},
+                          {"a_vs_b", quality_json(job.ab->a_vs_b)},
+                          {"table", rows}};
   }
   j["files"] = QJsonArray::fromStringList(files);
   return j;
@@ -184,7 +210,8 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
     if (!r.store) continue;
     for (qint64 i : still_indices(std::min<qint64>(r.frames, r.store->available()), job.stills)) {
       if (cancel && cancel->requested()) break;
-      const QString base = QStringLiteral("stills/%1_frame_%2").arg(tag_of(r)).arg(i, 4, 10, QLatin1Char('0'));
+      const QString base =
+          QStringLiteral("stills/%1_frame_%2").arg(tag_of(r)).arg(i, 4, 10, QLatin1Char('0'));
       const QImage orig = r.store->original(i), rec = r.store->frame(i);
       StillRow row{tag_of(r), i, base + "_original.png", base + "_reconstruction.png",
                    base + QStringLiteral("_difference_x%1.png").arg(job.diff_gain)};
@@ -200,7 +227,10 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
     for (qint64 i : still_indices(n, job.stills)) {
       const QImage a = job.ab->a.store->frame(i), b = job.ab->b.store->frame(i);
       const QString base = QStringLiteral("stills/ab_frame_%1").arg(i, 4, 10, QLatin1Char('0'));
-      StillRow row{QStringLiteral("A vs B"), i, {}, base + "_side_by_side.png",
+      StillRow row{QStringLiteral("A vs B"),
+                   i,
+                   {},
+                   base + "_side_by_side.png",
                    base + QStringLiteral("_difference_x%1.png").arg(job.diff_gain)};
       save_image(side_by_side(a, b, QStringLiteral("A"), QStringLiteral("B")), row.reconstruction);
       save_image(difference_heatmap(a, b, job.diff_gain), row.difference);
@@ -218,11 +248,13 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
       const QString rel = QStringLiteral("reconstruction_%1%2").arg(tag_of(r), job.video_extension);
       media::WriteOptions wo;
       wo.fps = r.fps > 0 ? r.fps : 24;
-      const Status st = media::write_clip(dir.filePath(rel).toStdString(), *r.reconstruction, wo, cancel);
+      const Status st =
+          media::write_clip(dir.filePath(rel).toStdString(), *r.reconstruction, wo, cancel);
       if (st.is_ok()) {
         res.files << rel;
       } else {
-        warnings << QStringLiteral("video %1 not written: %2").arg(rel, QString::fromStdString(st.to_string()));
+        warnings << QStringLiteral("video %1 not written: %2")
+                        .arg(rel, QString::fromStdString(st.to_string()));
       }
     }
   }
@@ -242,8 +274,9 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
   if (!job.runs.isEmpty()) {
     const RunSummary& r = job.runs.front();
     s << "- Frames: " << r.frames << " of " << r.width << "×" << r.height << " at "
-      << QString::number(r.fps, 'g', 4) << " fps; the engine saw " << r.padded_frames << " frames of "
-      << r.padded_width << "×" << r.padded_height << " (4n+1 and multiple-of-8 padding, removed after decoding)\n";
+      << QString::number(r.fps, 'g', 4) << " fps; the engine saw " << r.padded_frames
+      << " frames of " << r.padded_width << "×" << r.padded_height
+      << " (4n+1 and multiple-of-8 padding, removed after decoding)\n";
   }
   s << "- Weights: " << job.weights.source << "\n";
   s << "- Model: " << job.weights.config << ", " << job.weights.dtype << ", "
@@ -254,7 +287,8 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
   }
   s << "## Results\n\n";
   s << "| |";
-  for (const RunSummary& r : job.runs) s << " " << (r.slot.isEmpty() ? QStringLiteral("run") : r.slot) << " |";
+  for (const RunSummary& r : job.runs)
+    s << " " << (r.slot.isEmpty() ? QStringLiteral("run") : r.slot) << " |";
   s << "\n|---|";
   for (int i = 0; i < job.runs.size(); ++i) s << "---|";
   s << "\n";
@@ -268,22 +302,26 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
   row("Status", [](const RunSummary& r) {
     return r.ok ? QStringLiteral("done") : (r.cancelled ? QStringLiteral("cancelled") : r.error);
   });
-  row("Time per frame (encode + decode)", [](const RunSummary& r) { return fmt(r.ms_per_frame, 1, "ms"); });
+  row("Time per frame (encode + decode)",
+      [](const RunSummary& r) { return fmt(r.ms_per_frame, 1, "ms"); });
   row("Encode / decode", [](const RunSummary& r) {
     return fmt(r.encode_s, 2, "s") + " / " + fmt(r.decode_s, 2, "s");
   });
   row("Frame prefetch", [](const RunSummary& r) {
     if (r.prefetch) {
-      return QStringLiteral("on: reading overlapped encoding for %1; the engine waited %2 for frames")
+      return QStringLiteral(
+                 "on: reading overlapped encoding for %1; the engine waited %2 for frames")
           .arg(fmt(r.read_overlap_s, 2, "s"), fmt(r.read_wait_s, 2, "s"));
     }
-    return QStringLiteral("not used (%1)").arg(r.prefetch_note.isEmpty() ? QStringLiteral("—") : r.prefetch_note);
+    return QStringLiteral("not used (%1)")
+        .arg(r.prefetch_note.isEmpty() ? QStringLiteral("—") : r.prefetch_note);
   });
   row("Async tiles", [](const RunSummary& r) {
     if (r.async_tiles) return QStringLiteral("on");
     return r.async_tiles_note.isEmpty() ? QStringLiteral("—") : r.async_tiles_note;
   });
-  row("Peak engine memory (weights included)", [](const RunSummary& r) { return format_bytes(r.peak_bytes); });
+  row("Peak engine memory (weights included)",
+      [](const RunSummary& r) { return format_bytes(r.peak_bytes); });
   row("Predicted peak", [](const RunSummary& r) { return format_bytes(r.predicted_peak_bytes); });
   row("Process peak RSS", [](const RunSummary& r) { return format_bytes(r.process_peak_bytes); });
   row("PSNR vs original", [](const RunSummary& r) { return fmt(r.vs_original.psnr_db, 2, "dB"); });
@@ -300,7 +338,8 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
   }
   // Time by stage, summed over chunks and tiles: host wall time after the device finished the
   // stage, and the GPU time from CUDA events where the backend measures it.
-  s << "## Time by stage\n\nWall time per stage (after the device finished it), with the GPU time from "
+  s << "## Time by stage\n\nWall time per stage (after the device finished it), with the GPU time "
+       "from "
        "CUDA events in parentheses where the backend measures it.\n\n| Stage |";
   for (const RunSummary& r : job.runs) s << " " << tag_of(r) << " (ms) |";
   s << "\n|---|";
@@ -334,7 +373,8 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
   s << "\n";
   for (const RunSummary& r : job.runs) {
     if (r.overlay.tiles.isEmpty()) continue;
-    s << "Tiles of " << tag_of(r) << ": " << r.overlay.note << " (per-tile mean offset in 8-bit levels:";
+    s << "Tiles of " << tag_of(r) << ": " << r.overlay.note
+      << " (per-tile mean offset in 8-bit levels:";
     for (int i = 0; i < r.overlay.tile_offset.size(); ++i) {
       s << " " << i << ": " << fmt(r.overlay.tile_offset[i], 2);
     }
@@ -351,15 +391,16 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
       << " through the heat colour map (black = equal).\n\n";
     s << "| Run | Frame | Original | Reconstruction | Difference |\n|---|---|---|---|---|\n";
     for (const StillRow& r : still_rows) {
-      s << "| " << r.tag << " | " << r.frame << " | ![](" << r.original << ") | ![](" << r.reconstruction
-        << ") | ![](" << r.difference << ") |\n";
+      s << "| " << r.tag << " | " << r.frame << " | ![](" << r.original << ") | ![]("
+        << r.reconstruction << ") | ![](" << r.difference << ") |\n";
     }
     s << "\n";
   }
   if (!ab_rows.isEmpty()) {
     s << "| A vs B | Frame | A and B | Difference |\n|---|---|---|---|\n";
     for (const StillRow& r : ab_rows) {
-      s << "| " << r.tag << " | " << r.frame << " | ![](" << r.reconstruction << ") | ![](" << r.difference << ") |\n";
+      s << "| " << r.tag << " | " << r.frame << " | ![](" << r.reconstruction << ") | ![]("
+        << r.difference << ") |\n";
     }
     s << "\n";
   }

@@ -17,16 +17,16 @@
 namespace seedvae::ui {
 
 struct ReportJob {
-  QString directory;              // created if missing; existing report files are replaced
-  QVector<RunSummary> runs;       // one run, or A then B
+  QString directory;         // created if missing; existing report files are replaced
+  QVector<RunSummary> runs;  // one run, or A then B
   std::optional<AbComparison> ab;
-  WeightsInfo weights;            // strings only are used
+  WeightsInfo weights;  // strings only are used
   QString input_description;
-  QMap<QString, QImage> charts;   // "memory", "timing"
+  QMap<QString, QImage> charts;  // "memory", "timing"
   bool write_video = true;
   QString video_extension = QStringLiteral(".mp4");
   double diff_gain = 4;
-  int stills = 3;                 // frames per run: first, middle, last
+  int stills = 3;  // frames per run: first, middle, last
 };
 
 struct ReportResult {

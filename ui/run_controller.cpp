@@ -37,7 +37,8 @@ RunController::~RunController() {
   if (cancel_) cancel_->request();
   pending_b_.reset();
   // Free the model and the backend on the thread that created them, then stop the thread.
-  QMetaObject::invokeMethod(worker_, [w = worker_] { w->release(); }, Qt::QueuedConnection);
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_] { w->release(); }, Qt::QueuedConnection);
   thread_.quit();
   thread_.wait();
 }
@@ -51,8 +52,8 @@ void RunController::setBusy(bool busy) {
 void RunController::post(RunRequest r) {
   if (!r.store) r.store = std::make_shared<FrameStore>();
   stores_[r.slot] = r.store;
-  QMetaObject::invokeMethod(worker_, [w = worker_, r = std::move(r)] { w->run(r); },
-                            Qt::QueuedConnection);
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_, r = std::move(r)] { w->run(r); }, Qt::QueuedConnection);
 }
 
 quint64 RunController::start(RunRequest r) {
@@ -89,7 +90,9 @@ void RunController::cancel() {
   pending_b_.reset();
 }
 
-bool RunController::cancelRequested() const { return cancel_ && cancel_->requested(); }
+bool RunController::cancelRequested() const {
+  return cancel_ && cancel_->requested();
+}
 
 void RunController::onRunFinished(const RunSummary& s) {
   drainFrames();  // deliver the last frame before the completion
@@ -107,7 +110,8 @@ void RunController::onRunFinished(const RunSummary& s) {
     pending_b_.reset();
     AbComparison ab;
     ab.a = s;
-    ab.error = s.cancelled ? QStringLiteral("cancelled") : QStringLiteral("run A failed: ") + s.error;
+    ab.error =
+        s.cancelled ? QStringLiteral("cancelled") : QStringLiteral("run A failed: ") + s.error;
     last_ab_ = ab;
     setBusy(false);
     emit abFinished(ab);
@@ -118,7 +122,8 @@ void RunController::onRunFinished(const RunSummary& s) {
       AbComparison ab;
       ab.a = *ab_a_;
       ab.b = s;
-      ab.error = s.cancelled ? QStringLiteral("cancelled") : QStringLiteral("run B failed: ") + s.error;
+      ab.error =
+          s.cancelled ? QStringLiteral("cancelled") : QStringLiteral("run B failed: ") + s.error;
       last_ab_ = ab;
       ab_a_.reset();
       setBusy(false);
@@ -143,20 +148,20 @@ void RunController::drainTelemetry() {
 }
 
 void RunController::probeDevices(const QString& backend) {
-  QMetaObject::invokeMethod(worker_, [w = worker_, backend] { w->probeDevices(backend); },
-                            Qt::QueuedConnection);
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_, backend] { w->probeDevices(backend); }, Qt::QueuedConnection);
 }
 
 void RunController::writeReport(ReportJob job) {
   auto cancel = std::make_shared<CancelToken>();
-  QMetaObject::invokeMethod(worker_, [w = worker_, job = std::move(job), cancel] {
-    w->writeReport(job, cancel);
-  }, Qt::QueuedConnection);
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_, job = std::move(job), cancel] { w->writeReport(job, cancel); },
+      Qt::QueuedConnection);
 }
 
 void RunController::writeVideo(const RunSummary& run, const QString& path) {
-  QMetaObject::invokeMethod(worker_, [w = worker_, run, path] { w->writeVideo(run, path); },
-                            Qt::QueuedConnection);
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_, run, path] { w->writeVideo(run, path); }, Qt::QueuedConnection);
 }
 
 std::shared_ptr<FrameStore> RunController::store(const QString& slot) const {

@@ -28,7 +28,8 @@ Scrubber::Scrubber(QWidget* parent) : QWidget(parent) {
   slider_->setRange(0, 0);
   slider_->setToolTip(tr("Frame; only decoded frames can be reached"));
   label_ = new QLabel(this);
-  label_->setMinimumWidth(label_->fontMetrics().horizontalAdvance(QStringLiteral("frame 0000 / 0000 · decoded 0000")));
+  label_->setMinimumWidth(
+      label_->fontMetrics().horizontalAdvance(QStringLiteral("frame 0000 / 0000 · decoded 0000")));
   follow_ = new QCheckBox(tr("Follow live"), this);
   follow_->setChecked(true);
   follow_->setToolTip(tr("Show each frame as soon as it is decoded"));
@@ -86,9 +87,15 @@ void Scrubber::setAvailable(qint64 available) {
   updateLabel();
 }
 
-bool Scrubber::follow() const { return follow_->isChecked(); }
-void Scrubber::setFollow(bool on) { follow_->setChecked(on); }
-bool Scrubber::playing() const { return timer_->isActive(); }
+bool Scrubber::follow() const {
+  return follow_->isChecked();
+}
+void Scrubber::setFollow(bool on) {
+  follow_->setChecked(on);
+}
+bool Scrubber::playing() const {
+  return timer_->isActive();
+}
 
 void Scrubber::setPosition(qint64 frame) {
   frame = std::clamp<qint64>(frame, 0, std::max<qint64>(0, available_ - 1));
@@ -102,7 +109,9 @@ void Scrubber::setPosition(qint64 frame) {
   emit positionChanged(position_);
 }
 
-void Scrubber::togglePlay() { playing() ? pause() : play(); }
+void Scrubber::togglePlay() {
+  playing() ? pause() : play();
+}
 
 void Scrubber::play() {
   if (available_ < 2) return;
@@ -137,7 +146,9 @@ void Scrubber::first() {
   setPosition(0);
 }
 
-void Scrubber::last() { setPosition(available_ - 1); }
+void Scrubber::last() {
+  setPosition(available_ - 1);
+}
 
 void Scrubber::updateLabel() {
   if (total_ == 0) {

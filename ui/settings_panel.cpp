@@ -27,7 +27,8 @@ QString qstr(std::string_view s) {
 }
 
 int clamp_int(double v) {
-  return static_cast<int>(std::clamp(v, static_cast<double>(INT_MIN), static_cast<double>(INT_MAX)));
+  return static_cast<int>(
+      std::clamp(v, static_cast<double>(INT_MIN), static_cast<double>(INT_MAX)));
 }
 
 QSpinBox* make_spin(QWidget* parent, const OptionSpec& spec) {
@@ -65,8 +66,9 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
     if (spec.key == "backend") {
       refresh_devices_ = new QToolButton(form->parentWidget());
       refresh_devices_->setIcon(style()->standardIcon(QStyle::SP_BrowserReload));
-      refresh_devices_->setToolTip(tr("Ask the devices for their free memory again (the engine "
-                                      "thread answers when it is idle)"));
+      refresh_devices_->setToolTip(
+          tr("Ask the devices for their free memory again (the engine "
+             "thread answers when it is idle)"));
       auto* row = new QHBoxLayout();
       row->addWidget(w, 1);
       row->addWidget(refresh_devices_);
@@ -84,8 +86,9 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
   predicted_ = new QLabel(tr("—"), this);
   predicted_->setObjectName(QStringLiteral("predictedLabel"));
   predicted_->setWordWrap(true);
-  predicted_->setToolTip(tr("The planner's prediction for these settings on this input: the model "
-                            "replayed on shapes only, no arithmetic."));
+  predicted_->setToolTip(
+      tr("The planner's prediction for these settings on this input: the model "
+         "replayed on shapes only, no arithmetic."));
   available_ = new QLabel(tr("—"), this);
   available_->setWordWrap(true);
   fit_bar_ = new QProgressBar(this);
@@ -99,9 +102,10 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
   warning_->hide();
   fit_ = new QPushButton(tr("Fit tile and chunk to the memory"), this);
   fit_->setObjectName(QStringLiteral("fitButton"));
-  fit_->setToolTip(tr("Ask the planner for the largest tile and temporal chunk whose predicted "
-                      "peak fits the budget (or the free memory). An untiled setting switches to "
-                      "exact tiling, which gives the untiled result."));
+  fit_->setToolTip(
+      tr("Ask the planner for the largest tile and temporal chunk whose predicted "
+         "peak fits the budget (or the free memory). An untiled setting switches to "
+         "exact tiling, which gives the untiled result."));
   connect(fit_, &QPushButton::clicked, this, &SettingsPanel::fitToBudgetRequested);
   if (memory_form) {
     memory_form->addRow(tr("Predicted peak"), predicted_);
@@ -304,7 +308,9 @@ void SettingsPanel::writeWidget(const Row& row, const OptionValue& value) {
   }
 }
 
-QString SettingsPanel::currentBackend() const { return backend_->currentData().toString(); }
+QString SettingsPanel::currentBackend() const {
+  return backend_->currentData().toString();
+}
 
 const BackendSpec* SettingsPanel::currentSpec() const {
   return catalog_->find(specs_, currentBackend());
@@ -383,7 +389,8 @@ void SettingsPanel::updateEnabled() {
     row.widget->setEnabled(enabled);
     const QString help = qstr(spec.help);
     row.widget->setToolTip(why.isEmpty() ? help : tr("Not available: %1.\n\n%2").arg(why, help));
-    if (QWidget* label = row.form->labelForField(row.widget)) label->setToolTip(row.widget->toolTip());
+    if (QWidget* label = row.form->labelForField(row.widget))
+      label->setToolTip(row.widget->toolTip());
   }
 }
 
@@ -402,9 +409,10 @@ void SettingsPanel::fillDevices(int select) {
   if (devices_backend_ == currentBackend()) {
     for (const DeviceStatus& d : devices_) {
       device_->addItem(QStringLiteral("%1: %2").arg(d.index).arg(d.name), d.index);
-      device_->setItemData(device_->count() - 1,
-                           tr("%1 free of %2").arg(format_bytes(d.free_bytes), format_bytes(d.total_bytes)),
-                           Qt::ToolTipRole);
+      device_->setItemData(
+          device_->count() - 1,
+          tr("%1 free of %2").arg(format_bytes(d.free_bytes), format_bytes(d.total_bytes)),
+          Qt::ToolTipRole);
     }
   }
   const int i = device_->findData(select);
@@ -458,10 +466,10 @@ void SettingsPanel::updateMemory() {
   } else if (!prediction_->ok) {
     predicted_->setText(tr("not available: %1").arg(prediction_->error));
   } else {
-    QString t = tr("%1 = weights %2 + activations %3")
-                    .arg(format_bytes(prediction_->engine_bytes),
-                         format_bytes(prediction_->weight_bytes),
-                         format_bytes(prediction_->activation_bytes));
+    QString t =
+        tr("%1 = weights %2 + activations %3")
+            .arg(format_bytes(prediction_->engine_bytes), format_bytes(prediction_->weight_bytes),
+                 format_bytes(prediction_->activation_bytes));
     if (host) t += tr("; + host buffers %1").arg(format_bytes(prediction_->host_bytes));
     predicted_->setText(t);
     predicted_->setToolTip(tr("Method: %1. Host buffers: the clip, its padded copy, the decoded "
@@ -474,8 +482,9 @@ void SettingsPanel::updateMemory() {
   for (const DeviceStatus& d : devices_) {
     if (devices_backend_ == currentBackend() &&
         d.index == (device_->currentData().isValid() ? device_->currentData().toInt() : 0)) {
-      free_text = tr("%1 free of %2 (%3)").arg(format_bytes(d.free_bytes), format_bytes(d.total_bytes),
-                                               host ? tr("system RAM") : d.name);
+      free_text = tr("%1 free of %2 (%3)")
+                      .arg(format_bytes(d.free_bytes), format_bytes(d.total_bytes),
+                           host ? tr("system RAM") : d.name);
     }
   }
   if (budget_gb > 0) {
@@ -488,9 +497,10 @@ void SettingsPanel::updateMemory() {
     const double ratio = static_cast<double>(need) / static_cast<double>(avail);
     fit_bar_->setValue(static_cast<int>(std::min(100.0, ratio * 100.0)));
     fit_bar_->setFormat(tr("%1% of available").arg(ratio * 100.0, 0, 'f', ratio < 0.1 ? 1 : 0));
-    fit_bar_->setStyleSheet(ratio > 1.0 ? QStringLiteral("QProgressBar::chunk { background: #c0392b; }")
-                            : ratio > 0.85 ? QStringLiteral("QProgressBar::chunk { background: #e67e22; }")
-                                           : QStringLiteral("QProgressBar::chunk { background: #27ae60; }"));
+    fit_bar_->setStyleSheet(
+        ratio > 1.0    ? QStringLiteral("QProgressBar::chunk { background: #c0392b; }")
+        : ratio > 0.85 ? QStringLiteral("QProgressBar::chunk { background: #e67e22; }")
+                       : QStringLiteral("QProgressBar::chunk { background: #27ae60; }"));
     fit_bar_->show();
   } else {
     fit_bar_->hide();
@@ -510,7 +520,9 @@ void SettingsPanel::setPresetNames(const QStringList& names) {
   preset_delete_->setEnabled(!names.isEmpty());
 }
 
-QString SettingsPanel::selectedPreset() const { return presets_->currentText(); }
+QString SettingsPanel::selectedPreset() const {
+  return presets_->currentText();
+}
 
 void SettingsPanel::emitChanged() {
   if (updating_) return;

@@ -42,8 +42,8 @@ class SettingsPanel : public QWidget {
   qint64 availableBytes() const;
   // Bytes the prediction says the run needs (engine, plus host buffers for host-memory backends).
   qint64 neededBytes() const;
-  bool fits() const;            // true when unknown
-  QString fitWarning() const;   // empty when it fits
+  bool fits() const;           // true when unknown
+  QString fitWarning() const;  // empty when it fits
   // The widget of option `key` ("opt_<key>"), nullptr for an unknown key.
   QWidget* optionWidget(std::string_view key) const;
   // Whether the current input is the built-in sample clip (frame prefetch does not apply to it).

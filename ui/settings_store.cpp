@@ -91,7 +91,8 @@ QString SettingsStore::preset_path(const QString& name) const {
 QStringList SettingsStore::preset_names() const {
   QDir dir(presets_dir_);
   QStringList names;
-  for (const QFileInfo& fi : dir.entryInfoList({QStringLiteral("*.json")}, QDir::Files, QDir::Name)) {
+  for (const QFileInfo& fi :
+       dir.entryInfoList({QStringLiteral("*.json")}, QDir::Files, QDir::Name)) {
     names << fi.completeBaseName();
   }
   names.sort(Qt::CaseInsensitive);
@@ -111,15 +112,19 @@ bool SettingsStore::save_preset(const QString& name, const RunOptions& s, QStrin
 }
 
 std::optional<RunOptions> SettingsStore::load_preset(const QString& name, QString* error,
-                                                         QStringList* warnings) const {
+                                                     QStringList* warnings) const {
   return read_preset_file(preset_path(name), error, warnings);
 }
 
-bool SettingsStore::remove_preset(const QString& name) { return QFile::remove(preset_path(name)); }
+bool SettingsStore::remove_preset(const QString& name) {
+  return QFile::remove(preset_path(name));
+}
 
-bool SettingsStore::write_preset_file(const QString& path, const QString& name,
-                                      const RunOptions& s, QString* error) {
-  const QJsonObject root{{"format", kFormat}, {"version", kVersion}, {"name", name},
+bool SettingsStore::write_preset_file(const QString& path, const QString& name, const RunOptions& s,
+                                      QString* error) {
+  const QJsonObject root{{"format", kFormat},
+                         {"version", kVersion},
+                         {"name", name},
                          {"settings", settings_to_json(s)}};
   QSaveFile f(path);  // atomic: temporary file, renamed on commit
   if (!f.open(QIODevice::WriteOnly)) {
@@ -135,14 +140,15 @@ bool SettingsStore::write_preset_file(const QString& path, const QString& name,
 }
 
 std::optional<RunOptions> SettingsStore::read_preset_file(const QString& path, QString* error,
-                                                              QStringList* warnings, QString* name) {
+                                                          QStringList* warnings, QString* name) {
   QFile f(path);
   if (!f.exists()) {
     if (error) *error = QStringLiteral("%1 does not exist").arg(path);
     return std::nullopt;
   }
   if (f.size() > (1 << 20)) {
-    if (error) *error = QStringLiteral("%1 is too large for a preset (%2 bytes)").arg(path).arg(f.size());
+    if (error)
+      *error = QStringLiteral("%1 is too large for a preset (%2 bytes)").arg(path).arg(f.size());
     return std::nullopt;
   }
   if (!f.open(QIODevice::ReadOnly)) {
@@ -160,16 +166,19 @@ std::optional<RunOptions> SettingsStore::read_preset_file(const QString& path, Q
     return std::nullopt;
   }
   const QJsonObject root = doc.object();
-  if (root.value("format").toString() != QLatin1String(kFormat) || !root.value("settings").isObject()) {
+  if (root.value("format").toString() != QLatin1String(kFormat) ||
+      !root.value("settings").isObject()) {
     if (error) {
-      *error = QStringLiteral("%1 is not a SeedVAE Studio preset (expected \"format\": \"%2\" and a "
-                              "\"settings\" object)")
+      *error = QStringLiteral(
+                   "%1 is not a SeedVAE Studio preset (expected \"format\": \"%2\" and a "
+                   "\"settings\" object)")
                    .arg(path, kFormat);
     }
     return std::nullopt;
   }
   if (root.value("version").toInt() > kVersion && warnings) {
-    *warnings << QStringLiteral("preset version %1 is newer than this studio (%2); unknown keys are ignored")
+    *warnings << QStringLiteral(
+                     "preset version %1 is newer than this studio (%2); unknown keys are ignored")
                      .arg(root.value("version").toInt())
                      .arg(kVersion);
   }

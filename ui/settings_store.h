@@ -41,15 +41,15 @@ class SettingsStore {
   QString preset_path(const QString& name) const;
   bool save_preset(const QString& name, const RunOptions& s, QString* error = nullptr);
   std::optional<RunOptions> load_preset(const QString& name, QString* error = nullptr,
-                                            QStringList* warnings = nullptr) const;
+                                        QStringList* warnings = nullptr) const;
   bool remove_preset(const QString& name);
 
   // A preset file anywhere (import/export, drag and drop).
   static bool write_preset_file(const QString& path, const QString& name, const RunOptions& s,
                                 QString* error = nullptr);
   static std::optional<RunOptions> read_preset_file(const QString& path, QString* error = nullptr,
-                                                        QStringList* warnings = nullptr,
-                                                        QString* name = nullptr);
+                                                    QStringList* warnings = nullptr,
+                                                    QString* name = nullptr);
   // A file name safe on every OS for preset `name` ("my fast/run" -> "my fast_run").
   static QString sanitize_name(const QString& name);
 

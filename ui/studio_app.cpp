@@ -27,14 +27,18 @@
 #include "ui/settings_panel.h"
 #include "ui/settings_store.h"
 
-static void init_studio_resources() { Q_INIT_RESOURCE(studio); }
+static void init_studio_resources() {
+  Q_INIT_RESOURCE(studio);
+}
 
 namespace seedvae::ui {
 
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+extern "C" void on_interrupt(int) {
+  g_interrupted.store(true);
+}
 
 void err(const QString& s) {
   std::fputs(s.toLocal8Bit().constData(), stderr);
@@ -61,23 +65,48 @@ std::optional<StudioOptions> parse_studio_options(const QStringList& arguments, 
       "QT_QPA_PLATFORM unset) --headless is implied."));
   const QCommandLineOption help(QStringList{"h", "help"}, QStringLiteral("Show this help."));
   const QCommandLineOption version(QStringLiteral("version"), QStringLiteral("Show the version."));
-  const QCommandLineOption demo(QStringLiteral("demo"),
-                                QStringLiteral("Start a run at once (built-in model and demo clip unless --input/--weights)."));
-  const QCommandLineOption headless(QStringLiteral("headless"),
-                                    QStringLiteral("Run the job without windows; write the report and stills into --output."));
-  const QCommandLineOption ab(QStringLiteral("ab"),
-                              QStringLiteral("Run an A/B comparison (A: the settings, B: --preset-b or A with blend tiling)."));
-  const QCommandLineOption input(QStringLiteral("input"), QStringLiteral("Input video, image, folder or pattern."), QStringLiteral("path"));
-  const QCommandLineOption weights(QStringLiteral("weights"), QStringLiteral("SeedVR2 VAE checkpoint (.safetensors)."), QStringLiteral("file"));
-  const QCommandLineOption preset(QStringLiteral("preset"), QStringLiteral("Settings (slot A) from a preset JSON file."), QStringLiteral("file"));
-  const QCommandLineOption preset_b(QStringLiteral("preset-b"), QStringLiteral("Slot B settings from a preset JSON file."), QStringLiteral("file"));
-  const QCommandLineOption output(QStringList{"o", "output"}, QStringLiteral("Headless: report folder (default out/studio-report-<time>)."), QStringLiteral("dir"));
-  const QCommandLineOption shots(QStringLiteral("screenshots"), QStringLiteral("Run an A/B demo in the real window (offscreen) and save PNGs of the main views into dir."), QStringLiteral("dir"));
-  const QCommandLineOption frames(QStringLiteral("frames"), QStringLiteral("Frames to read (sample clip: 17)."), QStringLiteral("n"));
-  const QCommandLineOption size(QStringLiteral("sample-size"), QStringLiteral("Sample clip size WxH (default 256x256)."), QStringLiteral("WxH"));
-  const QCommandLineOption no_video(QStringLiteral("no-video"), QStringLiteral("Headless: do not write the reconstructed video."));
-  for (const auto* o : {&help, &version, &demo, &headless, &ab, &input, &weights, &preset, &preset_b,
-                        &output, &shots, &frames, &size, &no_video}) {
+  const QCommandLineOption demo(
+      QStringLiteral("demo"),
+      QStringLiteral(
+          "Start a run at once (built-in model and demo clip unless --input/--weights)."));
+  const QCommandLineOption headless(
+      QStringLiteral("headless"),
+      QStringLiteral("Run the job without windows; write the report and stills into --output."));
+  const QCommandLineOption ab(
+      QStringLiteral("ab"),
+      QStringLiteral(
+          "Run an A/B comparison (A: the settings, B: --preset-b or A with blend tiling)."));
+  const QCommandLineOption input(QStringLiteral("input"),
+                                 QStringLiteral("Input video, image, folder or pattern."),
+                                 QStringLiteral("path"));
+  const QCommandLineOption weights(QStringLiteral("weights"),
+                                   QStringLiteral("SeedVR2 VAE checkpoint (.safetensors)."),
+                                   QStringLiteral("file"));
+  const QCommandLineOption preset(QStringLiteral("preset"),
+                                  QStringLiteral("Settings (slot A) from a preset JSON file."),
+                                  QStringLiteral("file"));
+  const QCommandLineOption preset_b(QStringLiteral("preset-b"),
+                                    QStringLiteral("Slot B settings from a preset JSON file."),
+                                    QStringLiteral("file"));
+  const QCommandLineOption output(
+      QStringList{"o", "output"},
+      QStringLiteral("Headless: report folder (default out/studio-report-<time>)."),
+      QStringLiteral("dir"));
+  const QCommandLineOption shots(QStringLiteral("screenshots"),
+                                 QStringLiteral("Run an A/B demo in the real window (offscreen) "
+                                                "and save PNGs of the main views into dir."),
+                                 QStringLiteral("dir"));
+  const QCommandLineOption frames(QStringLiteral("frames"),
+                                  QStringLiteral("Frames to read (sample clip: 17)."),
+                                  QStringLiteral("n"));
+  const QCommandLineOption size(QStringLiteral("sample-size"),
+                                QStringLiteral("Sample clip size WxH (default 256x256)."),
+                                QStringLiteral("WxH"));
+  const QCommandLineOption no_video(
+      QStringLiteral("no-video"),
+      QStringLiteral("Headless: do not write the reconstructed video."));
+  for (const auto* o : {&help, &version, &demo, &headless, &ab, &input, &weights, &preset,
+                        &preset_b, &output, &shots, &frames, &size, &no_video}) {
     p.addOption(*o);
   }
   *exit_code = 2;
@@ -96,7 +125,8 @@ std::optional<StudioOptions> parse_studio_options(const QStringList& arguments, 
     return std::nullopt;
   }
   if (!p.positionalArguments().isEmpty()) {
-    *message = QStringLiteral("unexpected argument %1 (use --input for a video)\n").arg(p.positionalArguments().front());
+    *message = QStringLiteral("unexpected argument %1 (use --input for a video)\n")
+                   .arg(p.positionalArguments().front());
     return std::nullopt;
   }
   StudioOptions o;
@@ -126,7 +156,8 @@ std::optional<StudioOptions> parse_studio_options(const QStringList& arguments, 
       o.sample_width = wh[0].toInt(&ok1);
       o.sample_height = wh[1].toInt(&ok2);
     }
-    if (!ok1 || !ok2 || o.sample_width < 8 || o.sample_height < 8 || o.sample_width > 8192 || o.sample_height > 8192) {
+    if (!ok1 || !ok2 || o.sample_width < 8 || o.sample_height < 8 || o.sample_width > 8192 ||
+        o.sample_height > 8192) {
       *message = QStringLiteral("--sample-size must be WxH between 8 and 8192\n");
       return std::nullopt;
     }
@@ -137,8 +168,8 @@ std::optional<StudioOptions> parse_studio_options(const QStringList& arguments, 
 
 bool display_available() {
 #if defined(Q_OS_LINUX) || defined(Q_OS_FREEBSD)
-  return !qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") || !qEnvironmentVariableIsEmpty("DISPLAY") ||
-         !qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY");
+  return !qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") ||
+         !qEnvironmentVariableIsEmpty("DISPLAY") || !qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY");
 #else
   return true;
 #endif
@@ -175,9 +206,9 @@ HeadlessJob::HeadlessJob(std::shared_ptr<const BackendCatalog> catalog, StudioOp
   controller_ = new RunController(catalog_, this);
   loader_ = new AsyncLoader(this);
   charts_ = std::make_unique<ChartsPanel>();
-  output_ = options_.output.isEmpty()
-                ? QStringLiteral("out/studio-report-") + QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss")
-                : options_.output;
+  output_ = options_.output.isEmpty() ? QStringLiteral("out/studio-report-") +
+                                            QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss")
+                                      : options_.output;
   output_ = QFileInfo(output_).absoluteFilePath();
   connect(controller_, &RunController::telemetryReceived, charts_.get(), &ChartsPanel::addPoints);
   connect(controller_, &RunController::progressChanged, this, [this](const ProgressUpdate& u) {
@@ -195,7 +226,8 @@ HeadlessJob::HeadlessJob(std::shared_ptr<const BackendCatalog> catalog, StudioOp
   connect(controller_, &RunController::runFinished, this, [this](const RunSummary& s) {
     const QString tag = s.slot.isEmpty() ? QStringLiteral("run") : s.slot;
     if (s.ok) {
-      err(QStringLiteral("%1: %2 frames %3x%4, %5 ms/frame, peak engine memory %6, PSNR %7 dB, SSIM %8\n")
+      err(QStringLiteral(
+              "%1: %2 frames %3x%4, %5 ms/frame, peak engine memory %6, PSNR %7 dB, SSIM %8\n")
               .arg(tag)
               .arg(s.frames)
               .arg(s.width)
@@ -231,7 +263,9 @@ HeadlessJob::HeadlessJob(std::shared_ptr<const BackendCatalog> catalog, StudioOp
       finish(ab.a.cancelled || ab.b.cancelled ? 130 : 1);
       return;
     }
-    err(QStringLiteral("A vs B: max |diff| %1, PSNR %2 dB\n").arg(ab.a_vs_b.max_abs, 0, 'e', 3).arg(ab.a_vs_b.psnr_db, 0, 'f', 2));
+    err(QStringLiteral("A vs B: max |diff| %1, PSNR %2 dB\n")
+            .arg(ab.a_vs_b.max_abs, 0, 'e', 3)
+            .arg(ab.a_vs_b.psnr_db, 0, 'f', 2));
     ReportJob job;
     job.directory = output_;
     job.ab = ab;
@@ -258,26 +292,32 @@ HeadlessJob::HeadlessJob(std::shared_ptr<const BackendCatalog> catalog, StudioOp
     finish(0);
   });
   connect(loader_, &AsyncLoader::weightsLoaded, this, &HeadlessJob::run);
-  connect(loader_, &AsyncLoader::weightsFailed, this, [this](const QString& path, const QString& msg) {
-    err(QStringLiteral("cannot open weights %1: %2\n").arg(path, msg));
-    finish(3);
-  });
+  connect(loader_, &AsyncLoader::weightsFailed, this,
+          [this](const QString& path, const QString& msg) {
+            err(QStringLiteral("cannot open weights %1: %2\n").arg(path, msg));
+            finish(3);
+          });
 }
 
 HeadlessJob::~HeadlessJob() = default;
 
 void HeadlessJob::start() {
-  WeightsSpec spec = options_.weights.isEmpty() ? default_weights_spec() : WeightsSpec{options_.weights, QString()};
+  WeightsSpec spec = options_.weights.isEmpty() ? default_weights_spec()
+                                                : WeightsSpec{options_.weights, QString()};
   err(QStringLiteral("seedvae-studio (headless): weights %1, input %2\n")
           .arg(spec.display_name(), input_from_options(options_).display_name()));
   loader_->loadWeights(spec);
 }
 
-void HeadlessJob::cancel() { controller_->cancel(); }
+void HeadlessJob::cancel() {
+  controller_->cancel();
+}
 
 void HeadlessJob::run(const WeightsInfo& weights) {
   weights_ = weights;
-  err(QStringLiteral("model: %1, %2, %3 parameters\n").arg(weights.config, weights.dtype).arg(weights.parameters));
+  err(QStringLiteral("model: %1, %2, %3 parameters\n")
+          .arg(weights.config, weights.dtype)
+          .arg(weights.parameters));
   RunOptions a = catalog_->normalized(RunOptions{});
   if (!options_.preset.isEmpty()) {
     QString error;
@@ -293,7 +333,8 @@ void HeadlessJob::run(const WeightsInfo& weights) {
   RunRequest r;
   r.input = input_from_options(options_);
   r.weights = weights.weights;
-  r.weights_spec = options_.weights.isEmpty() ? default_weights_spec() : WeightsSpec{options_.weights, QString()};
+  r.weights_spec = options_.weights.isEmpty() ? default_weights_spec()
+                                              : WeightsSpec{options_.weights, QString()};
   r.settings = a;
   // Frame size and count the run will see (probing is fine here: there is no GUI to block).
   int w = r.input.sample_width, h = r.input.sample_height;
@@ -301,13 +342,15 @@ void HeadlessJob::run(const WeightsInfo& weights) {
   if (!r.input.is_sample()) {
     auto info = probe_video(r.input.path);
     if (!info) {
-      err(QStringLiteral("cannot open %1: %2\n").arg(r.input.path, QString::fromStdString(info.status().to_string())));
+      err(QStringLiteral("cannot open %1: %2\n")
+              .arg(r.input.path, QString::fromStdString(info.status().to_string())));
       finish(3);
       return;
     }
     w = info->width;
     h = info->height;
-    frames = r.input.max_frames > 0 ? std::min<qint64>(info->frames, r.input.max_frames) : info->frames;
+    frames =
+        r.input.max_frames > 0 ? std::min<qint64>(info->frames, r.input.max_frames) : info->frames;
   }
   auto predict = [&](const RunOptions& s) {
     PredictionRequest pr;
@@ -366,7 +409,8 @@ class ScreenshotTour : public QObject {
   ScreenshotTour(MainWindow* w, QString dir) : QObject(w), w_(w), dir_(std::move(dir)) {
     QDir().mkpath(dir_);
     connect(w_->controller(), &RunController::frameAvailable, this, [this](const FrameUpdate& f) {
-      if (!live_taken_ && f.slot == QLatin1String("A") && f.available >= std::max<qint64>(2, f.total / 2)) {
+      if (!live_taken_ && f.slot == QLatin1String("A") &&
+          f.available >= std::max<qint64>(2, f.total / 2)) {
         live_taken_ = true;
         w_->setViewMode(CompareView::Mode::kSplit);
         shot(QStringLiteral("studio-live-run.png"));
@@ -385,8 +429,10 @@ class ScreenshotTour : public QObject {
  private:
   void shot(const QString& name) {
     const QString path = dir_ + QLatin1Char('/') + name;
-    if (w_->grab().save(path, "PNG")) err(QStringLiteral("wrote %1\n").arg(path));
-    else err(QStringLiteral("could not write %1\n").arg(path));
+    if (w_->grab().save(path, "PNG"))
+      err(QStringLiteral("wrote %1\n").arg(path));
+    else
+      err(QStringLiteral("could not write %1\n").arg(path));
   }
   void step(int i) {
     const qint64 mid = std::max<qint64>(0, w_->scrubber()->available() / 2);
@@ -405,9 +451,7 @@ class ScreenshotTour : public QObject {
         w_->setViewMode(CompareView::Mode::kSideBySide);
         break;
       case 3: shot(QStringLiteral("studio-side-by-side.png")); break;
-      case 4:
-        w_->setViewMode(CompareView::Mode::kDifference);
-        break;
+      case 4: w_->setViewMode(CompareView::Mode::kDifference); break;
       case 5: shot(QStringLiteral("studio-difference.png")); break;
       case 6:
         w_->setPair(MainWindow::Pair::kAB);
@@ -431,9 +475,7 @@ class ScreenshotTour : public QObject {
         QTimer::singleShot(600, this, [this] { step(11); });  // the prediction arrives
         return;
       case 11: shot(QStringLiteral("studio-settings-memory.png")); break;
-      default:
-        QCoreApplication::exit(0);
-        return;
+      default: QCoreApplication::exit(0); return;
     }
     QTimer::singleShot(250, this, [this, i] { step(i + 1); });
   }
@@ -460,14 +502,17 @@ int run_studio(int argc, char** argv, std::shared_ptr<const BackendCatalog> cata
   }
   StudioOptions opt = *parsed;
   if (!opt.headless && opt.screenshots.isEmpty() && !display_available()) {
-    err(QStringLiteral("seedvae-studio: no display (DISPLAY/WAYLAND_DISPLAY unset, QT_QPA_PLATFORM "
+    err(
+        QStringLiteral("seedvae-studio: no display (DISPLAY/WAYLAND_DISPLAY unset, QT_QPA_PLATFORM "
                        "unset): running the job headless\n"));
     opt.headless = true;
   }
-  if ((opt.headless || !opt.screenshots.isEmpty()) && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) {
+  if ((opt.headless || !opt.screenshots.isEmpty()) &&
+      qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) {
     qputenv("QT_QPA_PLATFORM", "offscreen");  // charts and stills still render, no window shows
   }
-  QGuiApplication::setHighDpiScaleFactorRoundingPolicy(Qt::HighDpiScaleFactorRoundingPolicy::PassThrough);
+  QGuiApplication::setHighDpiScaleFactorRoundingPolicy(
+      Qt::HighDpiScaleFactorRoundingPolicy::PassThrough);
   QApplication app(argc, argv);
   QApplication::setOrganizationName(QStringLiteral("SeedVAE"));
   QApplication::setApplicationName(QStringLiteral("SeedVAE Studio"));
@@ -502,11 +547,12 @@ int run_studio(int argc, char** argv, std::shared_ptr<const BackendCatalog> cata
   // Screenshots start from a clean, throw-away configuration so they do not depend on (or change)
   // the user's saved window layout and settings.
   QTemporaryDir scratch;
-  auto store = opt.screenshots.isEmpty()
-                   ? std::make_unique<SettingsStore>()
-                   : std::make_unique<SettingsStore>(
-                         std::make_unique<QSettings>(scratch.filePath("studio.ini"), QSettings::IniFormat),
-                         scratch.filePath("presets"));
+  auto store =
+      opt.screenshots.isEmpty()
+          ? std::make_unique<SettingsStore>()
+          : std::make_unique<SettingsStore>(
+                std::make_unique<QSettings>(scratch.filePath("studio.ini"), QSettings::IniFormat),
+                scratch.filePath("presets"));
   auto window = std::make_unique<MainWindow>(catalog, std::move(store));
   MainWindow* w = window.get();
   QTimer interrupt;
@@ -530,8 +576,10 @@ int run_studio(int argc, char** argv, std::shared_ptr<const BackendCatalog> cata
     RunOptions b = demo_b_settings(a, opt.sample_width, opt.sample_height);
     if (!opt.preset_b.isEmpty()) {
       QString error;
-      if (auto s = SettingsStore::read_preset_file(opt.preset_b, &error)) b = *s;
-      else err(QStringLiteral("cannot read preset B: %1\n").arg(error));
+      if (auto s = SettingsStore::read_preset_file(opt.preset_b, &error))
+        b = *s;
+      else
+        err(QStringLiteral("cannot read preset B: %1\n").arg(error));
     }
     w->setSlot(QStringLiteral("A"), a);
     w->setSlot(QStringLiteral("B"), b);

@@ -4,7 +4,8 @@
 //   seedvae-studio                    the window, on the built-in model and the sample clip
 //   seedvae-studio --demo [--ab]      ... and start a run (or an A/B comparison) at once
 //   seedvae-studio --headless [...]   the same job without windows; writes the report and stills
-//                                     into --output (default out/studio-report-<time>) and prints it
+//                                     into --output (default out/studio-report-<time>) and prints
+//                                     it
 //   seedvae-studio --screenshots DIR  the real window (offscreen), an A/B demo, PNGs of the views
 //
 // Without a display (QT_QPA_PLATFORM unset and no DISPLAY / WAYLAND_DISPLAY on Linux) --headless
@@ -31,17 +32,18 @@ struct StudioOptions {
   bool demo = false;
   bool headless = false;
   bool ab = false;
-  QString input;            // video path; empty: the demo clip when installed, else the
-                            // synthetic sample clip
-  QString weights;          // checkpoint; empty: the built-in model
-  QString preset;           // settings (slot A) from a preset file
-  QString preset_b;         // slot B from a preset file (default: A with blend tiling)
-  QString output;           // headless report folder
-  QString screenshots;      // screenshot folder
-  int frames = 0;           // frames to read (0: all / 17 for the sample clip)
+  QString input;        // video path; empty: the demo clip when installed, else the
+                        // synthetic sample clip
+  QString weights;      // checkpoint; empty: the built-in model
+  QString preset;       // settings (slot A) from a preset file
+  QString preset_b;     // slot B from a preset file (default: A with blend tiling)
+  QString output;       // headless report folder
+  QString screenshots;  // screenshot folder
+  int frames = 0;       // frames to read (0: all / 17 for the sample clip)
   int sample_width = 256, sample_height = 256;
-  bool sample_size_set = false;  // --sample-size given: the synthetic sample clip, never the demo clip
-  bool no_video = false;    // headless: skip writing the reconstructed video
+  bool sample_size_set =
+      false;              // --sample-size given: the synthetic sample clip, never the demo clip
+  bool no_video = false;  // headless: skip writing the reconstructed video
 };
 
 // Returns the options, or nullopt with `message` set (help/version text with `exit_code` 0, or an

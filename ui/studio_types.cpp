@@ -26,9 +26,13 @@ RunOptions settings_from_json(const QJsonObject& json, QStringList* warnings) {
   return o;
 }
 
-QString settings_summary(const RunOptions& o) { return QString::fromStdString(describe(o)); }
+QString settings_summary(const RunOptions& o) {
+  return QString::fromStdString(describe(o));
+}
 
-QString settings_label(const RunOptions& o) { return QString::fromStdString(short_label(o)); }
+QString settings_label(const RunOptions& o) {
+  return QString::fromStdString(short_label(o));
+}
 
 QString option_unavailable_reason(const RunOptions& o, std::string_view key) {
   const OptionSpec* spec = find_option(key);
@@ -48,11 +52,14 @@ QString InputSpec::display_name() const {
 }
 
 QJsonObject InputSpec::to_json() const {
-  QJsonObject j{{"first_frame", first_frame}, {"max_frames", max_frames}, {"stride", stride},
-                {"resize_width", resize_width}, {"resize_height", resize_height}};
+  QJsonObject j{{"first_frame", first_frame},
+                {"max_frames", max_frames},
+                {"stride", stride},
+                {"resize_width", resize_width},
+                {"resize_height", resize_height}};
   if (is_sample()) {
-    j["sample"] = QJsonObject{{"width", sample_width}, {"height", sample_height},
-                              {"frames", sample_frames}};
+    j["sample"] =
+        QJsonObject{{"width", sample_width}, {"height", sample_height}, {"frames", sample_frames}};
   } else {
     j["path"] = path;
   }
@@ -93,7 +100,8 @@ QVector<AbRow> ab_table_rows(const AbComparison& ab, bool compact) {
   };
   QVector<AbRow> rows;
   if (!compact) {
-    rows.push_back({QStringLiteral("Settings"), settings_summary(ab.a.settings), settings_summary(ab.b.settings)});
+    rows.push_back({QStringLiteral("Settings"), settings_summary(ab.a.settings),
+                    settings_summary(ab.b.settings)});
     rows.push_back({QStringLiteral("Backend"), ab.a.backend_name, ab.b.backend_name});
   }
   rows.push_back({QStringLiteral("Status"), status(ab.a), status(ab.b)});
@@ -129,7 +137,8 @@ QVector<AbRow> ab_table_rows(const AbComparison& ab, bool compact) {
 QString format_bytes(qint64 bytes) {
   if (bytes < 0) return QStringLiteral("—");
   const double b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024 * 1024) return QString::number(b / (1024.0 * 1024 * 1024), 'f', 2) + " GiB";
+  if (b >= 1024.0 * 1024 * 1024)
+    return QString::number(b / (1024.0 * 1024 * 1024), 'f', 2) + " GiB";
   if (b >= 1024.0 * 1024) return QString::number(b / (1024.0 * 1024), 'f', 1) + " MiB";
   if (b >= 1024.0) return QString::number(b / 1024.0, 'f', 1) + " KiB";
   return QString::number(bytes) + " B";
@@ -142,8 +151,9 @@ QString format_seconds(double s) {
   if (total < 3600) {
     return QStringLiteral("%1 min %2 s").arg(total / 60).arg(total % 60, 2, 10, QLatin1Char('0'));
   }
-  return QStringLiteral("%1 h %2 min").arg(total / 3600).arg((total % 3600) / 60, 2, 10,
-                                                              QLatin1Char('0'));
+  return QStringLiteral("%1 h %2 min")
+      .arg(total / 3600)
+      .arg((total % 3600) / 60, 2, 10, QLatin1Char('0'));
 }
 
 void register_studio_types() {

@@ -22,7 +22,7 @@
 namespace seedvae {
 struct VaeWeights;
 struct TileRunReport;
-}
+}  // namespace seedvae
 
 namespace seedvae::ui {
 
@@ -64,8 +64,8 @@ struct InputSpec {
 // Built-in weights are the synthetic tiny configuration until a trained demo model ships (then
 // `path` points to it and `builtin` names it).
 struct WeightsSpec {
-  QString path;                                 // empty: built-in
-  QString builtin = QStringLiteral("tiny");     // "tiny" or "real" (synthetic recipe)
+  QString path;                              // empty: built-in
+  QString builtin = QStringLiteral("tiny");  // "tiny" or "real" (synthetic recipe)
   bool is_builtin() const { return path.isEmpty(); }
   QString display_name() const;
 };
@@ -73,11 +73,11 @@ struct WeightsSpec {
 // What the info panel shows about a loaded checkpoint.
 struct WeightsInfo {
   std::shared_ptr<const VaeWeights> weights;  // immutable once loaded; shared by threads
-  QString source;        // file path or "built-in synthetic tiny (seed ...)"
-  QString config;        // VaeConfig::to_string()
-  QString dtype;         // "fp16"
+  QString source;                             // file path or "built-in synthetic tiny (seed ...)"
+  QString config;                             // VaeConfig::to_string()
+  QString dtype;                              // "fp16"
   qint64 parameters = 0;
-  QString sha256;        // of the file, or the fp16 digest of synthetic weights
+  QString sha256;  // of the file, or the fp16 digest of synthetic weights
   bool synthetic = false;
   QString short_sha() const { return sha256.left(12); }
 };
@@ -87,8 +87,8 @@ struct VideoInfoData {
   int width = 0, height = 0;
   double fps = 0;
   qint64 frames = 0;
-  QString kind;          // "video", "images", "sample"
-  QImage first_frame;    // for the preview before a run
+  QString kind;        // "video", "images", "sample"
+  QImage first_frame;  // for the preview before a run
 };
 
 // ---- runs -------------------------------------------------------------------------------------
@@ -100,27 +100,27 @@ struct RunRequest {
   WeightsSpec weights_spec;
   std::shared_ptr<const VaeWeights> weights;  // loaded already (GUI), or null: the worker loads
   RunOptions settings;
-  std::shared_ptr<CancelToken> cancel;        // set by the controller; request() from any thread
-  std::shared_ptr<FrameStore> store;          // decoded frames, filled by the worker
+  std::shared_ptr<CancelToken> cancel;  // set by the controller; request() from any thread
+  std::shared_ptr<FrameStore> store;    // decoded frames, filled by the worker
 };
 
 struct ProgressUpdate {
   quint64 run_id = 0;
   QString slot;
-  QString stage;         // "read", "encode", "decode", "metrics"
+  QString stage;  // "read", "encode", "decode", "metrics"
   qint64 done = 0, total = 0;
-  double fraction = 0;   // of the whole run, 0..1
+  double fraction = 0;  // of the whole run, 0..1
   double elapsed_s = 0;
-  double eta_s = -1;     // -1: not known yet
+  double eta_s = -1;  // -1: not known yet
 };
 
 // One telemetry sample (core::StageSample plus where and when it happened).
 struct TelemetryPoint {
   quint64 run_id = 0;
   QString slot;
-  double t_s = 0;         // seconds since the start of the run
-  QString op;             // "encode" or "decode"
-  QString stage;          // "decoder.up_blocks.1"
+  double t_s = 0;  // seconds since the start of the run
+  QString op;      // "encode" or "decode"
+  QString stage;   // "decoder.up_blocks.1"
   qint64 chunk = -1, tile = -1;
   double wall_ms = 0, device_ms = -1;
   qint64 current_bytes = 0, peak_bytes = 0;
@@ -162,12 +162,12 @@ struct RunSummary {
   QString backend_name;
   QString weights_source;
   QString input_name;
-  int width = 0, height = 0;          // original frame size (after downscale)
+  int width = 0, height = 0;  // original frame size (after downscale)
   int padded_width = 0, padded_height = 0;
   qint64 frames = 0, padded_frames = 0;
   double fps = 24;
   double read_s = 0, encode_s = 0, decode_s = 0, metrics_s = 0, total_s = 0;
-  double ms_per_frame = 0;            // (encode + decode) / frames
+  double ms_per_frame = 0;  // (encode + decode) / frames
   // Frame prefetch: whether the input was read on the prefetch thread while the engine encoded
   // (then encode_s includes the waits for frames and read_s is the reader thread's time), the
   // part of read_s the engine thread waited for and the part overlapped with encoding, and why
@@ -180,7 +180,7 @@ struct RunSummary {
   // "does not apply: " + async_tiles_unavailable_reason()).
   bool async_tiles = false;
   QString async_tiles_note;
-  qint64 peak_bytes = 0;              // backend allocator peak (weights included)
+  qint64 peak_bytes = 0;  // backend allocator peak (weights included)
   qint64 weight_bytes = 0;
   qint64 predicted_peak_bytes = -1;
   qint64 process_peak_bytes = -1;
@@ -228,8 +228,8 @@ struct DeviceStatus {
 
 void register_studio_types();
 
-QString format_bytes(qint64 bytes);       // "1.25 GiB", "312 MiB", "—" for negatives
-QString format_seconds(double seconds);   // "1 min 05 s", "4.2 s"
+QString format_bytes(qint64 bytes);      // "1.25 GiB", "312 MiB", "—" for negatives
+QString format_seconds(double seconds);  // "1 min 05 s", "4.2 s"
 
 }  // namespace seedvae::ui
 

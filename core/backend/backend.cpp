@@ -49,7 +49,9 @@ Status Backend::group_norm_inplace(Tensor& x, const Tensor& gamma, const Tensor&
   return Status::ok();
 }
 
-Status Backend::begin_capture() { return unsupported(name() + " does not record graphs"); }
+Status Backend::begin_capture() {
+  return unsupported(name() + " does not record graphs");
+}
 
 Result<int64_t> Backend::end_capture(bool keep) {
   (void)keep;

@@ -60,9 +60,9 @@ class PendingCopy {
 };
 
 struct MemoryStats {
-  int64_t current_bytes = 0;        // live tensors allocated by this backend
-  int64_t peak_bytes = 0;           // since the last reset_peak()
-  int64_t device_used_bytes = -1;   // device-wide, -1 where unknown (CPU)
+  int64_t current_bytes = 0;       // live tensors allocated by this backend
+  int64_t peak_bytes = 0;          // since the last reset_peak()
+  int64_t device_used_bytes = -1;  // device-wide, -1 where unknown (CPU)
   int64_t device_total_bytes = -1;
 };
 
@@ -84,8 +84,8 @@ class Backend {
   // Copies back to the host as contiguous fp32 NCDHW (synchronises).
   virtual Result<HostTensor> download(const Tensor& t) = 0;
   // Copies a 5-D tensor [N, C, T, H, W] into frames [frame_offset, frame_offset + T) of `dst`, an
-  // fp32 host tensor [N, C, T_dst, H, W] (streams write each chunk straight into the clip's output).
-  // The default downloads and copies; backends may transfer directly.
+  // fp32 host tensor [N, C, T_dst, H, W] (streams write each chunk straight into the clip's
+  // output). The default downloads and copies; backends may transfer directly.
   virtual Status download_frames(const Tensor& t, HostTensor& dst, int64_t frame_offset);
   // download_frames() that may return before the data has arrived ("async tiles"): the copy is
   // queued behind the work that produces `t` and completes in PendingCopy::wait(), so the host

@@ -4,7 +4,9 @@
 
 namespace seedvae {
 
-BackendMemoryModel BackendMemoryModel::cpu() { return BackendMemoryModel{}; }
+BackendMemoryModel BackendMemoryModel::cpu() {
+  return BackendMemoryModel{};
+}
 
 BackendMemoryModel BackendMemoryModel::cuda() {
   BackendMemoryModel m;
@@ -94,7 +96,9 @@ Tensor CountingBackend::make(Shape shape, const char* op) {
   return t;
 }
 
-Tensor CountingBackend::declare(const Shape& shape) { return make(shape, "upload"); }
+Tensor CountingBackend::declare(const Shape& shape) {
+  return make(shape, "upload");
+}
 
 Tensor CountingBackend::declare_weight(const Shape& shape) {
   counters_->label = "upload_weight " + shape.to_string();
@@ -106,7 +110,9 @@ Tensor CountingBackend::declare_weight(const Shape& shape) {
   return t;
 }
 
-Result<Tensor> CountingBackend::upload(const HostTensor& host) { return declare(host.shape()); }
+Result<Tensor> CountingBackend::upload(const HostTensor& host) {
+  return declare(host.shape());
+}
 
 Result<Tensor> CountingBackend::upload_weight(const HostTensor& host, std::string_view) {
   return declare_weight(host.shape());
@@ -156,8 +162,8 @@ Status CountingBackend::copy_frames_into(Tensor& dst, int64_t dst_frame, const T
   return check_frame_copy(dst.shape, dst_frame, src.shape, src_frame, count);
 }
 
-Result<Tensor> CountingBackend::group_norm(const Tensor& x, const Tensor& gamma,
-                                           const Tensor& beta, const GroupNormParams& p) {
+Result<Tensor> CountingBackend::group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                           const GroupNormParams& p) {
   SEEDVAE_TRY(check_group_norm(x.shape, gamma, beta, p));
   return make(x.shape, "group_norm");
 }
@@ -181,8 +187,8 @@ Result<Tensor> CountingBackend::attention(const Tensor& x, const AttentionWeight
   Tensor y = make(x.shape, "attention");
   if (model_.attention_buffers) {
     // The CPU kernel: fp32 normalised input, q/k/v/out projections and one block of scores.
-    const int64_t block =
-        std::min<int64_t>(tokens, std::max<int64_t>(64, (int64_t{1} << 22) / std::max<int64_t>(1, tokens)));
+    const int64_t block = std::min<int64_t>(
+        tokens, std::max<int64_t>(64, (int64_t{1} << 22) / std::max<int64_t>(1, tokens)));
     counters_->transient(4 * (x.shape.numel() + 4 * tokens * c + block * tokens));
   }
   return y;
@@ -201,8 +207,14 @@ void CountingBackend::reset_peak() {
   counters_->peak_label = counters_->label;
 }
 
-int64_t CountingBackend::weight_bytes() const { return counters_->weights; }
-int64_t CountingBackend::weight_peak_bytes() const { return counters_->weight_peak; }
-const std::string& CountingBackend::peak_at() const { return counters_->peak_label; }
+int64_t CountingBackend::weight_bytes() const {
+  return counters_->weights;
+}
+int64_t CountingBackend::weight_peak_bytes() const {
+  return counters_->weight_peak;
+}
+const std::string& CountingBackend::peak_at() const {
+  return counters_->peak_label;
+}
 
 }  // namespace seedvae

@@ -5,7 +5,9 @@
 namespace seedvae {
 namespace {
 
-std::string str(const Shape& s) { return s.to_string(); }
+std::string str(const Shape& s) {
+  return s.to_string();
+}
 
 std::string prefix(std::string_view op, std::string_view arg) {
   return std::string(op) + ": " + std::string(arg);

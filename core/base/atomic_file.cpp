@@ -25,7 +25,8 @@ Status AtomicFile::commit() {
   std::error_code ec;
   std::filesystem::rename(temp_, dest_, ec);
   if (ec) {
-    return io_error("cannot move " + temp_.string() + " to " + dest_.string() + ": " + ec.message());
+    return io_error("cannot move " + temp_.string() + " to " + dest_.string() + ": " +
+                    ec.message());
   }
   committed_ = true;
   return Status::ok();

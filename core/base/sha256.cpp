@@ -13,12 +13,14 @@ constexpr uint32_t kK[64] = {
     0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+inline uint32_t rotr(uint32_t x, int n) {
+  return (x >> n) | (x << (32 - n));
+}
 }  // namespace
 
 Sha256::Sha256()
-    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
-         0x5be0cd19} {}
+    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+         0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
 
 void Sha256::block(const uint8_t* p) {
   uint32_t w[64];
@@ -39,9 +41,23 @@ void Sha256::block(const uint8_t* p) {
     const uint32_t s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
     const uint32_t mj = (a & b) ^ (a & c) ^ (b & c);
     const uint32_t t2 = s0 + mj;
-    h = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+    h = g;
+    g = f;
+    f = e;
+    e = d + t1;
+    d = c;
+    c = b;
+    b = a;
+    a = t1 + t2;
   }
-  h_[0] += a; h_[1] += b; h_[2] += c; h_[3] += d; h_[4] += e; h_[5] += f; h_[6] += g; h_[7] += h;
+  h_[0] += a;
+  h_[1] += b;
+  h_[2] += c;
+  h_[3] += d;
+  h_[4] += e;
+  h_[5] += f;
+  h_[6] += g;
+  h_[7] += h;
 }
 
 void Sha256::update(std::span<const std::byte> data) {
@@ -51,11 +67,23 @@ void Sha256::update(std::span<const std::byte> data) {
   if (buf_len_) {
     const size_t take = std::min(n, 64 - buf_len_);
     std::memcpy(buf_.data() + buf_len_, p, take);
-    buf_len_ += take; p += take; n -= take;
-    if (buf_len_ == 64) { block(buf_.data()); buf_len_ = 0; }
+    buf_len_ += take;
+    p += take;
+    n -= take;
+    if (buf_len_ == 64) {
+      block(buf_.data());
+      buf_len_ = 0;
+    }
   }
-  while (n >= 64) { block(p); p += 64; n -= 64; }
-  if (n) { std::memcpy(buf_.data(), p, n); buf_len_ = n; }
+  while (n >= 64) {
+    block(p);
+    p += 64;
+    n -= 64;
+  }
+  if (n) {
+    std::memcpy(buf_.data(), p, n);
+    buf_len_ = n;
+  }
 }
 
 std::array<uint8_t, 32> Sha256::finish() {
@@ -77,7 +105,10 @@ std::array<uint8_t, 32> Sha256::finish() {
 std::string Sha256::finish_hex() {
   static const char* kHex = "0123456789abcdef";
   std::string s;
-  for (uint8_t b : finish()) { s += kHex[b >> 4]; s += kHex[b & 15]; }
+  for (uint8_t b : finish()) {
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
   return s;
 }
 

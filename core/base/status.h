@@ -71,8 +71,7 @@ inline Status corrupt_data(std::string msg,
 inline Status io_error(std::string msg, std::source_location w = std::source_location::current()) {
   return {StatusCode::kIoError, std::move(msg), w};
 }
-inline Status not_found(std::string msg,
-                        std::source_location w = std::source_location::current()) {
+inline Status not_found(std::string msg, std::source_location w = std::source_location::current()) {
   return {StatusCode::kNotFound, std::move(msg), w};
 }
 inline Status unsupported(std::string msg,
@@ -96,7 +95,7 @@ inline Status internal_error(std::string msg,
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     if (std::get<Status>(v_).is_ok()) {
       v_ = Status(StatusCode::kInternal, "Result constructed from an OK status without a value");
@@ -139,9 +138,9 @@ class [[nodiscard]] Result {
 #define SEEDVAE_CONCAT_(a, b) SEEDVAE_CONCAT_INNER_(a, b)
 
 // Returns the Status from the enclosing function if `expr` (a Status) is not OK.
-#define SEEDVAE_TRY(expr)                               \
-  do {                                                  \
-    ::seedvae::Status seedvae_try_status_ = (expr);     \
+#define SEEDVAE_TRY(expr)                                         \
+  do {                                                            \
+    ::seedvae::Status seedvae_try_status_ = (expr);               \
     if (!seedvae_try_status_.is_ok()) return seedvae_try_status_; \
   } while (0)
 

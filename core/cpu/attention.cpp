@@ -30,10 +30,10 @@ Status attention_cl(const float* x, float* y, const Dims5& d, const AttentionPtr
   SEEDVAE_ASSIGN_OR_RETURN(
       Buffer work, Buffer::allocate(5 * P * C * 4, counters,
                                     "attention normed/q/k/v/a (" + std::to_string(P) + " tokens)"));
-  SEEDVAE_ASSIGN_OR_RETURN(Buffer scores,
-                           Buffer::allocate(block * P * 4, counters,
-                                            "attention scores block [" + std::to_string(block) +
-                                                ", " + std::to_string(P) + "]"));
+  SEEDVAE_ASSIGN_OR_RETURN(
+      Buffer scores, Buffer::allocate(block * P * 4, counters,
+                                      "attention scores block [" + std::to_string(block) + ", " +
+                                          std::to_string(P) + "]"));
   float* normed = work.f32();
   float* q = normed + P * C;
   float* k = q + P * C;

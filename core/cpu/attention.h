@@ -5,8 +5,8 @@
 
 #include "core/base/status.h"
 #include "core/cpu/cpu_storage.h"
-#include "core/cpu/kernels.h"
 #include "core/cpu/gemm_engine.h"
+#include "core/cpu/kernels.h"
 
 namespace seedvae::cpu {
 

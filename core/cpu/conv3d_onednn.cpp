@@ -26,9 +26,9 @@ constexpr size_t kMaxPackedPerWeight = 4;
 
 std::string problem_string(const ConvProblem& pr) {
   auto s = [](int64_t v) { return std::to_string(v); };
-  return "conv3d x [" + s(pr.x.n) + ", " + s(pr.x.c) + ", " + s(pr.x.t) + ", " + s(pr.x.h) +
-         ", " + s(pr.x.w) + "] w [" + s(pr.cout) + ", " + s(pr.x.c) + ", " + s(pr.kt) + ", " +
-         s(pr.kh) + ", " + s(pr.kw) + "]";
+  return "conv3d x [" + s(pr.x.n) + ", " + s(pr.x.c) + ", " + s(pr.x.t) + ", " + s(pr.x.h) + ", " +
+         s(pr.x.w) + "] w [" + s(pr.cout) + ", " + s(pr.x.c) + ", " + s(pr.kt) + ", " + s(pr.kh) +
+         ", " + s(pr.kw) + "]";
 }
 
 }  // namespace
@@ -39,10 +39,23 @@ Conv3dOneDnn::Conv3dOneDnn(OneDnnContext& ctx, std::shared_ptr<MemoryCounters> c
 Conv3dOneDnn::~Conv3dOneDnn() = default;
 
 Result<Conv3dOneDnn::Plan*> Conv3dOneDnn::plan_for(const ConvProblem& pr) {
-  const Key key = {pr.x.n,      pr.x.c,      pr.x.t,        pr.x.h,         pr.x.w,
-                   pr.cout,     pr.kt,       pr.kh,         pr.kw,          pr.p.stride_t,
-                   pr.p.stride_h, pr.p.stride_w, pr.p.pad_top, pr.p.pad_bottom, pr.p.pad_left,
-                   pr.p.pad_right, pr.has_bias ? 1 : 0};
+  const Key key = {pr.x.n,
+                   pr.x.c,
+                   pr.x.t,
+                   pr.x.h,
+                   pr.x.w,
+                   pr.cout,
+                   pr.kt,
+                   pr.kh,
+                   pr.kw,
+                   pr.p.stride_t,
+                   pr.p.stride_h,
+                   pr.p.stride_w,
+                   pr.p.pad_top,
+                   pr.p.pad_bottom,
+                   pr.p.pad_left,
+                   pr.p.pad_right,
+                   pr.has_bias ? 1 : 0};
   if (auto it = plans_.find(key); it != plans_.end()) {
     it->second->last_use = ++clock_;
     return it->second.get();
@@ -65,14 +78,12 @@ Result<Conv3dOneDnn::Plan*> Conv3dOneDnn::plan_for(const ConvProblem& pr) {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const auto desc =
-        pr.has_bias
-            ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                              dnnl::algorithm::convolution_direct, plan->src_md,
-                                              wei_any, plan->bias_md, plan->dst_md, strides, pad_l,
-                                              pad_r)
-            : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                              dnnl::algorithm::convolution_direct, plan->src_md,
-                                              wei_any, plan->dst_md, strides, pad_l, pad_r);
+        pr.has_bias ? dnnl::convolution_forward::desc(
+                          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                          plan->src_md, wei_any, plan->bias_md, plan->dst_md, strides, pad_l, pad_r)
+                    : dnnl::convolution_forward::desc(
+                          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                          plan->src_md, wei_any, plan->dst_md, strides, pad_l, pad_r);
     const dnnl::convolution_forward::primitive_desc pd(desc, attr, ctx_.engine);
     plan->wei_md = pd.weights_desc();
     plan->scratch_md = pd.scratchpad_desc();

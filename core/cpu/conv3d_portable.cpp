@@ -25,9 +25,9 @@ constexpr int64_t kPackTagOdhwi = 1;  // PackDesc tag of a [cout, kt, kh, kw, ci
 
 std::string problem_string(const ConvProblem& pr) {
   auto s = [](int64_t v) { return std::to_string(v); };
-  return "conv3d x [" + s(pr.x.n) + ", " + s(pr.x.c) + ", " + s(pr.x.t) + ", " + s(pr.x.h) +
-         ", " + s(pr.x.w) + "] w [" + s(pr.cout) + ", " + s(pr.x.c) + ", " + s(pr.kt) + ", " +
-         s(pr.kh) + ", " + s(pr.kw) + "]";
+  return "conv3d x [" + s(pr.x.n) + ", " + s(pr.x.c) + ", " + s(pr.x.t) + ", " + s(pr.x.h) + ", " +
+         s(pr.x.w) + "] w [" + s(pr.cout) + ", " + s(pr.x.c) + ", " + s(pr.kt) + ", " + s(pr.kh) +
+         ", " + s(pr.kw) + "]";
 }
 
 // Output columns [lo, hi) whose input column ow * stride - pad_left + dw lies inside [0, W).
@@ -67,9 +67,9 @@ Status Conv3dPortable::run(const ConvProblem& pr, const float* x, CpuStorage& we
         if (pw.desc == want) found = &pw;
       }
       if (found == nullptr) {
-        SEEDVAE_ASSIGN_OR_RETURN(Buffer buf, Buffer::allocate(cout * K * 4, counters_,
-                                                              "packed weights of " +
-                                                                  problem_string(pr)));
+        SEEDVAE_ASSIGN_OR_RETURN(
+            Buffer buf,
+            Buffer::allocate(cout * K * 4, counters_, "packed weights of " + problem_string(pr)));
         const float* src = weights.f32();
         float* dst = buf.f32();
         parallel_for(cout, threads, [&](int64_t o) {

@@ -35,9 +35,13 @@ using cpu::Dims5;
 using cpu::Layout;
 using cpu::ThreadScope;
 
-std::string str(const Shape& s) { return s.to_string(); }
+std::string str(const Shape& s) {
+  return s.to_string();
+}
 
-Dims5 dims5(const Shape& s) { return {s[0], s[1], s[2], s[3], s[4]}; }
+Dims5 dims5(const Shape& s) {
+  return {s[0], s[1], s[2], s[3], s[4]};
+}
 
 // The CpuStorage behind `t`, or an error naming the op and argument.
 Result<CpuStorage*> storage_of(const Tensor& t, std::string_view op, std::string_view arg) {
@@ -90,8 +94,8 @@ class CpuBackend final : public Backend {
   DType activation_dtype() const override { return DType::kF32; }
 
   Result<Tensor> upload(const HostTensor& host) override {
-    return upload_impl(host, "upload", host.shape().rank() == 5 ? Layout::kChannelsLast
-                                                                : Layout::kPlain);
+    return upload_impl(host, "upload",
+                       host.shape().rank() == 5 ? Layout::kChannelsLast : Layout::kPlain);
   }
 
   Result<Tensor> upload_weight(const HostTensor& host, std::string_view name) override {
@@ -213,9 +217,9 @@ class CpuBackend final : public Backend {
     const float* addend = xs->f32();
     Buffer converted;
     if (as->layout != xs->layout && acc.shape.rank() == 5) {
-      SEEDVAE_ASSIGN_OR_RETURN(converted, Buffer::allocate(n * 4, counters_,
-                                                           "add_inplace: relayout of " +
-                                                               str(x.shape)));
+      SEEDVAE_ASSIGN_OR_RETURN(
+          converted,
+          Buffer::allocate(n * 4, counters_, "add_inplace: relayout of " + str(x.shape)));
       if (as->layout == Layout::kChannelsLast) {
         cpu::plain_to_channels_last(xs->f32(), converted.f32(), dims5(x.shape), threads_);
       } else {
@@ -262,8 +266,8 @@ class CpuBackend final : public Backend {
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(x.shape, op));
     if (x.shape.numel() == 0) return y;
     try {
-      SEEDVAE_TRY(cpu::attention_cl(xin.data, f32(y), dims5(x.shape), ptrs, threads_, matmul_,
-                                    counters_));
+      SEEDVAE_TRY(
+          cpu::attention_cl(xin.data, f32(y), dims5(x.shape), ptrs, threads_, matmul_, counters_));
     } catch (const std::bad_alloc&) {
       return out_of_memory("attention: out of memory for " + str(x.shape));
     }
@@ -290,7 +294,8 @@ class CpuBackend final : public Backend {
       return out_of_memory(std::string(op) + ": fp32 tensor " + str(shape) +
                            " is too large to allocate");
     }
-    const Layout l = layout ? *layout : (shape.rank() == 5 ? Layout::kChannelsLast : Layout::kPlain);
+    const Layout l =
+        layout ? *layout : (shape.rank() == 5 ? Layout::kChannelsLast : Layout::kPlain);
     SEEDVAE_ASSIGN_OR_RETURN(
         Buffer buf, Buffer::allocate(n * 4, counters_,
                                      "fp32 tensor " + str(shape) + " (" + std::string(op) + ")"));
@@ -313,10 +318,10 @@ class CpuBackend final : public Backend {
       in.data = s->f32();
       return in;
     }
-    SEEDVAE_ASSIGN_OR_RETURN(in.converted,
-                             Buffer::allocate(t.shape.numel() * 4, counters_,
-                                              std::string(op) + ": channels-last copy of " +
-                                                  str(t.shape)));
+    SEEDVAE_ASSIGN_OR_RETURN(
+        in.converted,
+        Buffer::allocate(t.shape.numel() * 4, counters_,
+                         std::string(op) + ": channels-last copy of " + str(t.shape)));
     cpu::plain_to_channels_last(s->f32(), in.converted.f32(), dims5(t.shape), threads_);
     in.data = in.converted.f32();
     return in;

@@ -13,7 +13,8 @@
 #include <vector>
 
 #if !defined(SEEDVAE_CPU_ONEDNN)
-#error "SEEDVAE_CPU_ONEDNN (0 or 1) is set by core/cpu/CMakeLists.txt; core/cpu headers are internal"
+#error \
+    "SEEDVAE_CPU_ONEDNN (0 or 1) is set by core/cpu/CMakeLists.txt; core/cpu headers are internal"
 #endif
 #if SEEDVAE_CPU_ONEDNN
 #include <dnnl.hpp>

@@ -132,28 +132,31 @@ void depth_to_space_cl(const float* x, float* y, const Dims5& in, int z, bool dr
   const int64_t h = in.h, w = in.w;
   const size_t run = static_cast<size_t>(C) * sizeof(float);
   // One job per input row (n, f, hh); it writes rows 2hh and 2hh+1 of output frames f*z + it.
-  parallel_for(in.n * in.t * h, threads, [&](int64_t job) {
-    const int64_t hh = job % h;
-    const int64_t f = (job / h) % in.t;
-    const int64_t n = job / h / in.t;
-    const float* src_row = x + ((n * in.t + f) * h + hh) * w * in.c;
-    for (int64_t it = 0; it < z; ++it) {
-      int64_t fo = f * z + it;
-      if (drop_frame_1) {
-        if (fo == 1) continue;
-        if (fo > 1) --fo;
-      }
-      for (int64_t ih = 0; ih < 2; ++ih) {
-        float* dst_row = y + ((n * t_out + fo) * 2 * h + 2 * hh + ih) * 2 * w * C;
-        for (int64_t ww = 0; ww < w; ++ww) {
-          const float* px = src_row + ww * in.c;
-          for (int64_t iw = 0; iw < 2; ++iw) {
-            std::memcpy(dst_row + (2 * ww + iw) * C, px + ((ih * 2 + iw) * z + it) * C, run);
+  parallel_for(
+      in.n * in.t * h, threads,
+      [&](int64_t job) {
+        const int64_t hh = job % h;
+        const int64_t f = (job / h) % in.t;
+        const int64_t n = job / h / in.t;
+        const float* src_row = x + ((n * in.t + f) * h + hh) * w * in.c;
+        for (int64_t it = 0; it < z; ++it) {
+          int64_t fo = f * z + it;
+          if (drop_frame_1) {
+            if (fo == 1) continue;
+            if (fo > 1) --fo;
+          }
+          for (int64_t ih = 0; ih < 2; ++ih) {
+            float* dst_row = y + ((n * t_out + fo) * 2 * h + 2 * hh + ih) * 2 * w * C;
+            for (int64_t ww = 0; ww < w; ++ww) {
+              const float* px = src_row + ww * in.c;
+              for (int64_t iw = 0; iw < 2; ++iw) {
+                std::memcpy(dst_row + (2 * ww + iw) * C, px + ((ih * 2 + iw) * z + it) * C, run);
+              }
+            }
           }
         }
-      }
-    }
-  }, 4);
+      },
+      4);
 }
 
 }  // namespace seedvae::cpu

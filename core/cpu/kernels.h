@@ -22,7 +22,7 @@ namespace seedvae::cpu {
 struct Dims5 {
   int64_t n = 0, c = 0, t = 0, h = 0, w = 0;
   int64_t numel() const { return n * c * t * h * w; }
-  int64_t frames() const { return n * t; }      // frames of all batch entries
+  int64_t frames() const { return n * t; }          // frames of all batch entries
   int64_t frame_size() const { return h * w * c; }  // floats per (n, t) frame
 };
 
@@ -50,7 +50,9 @@ inline float exp_f32(float x) {
 }
 
 // SiLU x * sigmoid(x) = x / (1 + exp(-x)).
-inline float silu_f32(float x) { return x / (1.f + exp_f32(-x)); }
+inline float silu_f32(float x) {
+  return x / (1.f + exp_f32(-x));
+}
 
 // Sum of n floats: 16 float lanes over runs of at most 256 elements, flushed into double.
 double sum_f32(const float* p, int64_t n);
@@ -59,8 +61,8 @@ double sum_f32(const float* p, int64_t n);
 // channels x H x W; mean and biased variance accumulated in double, two passes), then
 // y = (x - mean) * rstd * gamma + beta (gamma/beta may be null: 1 and 0), then optional SiLU.
 // y may equal x. Throws std::bad_alloc if its small scratch cannot be allocated.
-void group_norm_cl(const float* x, float* y, const Dims5& d, const float* gamma,
-                   const float* beta, int groups, float eps, bool silu, int threads);
+void group_norm_cl(const float* x, float* y, const Dims5& d, const float* gamma, const float* beta,
+                   int groups, float eps, bool silu, int threads);
 
 // y[i] = a[i] + b[i]; y may alias a or b.
 void add_f32(float* y, const float* a, const float* b, int64_t n, int threads);

@@ -28,7 +28,14 @@ MatmulOneDnn::MatmulOneDnn(OneDnnContext& ctx, std::shared_ptr<MemoryCounters> c
 MatmulOneDnn::~MatmulOneDnn() = default;
 
 Result<MatmulOneDnn::Plan*> MatmulOneDnn::plan_for(const MatmulProblem& p) {
-  const Key key = {p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.b_transposed ? 1 : 0, p.bias ? 1 : 0,
+  const Key key = {p.m,
+                   p.n,
+                   p.k,
+                   p.lda,
+                   p.ldb,
+                   p.ldc,
+                   p.b_transposed ? 1 : 0,
+                   p.bias ? 1 : 0,
                    p.accumulate ? 1 : 0};
   if (auto it = plans_.find(key); it != plans_.end()) {
     it->second->last_use = ++clock_;
@@ -71,8 +78,8 @@ Result<MatmulOneDnn::Plan*> MatmulOneDnn::plan_for(const MatmulProblem& p) {
   }
 }
 
-Status MatmulOneDnn::run(const MatmulProblem& p, const float* a, const float* b,
-                         const float* bias, float* c) {
+Status MatmulOneDnn::run(const MatmulProblem& p, const float* a, const float* b, const float* bias,
+                         float* c) {
   SEEDVAE_ASSIGN_OR_RETURN(Plan * plan, plan_for(p));
   try {
     auto& eng = ctx_.engine;
@@ -83,9 +90,9 @@ Status MatmulOneDnn::run(const MatmulProblem& p, const float* a, const float* b,
     if (p.bias) args.emplace(DNNL_ARG_BIAS, memory(plan->bias_md, eng, const_cast<float*>(bias)));
     Buffer scratch;
     if (plan->scratch_md.get_size() > 0) {
-      SEEDVAE_ASSIGN_OR_RETURN(scratch,
-                               Buffer::allocate(static_cast<int64_t>(plan->scratch_md.get_size()),
-                                                counters_, "scratchpad of " + describe(p)));
+      SEEDVAE_ASSIGN_OR_RETURN(
+          scratch, Buffer::allocate(static_cast<int64_t>(plan->scratch_md.get_size()), counters_,
+                                    "scratchpad of " + describe(p)));
       args.emplace(DNNL_ARG_SCRATCHPAD, memory(plan->scratch_md, eng, scratch.data()));
     }
     plan->prim.execute(ctx_.stream, args);

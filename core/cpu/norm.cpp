@@ -40,8 +40,8 @@ SEEDVAE_SIMD_CLONES void channel_sums(const float* x, int64_t rows, int64_t C, f
 }
 
 // out[c] += sum over rows of (x[r*C + c] - mean[c])^2.
-SEEDVAE_SIMD_CLONES void channel_sq_dev(const float* x, int64_t rows, int64_t C,
-                                        const float* mean, float* acc, double* out) {
+SEEDVAE_SIMD_CLONES void channel_sq_dev(const float* x, int64_t rows, int64_t C, const float* mean,
+                                        float* acc, double* out) {
   for (int64_t r0 = 0; r0 < rows; r0 += kPixelRun) {
     const int64_t r1 = std::min(rows, r0 + kPixelRun);
     std::fill(acc, acc + C, 0.f);
@@ -94,8 +94,8 @@ SEEDVAE_SIMD_CLONES double sum_f32(const float* p, int64_t n) {
   return total;
 }
 
-void group_norm_cl(const float* x, float* y, const Dims5& d, const float* gamma,
-                   const float* beta, int groups, float eps, bool silu, int threads) {
+void group_norm_cl(const float* x, float* y, const Dims5& d, const float* gamma, const float* beta,
+                   int groups, float eps, bool silu, int threads) {
   const int64_t C = d.c, P = d.h * d.w, F = d.frames(), G = groups, cg = C / G;
   if (F == 0 || P == 0 || C == 0) return;
   // Jobs: consecutive pixel rows of one frame; >= 4 jobs per thread where frames allow.

@@ -17,13 +17,23 @@ namespace seedvae::cpu {
 
 // OpenMP queries, with serial fallbacks for a build without OpenMP.
 #if defined(_OPENMP)
-inline int omp_max_threads() { return omp_get_max_threads(); }
-inline void omp_set_threads(int n) { omp_set_num_threads(n); }
-inline int processor_count() { return omp_get_num_procs(); }
+inline int omp_max_threads() {
+  return omp_get_max_threads();
+}
+inline void omp_set_threads(int n) {
+  omp_set_num_threads(n);
+}
+inline int processor_count() {
+  return omp_get_num_procs();
+}
 #else
-inline int omp_max_threads() { return 1; }
+inline int omp_max_threads() {
+  return 1;
+}
 inline void omp_set_threads(int) {}
-inline int processor_count() { return static_cast<int>(std::thread::hardware_concurrency()); }
+inline int processor_count() {
+  return static_cast<int>(std::thread::hardware_concurrency());
+}
 #endif
 
 class ThreadScope {

@@ -222,12 +222,8 @@ class HeaderHandler {
 
   bool end_object() {
     switch (state_) {
-      case State::kTop:
-        state_ = State::kDone;
-        return true;
-      case State::kMetadata:
-        state_ = State::kTop;
-        return true;
+      case State::kTop: state_ = State::kDone; return true;
+      case State::kMetadata: state_ = State::kTop; return true;
       case State::kEntry: {
         const RawEntry& e = entry();
         for (const auto& [bit, name] :
@@ -240,8 +236,7 @@ class HeaderHandler {
         state_ = State::kTop;
         return true;
       }
-      default:
-        return fail("unbalanced object");  // unreachable: the parser balances brackets
+      default: return fail("unbalanced object");  // unreachable: the parser balances brackets
     }
   }
 
@@ -303,8 +298,7 @@ class HeaderHandler {
     const std::string_view k = kind;
     const std::string a = std::string(k == "array" || k == "object" ? "an " : "a ") + kind;
     switch (state_) {
-      case State::kBeforeTop:
-        return fail("the header is not a JSON object (it is " + a + ")");
+      case State::kBeforeTop: return fail("the header is not a JSON object (it is " + a + ")");
       case State::kTop:
         if (key_ == kMetadataKey) {
           return fail(std::string(kMetadataKey) + " is not a JSON object (it is " + a + ")");
@@ -327,10 +321,8 @@ class HeaderHandler {
       case State::kShape:
         return fail("tensor " + quote_name(entry().name) + " has a shape dimension that is " + a +
                     ", not a non-negative integer");
-      case State::kOffsets:
-        return offsets_count_error();
-      case State::kDone:
-        break;
+      case State::kOffsets: return offsets_count_error();
+      case State::kDone: break;
     }
     return fail("unexpected " + a);  // unreachable: strict parsing rejects trailing values
   }

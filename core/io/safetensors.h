@@ -5,8 +5,8 @@
 // SafetensorsFile memory-maps the file read-only and hands out zero-copy views into the mapping.
 // open() validates everything before returning (ARCHITECTURE.md "Hostile input"): header length
 // (<= file size, <= 100 MB), JSON syntax and top-level object, duplicate keys, dtypes, shapes
-// (non-negative, no overflow), byte ranges (= numel x dtype size, inside the data area, no overlap),
-// and that every byte of the data area belongs to exactly one tensor.
+// (non-negative, no overflow), byte ranges (= numel x dtype size, inside the data area, no
+// overlap), and that every byte of the data area belongs to exactly one tensor.
 #pragma once
 
 #include <cstdint>

@@ -35,8 +35,8 @@ Result<HostTensor> join(HostTensor a, HostTensor b) {
 // ---------------------------------------------------------------------------------------------
 // PrefetchReader
 
-PrefetchReader::PrefetchReader(ChunkProducer produce, int64_t first_chunk, int64_t chunk,
-                               int depth, const CancelToken* cancel)
+PrefetchReader::PrefetchReader(ChunkProducer produce, int64_t first_chunk, int64_t chunk, int depth,
+                               const CancelToken* cancel)
     : produce_(std::move(produce)),
       first_chunk_(std::max<int64_t>(1, first_chunk)),
       chunk_(std::max<int64_t>(1, chunk)),
@@ -61,8 +61,7 @@ void PrefetchReader::run() {
       space_.wait(lk, [&] { return stopping_ || static_cast<int>(queue_.size()) < depth_; });
       if (stopping_) return;
       producing_ = true;
-      stats_.peak_ahead =
-          std::max(stats_.peak_ahead, static_cast<int64_t>(queue_.size()) + 1);
+      stats_.peak_ahead = std::max(stats_.peak_ahead, static_cast<int64_t>(queue_.size()) + 1);
     }
     const int64_t want = i == 0 ? first_chunk_ : chunk_;
     const auto t0 = Clock::now();
@@ -130,9 +129,9 @@ std::pair<int64_t, int64_t> encoder_chunk_frames(int chunk_latents, int temporal
 // ---------------------------------------------------------------------------------------------
 // VideoFrameSource
 
-Result<std::unique_ptr<VideoFrameSource>> VideoFrameSource::open(const std::filesystem::path& source,
-                                                                 const VideoSourceOptions& options,
-                                                                 const CancelToken* cancel) {
+Result<std::unique_ptr<VideoFrameSource>> VideoFrameSource::open(
+    const std::filesystem::path& source, const VideoSourceOptions& options,
+    const CancelToken* cancel) {
   if (options.spatial_multiple < 1) {
     return invalid_argument("spatial_multiple must be >= 1, got " +
                             std::to_string(options.spatial_multiple));

@@ -37,10 +37,10 @@
 namespace seedvae::media {
 
 struct PrefetchStats {
-  int64_t chunks_read = 0;   // chunks the reader finished (including a final empty one)
-  int64_t peak_ahead = 0;    // most chunks read or being read that the consumer had not pulled
-  double read_seconds = 0;   // time spent reading (decode, convert) on the reader's side
-  double wait_seconds = 0;   // time the consumer spent waiting for frames
+  int64_t chunks_read = 0;  // chunks the reader finished (including a final empty one)
+  int64_t peak_ahead = 0;   // most chunks read or being read that the consumer had not pulled
+  double read_seconds = 0;  // time spent reading (decode, convert) on the reader's side
+  double wait_seconds = 0;  // time the consumer spent waiting for frames
 };
 
 // Reads frames for the reader thread: at most max_frames, polling `stop` between frames; fewer

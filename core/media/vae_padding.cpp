@@ -8,10 +8,8 @@ namespace seedvae::media {
 
 std::string_view temporal_pad_name(TemporalPad mode) {
   switch (mode) {
-    case TemporalPad::kMirror:
-      return "mirror";
-    case TemporalPad::kRepeatLast:
-      return "repeat-last";
+    case TemporalPad::kMirror: return "mirror";
+    case TemporalPad::kRepeatLast: return "repeat-last";
   }
   return "unknown";
 }

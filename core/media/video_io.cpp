@@ -7,10 +7,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
-#include <new>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <new>
 #include <optional>
 #include <random>
 #include <string_view>
@@ -265,15 +265,9 @@ Result<cv::Mat> to_rgb(const cv::Mat& in, const fs::path& where) {
   }
   cv::Mat out;
   switch (m.channels()) {
-    case 1:
-      cv::cvtColor(m, out, cv::COLOR_GRAY2RGB);
-      break;
-    case 3:
-      cv::cvtColor(m, out, cv::COLOR_BGR2RGB);
-      break;
-    case 4:
-      cv::cvtColor(m, out, cv::COLOR_BGRA2RGB);
-      break;
+    case 1: cv::cvtColor(m, out, cv::COLOR_GRAY2RGB); break;
+    case 3: cv::cvtColor(m, out, cv::COLOR_BGR2RGB); break;
+    case 4: cv::cvtColor(m, out, cv::COLOR_BGRA2RGB); break;
     default:
       return corrupt_data(quoted(where) + " decodes to " + std::to_string(m.channels()) +
                           " channels (expected 1, 3 or 4)");

@@ -21,7 +21,8 @@ Result<VideoInfo> probe(const std::filesystem::path& source, const CancelToken*)
   return no_video(source, "read");
 }
 
-Result<Clip> read_clip(const std::filesystem::path& source, const ReadOptions&, const CancelToken*) {
+Result<Clip> read_clip(const std::filesystem::path& source, const ReadOptions&,
+                       const CancelToken*) {
   return no_video(source, "read");
 }
 
@@ -40,13 +41,17 @@ Result<HostTensor> FrameReader::read(int64_t, const CancelToken*) {
   return unsupported("this build has no video I/O (built without OpenCV)");
 }
 
-double FrameReader::fps() const { return 24.0; }
+double FrameReader::fps() const {
+  return 24.0;
+}
 
 Status write_clip(const std::filesystem::path& destination, const HostTensor&, const WriteOptions&,
                   const CancelToken*) {
   return no_video(destination, "write");
 }
 
-bool is_writable_video_extension(const std::filesystem::path&) { return false; }
+bool is_writable_video_extension(const std::filesystem::path&) {
+  return false;
+}
 
 }  // namespace seedvae::media

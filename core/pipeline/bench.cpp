@@ -39,12 +39,11 @@ double median(std::vector<double> v) {
 
 // Per-stage analytic FLOPs of one op: the model on a dry-run backend.
 Result<std::map<std::string, double>> stage_flops(const VaeConfig& config, bool encode,
-                                                   const Shape& input, int chunk) {
+                                                  const Shape& input, int chunk) {
   CountingBackend cb;
-  SEEDVAE_ASSIGN_OR_RETURN(
-      VaeModel m, VaeModel::create(cb, config, [&](const VaeConfig::Param& p) {
-        return Result<Tensor>(cb.declare_weight(p.shape));
-      }));
+  SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(cb, config, [&](const VaeConfig::Param& p) {
+                             return Result<Tensor>(cb.declare_weight(p.shape));
+                           }));
   std::map<std::string, double> out;
   double last = 0;
   m.set_observer([&](std::string_view block, const Tensor&) {
@@ -69,8 +68,9 @@ Result<std::map<std::string, double>> stage_flops(const VaeConfig& config, bool 
 Result<double> count_flops(const VaeConfig& config, bool encode, int frames, int height, int width,
                            int chunk_latents) {
   const int f = config.temporal_factor(), s = config.spatial_factor();
-  const Shape in = encode ? Shape{1, config.in_channels, frames, height, width}
-                          : Shape{1, config.latent_channels, (frames - 1) / f + 1, height / s, width / s};
+  const Shape in =
+      encode ? Shape{1, config.in_channels, frames, height, width}
+             : Shape{1, config.latent_channels, (frames - 1) / f + 1, height / s, width / s};
   SEEDVAE_ASSIGN_OR_RETURN(auto per_stage, stage_flops(config, encode, in, chunk_latents));
   double total = 0;
   for (const auto& [k, v] : per_stage) total += v;
@@ -150,9 +150,9 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
 std::string bench_json(const BenchResult& r, const std::string& weights_source) {
   using Json = nlohmann::ordered_json;
   const BenchOptions& o = r.options;
-  Json j{{"backend", r.backend},  {"config", r.config},   {"weights", weights_source},
-         {"width", o.width},      {"height", o.height},   {"frames", o.frames},
-         {"warmup", o.warmup},    {"repeats", o.repeats}, {"version", SEEDVAE_VERSION}};
+  Json j{{"backend", r.backend}, {"config", r.config},   {"weights", weights_source},
+         {"width", o.width},     {"height", o.height},   {"frames", o.frames},
+         {"warmup", o.warmup},   {"repeats", o.repeats}, {"version", SEEDVAE_VERSION}};
   j["options"] = Json::parse(to_json(o.run));
   j["settings"] = describe(o.run);
   // Flat copies of the streaming choices, as earlier reports had them.

@@ -17,37 +17,37 @@
 namespace seedvae {
 
 struct BenchOptions {
-  RunOptions run;     // backend options, chunking, tiling, budget: as for any job
+  RunOptions run;  // backend options, chunking, tiling, budget: as for any job
   int width = 256;
   int height = 256;
-  int frames = 17;    // 4n+1
+  int frames = 17;  // 4n+1
   int warmup = 1;
-  int repeats = 3;    // median over repeats
+  int repeats = 3;  // median over repeats
   bool encode = true;
   bool decode = true;
 };
 
 struct BenchStage {
-  std::string op;          // "encode" or "decode"
-  std::string stage;       // "decoder.up_blocks.1" ...
-  double ms = 0;           // total over the staged run (all chunks and tiles; one extra run
-                           // whose telemetry synchronises after every block)
-  double gflop = 0;        // analytic, of the untiled model
+  std::string op;     // "encode" or "decode"
+  std::string stage;  // "decoder.up_blocks.1" ...
+  double ms = 0;      // total over the staged run (all chunks and tiles; one extra run
+                      // whose telemetry synchronises after every block)
+  double gflop = 0;   // analytic, of the untiled model
 };
 
 struct BenchOpResult {
   std::string op;
-  double total_ms = 0;         // median of repeats
-  double ms_per_frame = 0;     // per input frame (encode) or output frame (decode)
-  double tflop = 0;            // analytic FLOPs of the whole op (the untiled model's work)
+  double total_ms = 0;      // median of repeats
+  double ms_per_frame = 0;  // per input frame (encode) or output frame (decode)
+  double tflop = 0;         // analytic FLOPs of the whole op (the untiled model's work)
   double tflops_per_s = 0;
-  int64_t peak_bytes = 0;      // backend allocator peak during the op (weights included)
+  int64_t peak_bytes = 0;  // backend allocator peak during the op (weights included)
   std::vector<double> runs_ms;
   // The tiling the op ran with (after the budget's choice of tile).
   std::string tiling = "off";
   int64_t tile_w = 0, tile_h = 0, overlap_w = 0, overlap_h = 0;
-  int64_t tiles = 1;           // tiles per chunk (exact: of the output layer)
-  std::string plan_note;       // what the memory budget chose
+  int64_t tiles = 1;      // tiles per chunk (exact: of the output layer)
+  std::string plan_note;  // what the memory budget chose
 };
 
 struct BenchResult {

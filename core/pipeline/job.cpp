@@ -1,8 +1,8 @@
 #include "core/pipeline/job.h"
 
 #include <algorithm>
-#include <map>
 #include <chrono>
+#include <map>
 #include <new>
 #include <tuple>
 
@@ -35,8 +35,7 @@ double JobResult::ms_per_frame() const {
 // ---- the steps -------------------------------------------------------------------------------
 
 Result<TileOptions> tile_options(const RunOptions& o, const VaeWeights& weights, bool encode,
-                                 int64_t height, int64_t width, int64_t frames,
-                                 std::string* note) {
+                                 int64_t height, int64_t width, int64_t frames, std::string* note) {
   TileOptions to;
   SEEDVAE_ASSIGN_OR_RETURN(to.mode, parse_tiling_mode(o.tiling));
   to.weights = &weights;
@@ -56,15 +55,14 @@ Result<HostTensor> encode_clip(VaeModel& model, const VaeWeights& weights, const
   return tiled_encode(model, video, to, stream_options(options), hooks, tile_hooks);
 }
 
-Result<HostTensor> decode_clip(VaeModel& model, const VaeWeights& weights,
-                               const HostTensor& latent, const RunOptions& options,
-                               const StreamHooks& hooks, TileHooks* tile_hooks, std::string* note) {
+Result<HostTensor> decode_clip(VaeModel& model, const VaeWeights& weights, const HostTensor& latent,
+                               const RunOptions& options, const StreamHooks& hooks,
+                               TileHooks* tile_hooks, std::string* note) {
   const Shape& s = latent.shape();
   if (s.rank() != 5) return invalid_argument("a latent must be 5-D, got " + s.to_string());
   const int64_t tf = weights.config.temporal_factor(), sf = weights.config.spatial_factor();
-  SEEDVAE_ASSIGN_OR_RETURN(
-      TileOptions to, tile_options(options, weights, false, s[3] * sf, s[4] * sf,
-                                   (s[2] - 1) * tf + 1, note));
+  SEEDVAE_ASSIGN_OR_RETURN(TileOptions to, tile_options(options, weights, false, s[3] * sf,
+                                                        s[4] * sf, (s[2] - 1) * tf + 1, note));
   return tiled_decode(model, latent, to, stream_options(options), hooks, tile_hooks);
 }
 
@@ -108,17 +106,20 @@ Result<LatentFile> read_latent_file(const std::filesystem::path& path) {
   }
   // Decoded frames: 4t-3 of 8h x 8w (the configuration's factors are checked by the decode).
   const int64_t frames = (s[2] - 1) * 4 + 1, height = s[3] * 8, width = s[4] * 8;
-  out.plan = {meta_int("seedvae.frames", frames), meta_int("seedvae.height", height),
-              meta_int("seedvae.width", width),   frames,
-              height,                             width};
+  out.plan = {meta_int("seedvae.frames", frames),
+              meta_int("seedvae.height", height),
+              meta_int("seedvae.width", width),
+              frames,
+              height,
+              width};
   if (auto it = meta.find("seedvae.fps"); it != meta.end()) out.fps = std::atof(it->second.c_str());
   if (!(out.fps > 0)) out.fps = 24;
   return out;
 }
 
 Status write_latent_file(const std::filesystem::path& path, const HostTensor& latent_in,
-                         const media::PadPlan& plan, double fps,
-                         const std::string& weights_source, bool dit) {
+                         const media::PadPlan& plan, double fps, const std::string& weights_source,
+                         bool dit) {
   HostTensor latent = latent_in;
   if (dit) {
     for (float& v : latent.f32()) v *= kDitScale;
@@ -159,7 +160,9 @@ Session::Session(BackendFactory make_backend) : s_(std::make_unique<State>()) {
   s_->make_backend = std::move(make_backend);
 }
 
-Session::~Session() { release(); }
+Session::~Session() {
+  release();
+}
 
 void Session::release() {
   s_->clip.reset();
@@ -169,7 +172,9 @@ void Session::release() {
   s_->backend_key.clear();
 }
 
-Backend* Session::backend() const { return s_->backend.get(); }
+Backend* Session::backend() const {
+  return s_->backend.get();
+}
 
 Status Session::State::ensure_engine(const RunOptions& o,
                                      const std::shared_ptr<const VaeWeights>& weights) {
@@ -198,8 +203,9 @@ Status Session::run(const JobSpec& job, const JobCallbacks& cb, JobResult& resul
   try {
     st = s_->run(job, cb, result);
   } catch (const std::bad_alloc&) {
-    st = out_of_memory("host memory exhausted during the run; try a smaller frame range, a "
-                       "downscale or tiling");
+    st = out_of_memory(
+        "host memory exhausted during the run; try a smaller frame range, a "
+        "downscale or tiling");
   }
   if (s_->model) {
     s_->model->set_telemetry(nullptr);
@@ -213,8 +219,7 @@ namespace {
 // What identifies a read clip: the input and how it is padded.
 std::string clip_key(const JobSpec& job) {
   const JobInput& in = job.input;
-  const int multiple =
-      std::max(job.weights->config.spatial_factor(), job.options.spatial_multiple);
+  const int multiple = std::max(job.weights->config.spatial_factor(), job.options.spatial_multiple);
   return (in.is_sample()
               ? "sample " + std::to_string(in.sample_width) + "x" +
                     std::to_string(in.sample_height) + "x" + std::to_string(in.sample_frames)
@@ -239,7 +244,8 @@ Status Session::State::read_input(const JobSpec& job, const JobCallbacks& cb, Jo
   }
   clip.reset();
   const auto t0 = Clock::now();
-  SEEDVAE_ASSIGN_OR_RETURN(const media::TemporalPad pad, media::temporal_pad_from_name(o.temporal_pad));
+  SEEDVAE_ASSIGN_OR_RETURN(const media::TemporalPad pad,
+                           media::temporal_pad_from_name(o.temporal_pad));
   Clip c;
   c.key = key;
   HostTensor video;
@@ -283,9 +289,10 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   const StreamOptions stream = stream_options(o);
   r.async_tiles = stream.async_tiles;
   if (!r.async_tiles) {
-    r.async_tiles_note = o.async_tiles == "off"
-                             ? "off"
-                             : "does not apply: " + option_not_applicable(o, *find_option("async_tiles"));
+    r.async_tiles_note =
+        o.async_tiles == "off"
+            ? "off"
+            : "does not apply: " + option_not_applicable(o, *find_option("async_tiles"));
   }
   const bool encodes = job.kind != JobKind::kDecode;
   const bool decodes = job.kind != JobKind::kEncode;
@@ -319,7 +326,8 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
       std::tie(so.first_chunk_frames, so.chunk_frames) =
           media::encoder_chunk_frames(o.chunk_latents, cfg.temporal_factor(), o.lone_head);
       so.keep_input = job.kind == JobKind::kRoundTrip;
-      SEEDVAE_ASSIGN_OR_RETURN(source, media::VideoFrameSource::open(job.input.path, so, cb.cancel));
+      SEEDVAE_ASSIGN_OR_RETURN(source,
+                               media::VideoFrameSource::open(job.input.path, so, cb.cancel));
     } else {
       SEEDVAE_TRY(read_input(job, cb, r));
       r.plan = clip->input.plan;
@@ -365,8 +373,8 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     if (source) {
       // Frames arrive from the prefetch thread chunk by chunk; bit-identical to encoding the
       // whole padded clip.
-      SEEDVAE_ASSIGN_OR_RETURN(moments,
-                               encode_stream(m, *source, stream, StreamHooks{cb.cancel, cb.progress, {}, -1}));
+      SEEDVAE_ASSIGN_OR_RETURN(
+          moments, encode_stream(m, *source, stream, StreamHooks{cb.cancel, cb.progress, {}, -1}));
       r.encode_s = seconds_since(te);
       if (!source->finished()) {
         return internal_error("the frame source did not reach the end of the clip");
@@ -391,9 +399,9 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
       predict(r.plan);
       if (cb.on_input && clip) SEEDVAE_TRY(cb.on_input(clip->input));
     } else {
-      SEEDVAE_ASSIGN_OR_RETURN(moments, encode_clip(m, weights, clip->padded, o,
-                                                    StreamHooks{cb.cancel, cb.progress, {}, -1},
-                                                    nullptr, &r.plan_note));
+      SEEDVAE_ASSIGN_OR_RETURN(
+          moments, encode_clip(m, weights, clip->padded, o,
+                               StreamHooks{cb.cancel, cb.progress, {}, -1}, nullptr, &r.plan_note));
       r.encode_s = seconds_since(te);
     }
     latent = job.sample_latent ? moments_sample(moments, job.seed) : moments_mean(moments);
@@ -443,8 +451,8 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     phase("write");
     const auto tw = Clock::now();
     if (job.kind == JobKind::kEncode) {
-      SEEDVAE_TRY(write_latent_file(job.output, r.latent, r.plan, r.fps, weights.source,
-                                    job.dit_latent));
+      SEEDVAE_TRY(
+          write_latent_file(job.output, r.latent, r.plan, r.fps, weights.source, job.dit_latent));
     } else {
       SEEDVAE_TRY(media::write_clip(job.output, *r.reconstruction, {r.fps}, cb.cancel));
     }

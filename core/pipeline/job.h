@@ -157,9 +157,9 @@ Result<TileOptions> tile_options(const RunOptions& options, const VaeWeights& we
 Result<HostTensor> encode_clip(VaeModel& model, const VaeWeights& weights, const HostTensor& video,
                                const RunOptions& options, const StreamHooks& hooks,
                                TileHooks* tile_hooks, std::string* note);
-Result<HostTensor> decode_clip(VaeModel& model, const VaeWeights& weights,
-                               const HostTensor& latent, const RunOptions& options,
-                               const StreamHooks& hooks, TileHooks* tile_hooks, std::string* note);
+Result<HostTensor> decode_clip(VaeModel& model, const VaeWeights& weights, const HostTensor& latent,
+                               const RunOptions& options, const StreamHooks& hooks,
+                               TileHooks* tile_hooks, std::string* note);
 
 // Whether frames are read ahead on a prefetch thread (RunOptions::prefetch): `why` says why not.
 // "on" where it does not apply is an error with the reason.

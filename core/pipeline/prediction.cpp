@@ -29,8 +29,8 @@ Result<TileSpec> resolve_tile(const RunOptions& o, const VaeConfig& config, bool
   return rep.chosen.spec;
 }
 
-PlanRequest plan_request(const RunOptions& o, const VaeConfig& config, bool encode,
-                         int64_t height, int64_t width, int64_t frames) {
+PlanRequest plan_request(const RunOptions& o, const VaeConfig& config, bool encode, int64_t height,
+                         int64_t width, int64_t frames) {
   PlanRequest req;
   req.op = encode ? PlanOp::kEncode : PlanOp::kDecode;
   req.config = config;
@@ -41,8 +41,8 @@ PlanRequest plan_request(const RunOptions& o, const VaeConfig& config, bool enco
   req.layout = o.tile_layout == "uniform" ? TileLayout::kUniform : TileLayout::kReference;
   req.auto_tile = false;
   req.auto_chunk = false;
-  req.chunk_latents =
-      o.chunk_latents > 0 ? o.chunk_latents
+  req.chunk_latents = o.chunk_latents > 0
+                          ? o.chunk_latents
                           : static_cast<int>((frames - 1) / config.temporal_factor() + 1);
   req.hires_chunk_frames = o.hires_chunk_frames;
   req.lean_convs = o.lean_convs;
@@ -68,8 +68,8 @@ Padded padded(const RunOptions& o, const VaeConfig& config, int64_t width, int64
 
 }  // namespace
 
-Result<MemoryPrediction> predict_memory(const RunOptions& o, const VaeConfig& config,
-                                        int64_t width, int64_t height, int64_t frames) {
+Result<MemoryPrediction> predict_memory(const RunOptions& o, const VaeConfig& config, int64_t width,
+                                        int64_t height, int64_t frames) {
   if (width < 1 || height < 1 || frames < 1) return invalid_argument("predict: no input");
   const Padded pd = padded(o, config, width, height, frames);
   MemoryPrediction p;
@@ -85,8 +85,8 @@ Result<MemoryPrediction> predict_memory(const RunOptions& o, const VaeConfig& co
     p.activation_bytes = e.peak_bytes - p.weight_bytes;
     p.tiles = e.tiles;
     p.relative_time = e.relative_time;
-    p.method = "planner (" + std::string(encode ? "encoder" : "decoder") + ", " +
-               req.backend.name + " model): " + describe(e);
+    p.method = "planner (" + std::string(encode ? "encoder" : "decoder") + ", " + req.backend.name +
+               " model): " + describe(e);
   }
   // The job's host buffers: the clip as read, its padded copy, the padded decoded output and the
   // trimmed reconstruction (fp32), and the latent moments.

@@ -73,14 +73,17 @@ std::string async_rule(const RunOptions& o) {
              : "";
 }
 std::string graphs_rule(const RunOptions& o) {
-  if (o.offload_state) return "recorded chunks need the causal state on the device (offload state is on)";
-  if (o.lean_convs) return "recorded chunks update the causal state in place, which lean convolutions replace";
+  if (o.offload_state)
+    return "recorded chunks need the causal state on the device (offload state is on)";
+  if (o.lean_convs)
+    return "recorded chunks update the causal state in place, which lean convolutions replace";
   return "";
 }
 std::string prefetch_rule(const RunOptions& o) {
   if (o.tiling != "off") {
-    return o.tiling + " tiling encodes every tile over the whole clip, so it needs all frames in "
-                      "memory before it starts";
+    return o.tiling +
+           " tiling encodes every tile over the whole clip, so it needs all frames in "
+           "memory before it starts";
   }
   if (o.budget_gb > 0) {
     return "the memory budget plans the run from the clip's size and length, known only once it "
@@ -95,45 +98,77 @@ const std::vector<OptionSpec>& table() {
     std::vector<OptionSpec> v;
     auto add = [&](OptionSpec s) { v.push_back(s); };
     // ---- engine ----
-    add({.key = "backend", .flag = "--backend", .label = "Backend", .group = OptionGroup::kEngine,
+    add({.key = "backend",
+         .flag = "--backend",
+         .label = "Backend",
+         .group = OptionGroup::kEngine,
          .kind = OptionKind::kChoice,
          .help = "Which compute backend runs the model: cpu (oneDNN) or cuda (cuDNN, cuBLAS).",
-         .member = &RunOptions::backend, .choices = kBackends});
-    add({.key = "device", .flag = "--device", .label = "Device", .group = OptionGroup::kEngine,
-         .kind = OptionKind::kInt, .help = "CUDA device index.", .member = &RunOptions::device,
-         .minimum = 0, .maximum = 64, .backends = kCudaBackend});
-    add({.key = "threads", .flag = "--threads", .label = "CPU threads",
-         .group = OptionGroup::kEngine, .kind = OptionKind::kInt,
+         .member = &RunOptions::backend,
+         .choices = kBackends});
+    add({.key = "device",
+         .flag = "--device",
+         .label = "Device",
+         .group = OptionGroup::kEngine,
+         .kind = OptionKind::kInt,
+         .help = "CUDA device index.",
+         .member = &RunOptions::device,
+         .minimum = 0,
+         .maximum = 64,
+         .backends = kCudaBackend});
+    add({.key = "threads",
+         .flag = "--threads",
+         .label = "CPU threads",
+         .group = OptionGroup::kEngine,
+         .kind = OptionKind::kInt,
          .help = "Threads for the oneDNN convolutions and the element-wise loops (0: automatic -- "
                  "every hardware thread, one fewer in the studio so the interface stays "
                  "responsive). More threads: faster, until memory bandwidth saturates.",
-         .member = &RunOptions::threads, .minimum = 0, .maximum = 1024, .special_text = "auto",
+         .member = &RunOptions::threads,
+         .minimum = 0,
+         .maximum = 1024,
+         .special_text = "auto",
          .backends = kCpuBackend});
-    add({.key = "precision", .flag = "--precision", .label = "Precision",
-         .group = OptionGroup::kEngine, .kind = OptionKind::kChoice,
+    add({.key = "precision",
+         .flag = "--precision",
+         .label = "Precision",
+         .group = OptionGroup::kEngine,
+         .kind = OptionKind::kChoice,
          .help = "Precision of weights and activations: fp32 (TF32 off; the reference), tf32 "
                  "(fp32 storage, tensor-core products with 10-bit mantissas), fp16 or bf16 (half "
                  "the memory, tensor-core speed). Norm statistics and softmax stay fp32. The CPU "
                  "backend computes in fp32 only.",
-         .member = &RunOptions::precision, .choices = kPrecisions});
+         .member = &RunOptions::precision,
+         .choices = kPrecisions});
     // ---- CUDA engine ----
     auto cuda_bool = [&](std::string_view key, std::string_view flag, std::string_view negative,
                          std::string_view label, std::string_view help, bool RunOptions::*m,
                          std::string (*rule)(const RunOptions&) = nullptr) {
-      add({.key = key, .flag = flag, .negative_flag = negative, .label = label,
-           .group = OptionGroup::kCuda, .kind = OptionKind::kBool, .help = help, .member = m,
-           .backends = kCudaBackend, .not_applicable = rule});
+      add({.key = key,
+           .flag = flag,
+           .negative_flag = negative,
+           .label = label,
+           .group = OptionGroup::kCuda,
+           .kind = OptionKind::kBool,
+           .help = help,
+           .member = m,
+           .backends = kCudaBackend,
+           .not_applicable = rule});
     };
     cuda_bool("autotune", "--autotune", "--no-autotune", "cuDNN autotune",
               "Time every cuDNN convolution algorithm once per shape and keep the fastest (cached "
               "per GPU, driver and cuDNN version). Off: cuDNN's heuristic choice. Costs a few "
               "seconds on the first run of each shape.",
               &RunOptions::autotune);
-    add({.key = "autotune_cache", .flag = "--autotune-cache", .label = "Autotune cache",
-         .group = OptionGroup::kCuda, .kind = OptionKind::kText,
+    add({.key = "autotune_cache",
+         .flag = "--autotune-cache",
+         .label = "Autotune cache",
+         .group = OptionGroup::kCuda,
+         .kind = OptionKind::kText,
          .help = "File for persisted cuDNN autotune results (\"auto\": the per-user cache folder, "
                  "empty: none).",
-         .member = &RunOptions::autotune_cache, .backends = kCudaBackend});
+         .member = &RunOptions::autotune_cache,
+         .backends = kCudaBackend});
     cuda_bool("channels_last", "--channels-last", "--no-channels-last", "Channels-last (NDHWC)",
               "Keep activations in NDHWC so convolutions run on tensor cores without layout "
               "changes. Off: NCDHW (the PyTorch layout; slower convolutions).",
@@ -166,123 +201,205 @@ const std::vector<OptionSpec>& table() {
               "A 1080p bf16 encode then peaks at 9 GiB; with lone head and lean convolutions a "
               "1080p decode at 11.7 GiB (docs/benchmarks.md).",
               &RunOptions::offload_state);
-    add({.key = "offload_window_mib", .flag = "--offload-window-mib",
-         .label = "Offload window (MiB)", .group = OptionGroup::kCuda, .kind = OptionKind::kInt,
+    add({.key = "offload_window_mib",
+         .flag = "--offload-window-mib",
+         .label = "Offload window (MiB)",
+         .group = OptionGroup::kCuda,
+         .kind = OptionKind::kInt,
          .help = "With offload state: how much offloaded state may be back on the device ahead of "
                  "use. Larger prefetches earlier, smaller saves more.",
-         .member = &RunOptions::offload_window_mib, .minimum = 0, .maximum = 1 << 20,
-         .backends = kCudaBackend, .not_applicable = offload_only});
+         .member = &RunOptions::offload_window_mib,
+         .minimum = 0,
+         .maximum = 1 << 20,
+         .backends = kCudaBackend,
+         .not_applicable = offload_only});
     cuda_bool("cuda_graphs", "--cuda-graphs", "", "CUDA graphs",
               "Record each chunk's GPU work once per chunk shape and replay it for later chunks "
               "(one launch instead of ~250). Needs the state on the device; measured without gain "
               "on an H100 (docs/gpu-notes.md), so off by default.",
               &RunOptions::cuda_graphs, graphs_rule);
-    add({.key = "cudnn_workspace_mib", .flag = "--cudnn-workspace-mib",
-         .label = "cuDNN workspace (MiB)", .group = OptionGroup::kCuda, .kind = OptionKind::kInt,
+    add({.key = "cudnn_workspace_mib",
+         .flag = "--cudnn-workspace-mib",
+         .label = "cuDNN workspace (MiB)",
+         .group = OptionGroup::kCuda,
+         .kind = OptionKind::kInt,
          .help = "Largest scratch buffer one cuDNN convolution may use. More lets cuDNN pick "
                  "faster algorithms; it adds to the peak memory.",
-         .member = &RunOptions::cudnn_workspace_mib, .minimum = 0, .maximum = 1 << 20,
+         .member = &RunOptions::cudnn_workspace_mib,
+         .minimum = 0,
+         .maximum = 1 << 20,
          .backends = kCudaBackend});
     // ---- temporal streaming ----
-    add({.key = "chunk_latents", .flag = "--chunk", .label = "Temporal chunk (latents)",
-         .group = OptionGroup::kStreaming, .kind = OptionKind::kInt,
+    add({.key = "chunk_latents",
+         .flag = "--chunk",
+         .label = "Temporal chunk (latents)",
+         .group = OptionGroup::kStreaming,
+         .kind = OptionKind::kInt,
          .help = "Latent frames per temporal chunk (1 latent = 4 video frames; the first chunk "
                  "has one more). Every chunk size gives the same result; smaller chunks hold "
                  "less memory and show frames sooner. 0 runs the whole clip at once.",
-         .member = &RunOptions::chunk_latents, .minimum = 0, .maximum = 1 << 20,
-         .special_text = "whole clip", .in_short_label = true});
-    add({.key = "hires_chunk_frames", .flag = "--hires-chunk", .label = "High-res pieces (frames)",
-         .group = OptionGroup::kStreaming, .kind = OptionKind::kInt,
+         .member = &RunOptions::chunk_latents,
+         .minimum = 0,
+         .maximum = 1 << 20,
+         .special_text = "whole clip",
+         .in_short_label = true});
+    add({.key = "hires_chunk_frames",
+         .flag = "--hires-chunk",
+         .label = "High-res pieces (frames)",
+         .group = OptionGroup::kStreaming,
+         .kind = OptionKind::kInt,
          .help = "Chunked upsampling: run the full-frame-rate high-resolution stages (decoder "
                  "after its last temporal upsampling, encoder before its first temporal "
                  "downsampling) this many frames at a time, carrying the causal state between "
                  "pieces. Same output; less memory (a 1080p bf16 encode on an H100: 15.0 -> 11.7 "
                  "GiB with 1 frame) for a few percent more time. 0 = off.",
-         .member = &RunOptions::hires_chunk_frames, .minimum = 0, .maximum = 1 << 20,
-         .special_text = "off", .not_applicable = exact_schedule, .in_short_label = true});
-    add({.key = "lone_head", .flag = "--lone-head", .label = "Lone head chunk",
-         .group = OptionGroup::kStreaming, .kind = OptionKind::kBool,
+         .member = &RunOptions::hires_chunk_frames,
+         .minimum = 0,
+         .maximum = 1 << 20,
+         .special_text = "off",
+         .not_applicable = exact_schedule,
+         .in_short_label = true});
+    add({.key = "lone_head",
+         .flag = "--lone-head",
+         .label = "Lone head chunk",
+         .group = OptionGroup::kStreaming,
+         .kind = OptionKind::kBool,
          .help = "The first temporal chunk is frame 0 (latent 0) alone, then chunks of the size "
                  "above, instead of a first chunk with one latent more: no chunk is larger than "
                  "the others, which lowers the decode's peak. Same output.",
-         .member = &RunOptions::lone_head, .not_applicable = exact_schedule,
+         .member = &RunOptions::lone_head,
+         .not_applicable = exact_schedule,
          .in_short_label = true});
-    add({.key = "lean_convs", .flag = "--lean-convs", .label = "Lean convolutions",
-         .group = OptionGroup::kStreaming, .kind = OptionKind::kBool,
+    add({.key = "lean_convs",
+         .flag = "--lean-convs",
+         .label = "Lean convolutions",
+         .group = OptionGroup::kStreaming,
+         .kind = OptionKind::kBool,
          .help = "The decoder's causal convolutions never build their context-extended input "
                  "(two convolution calls and a few frame copies each). Same output; less memory, "
                  "a few percent more time. With the lone head and the CUDA state offload a 1080p "
                  "decode peaks at about 11.7 GiB.",
-         .member = &RunOptions::lean_convs, .not_applicable = exact_schedule,
+         .member = &RunOptions::lean_convs,
+         .not_applicable = exact_schedule,
          .in_short_label = true});
-    add({.key = "async_tiles", .flag = "--async-tiles", .label = "Async tiles",
-         .group = OptionGroup::kStreaming, .kind = OptionKind::kChoice,
+    add({.key = "async_tiles",
+         .flag = "--async-tiles",
+         .label = "Async tiles",
+         .group = OptionGroup::kStreaming,
+         .kind = OptionKind::kChoice,
          .help = "Queue the next chunk or tile on the device before finishing the previous one "
                  "(its download, blending, output), so copies and host work overlap the compute; "
                  "the same output bit for bit. auto = on except with exact tiling; no change in "
                  "time on the CPU backend (its copies are synchronous).",
-         .member = &RunOptions::async_tiles, .choices = kAutoOnOff, .not_applicable = async_rule});
+         .member = &RunOptions::async_tiles,
+         .choices = kAutoOnOff,
+         .not_applicable = async_rule});
     // ---- spatial tiling ----
-    add({.key = "tiling", .flag = "--tiling", .label = "Tiling", .group = OptionGroup::kTiling,
+    add({.key = "tiling",
+         .flag = "--tiling",
+         .label = "Tiling",
+         .group = OptionGroup::kTiling,
          .kind = OptionKind::kChoice,
          .help = "Spatial tiling: off (the whole frame at once: exact, fastest, the most memory), "
                  "blend (the ComfyUI port's cosine-blended tiles: bounded memory, seams possible) "
                  "or exact (tiled computation, output equal to untiled; slower, host memory "
                  "holds whole-frame layer inputs).",
-         .member = &RunOptions::tiling, .choices = kTilings, .in_short_label = true});
-    add({.key = "tile", .flag = "--tile", .label = "Tile (px)", .group = OptionGroup::kTiling,
+         .member = &RunOptions::tiling,
+         .choices = kTilings,
+         .in_short_label = true});
+    add({.key = "tile",
+         .flag = "--tile",
+         .label = "Tile (px)",
+         .group = OptionGroup::kTiling,
          .kind = OptionKind::kSize,
          .help = "Tile size WxH in output pixels. 0x0 (auto): the largest tile within the memory "
                  "budget, or 512x512 without one. Larger: fewer seams and less overhead, more "
                  "memory.",
-         .member = &RunOptions::tile, .minimum = 0, .maximum = 16384, .special_text = "auto",
-         .not_applicable = untiled, .in_short_label = true});
-    add({.key = "overlap", .flag = "--overlap", .label = "Overlap (px)",
-         .group = OptionGroup::kTiling, .kind = OptionKind::kSize,
+         .member = &RunOptions::tile,
+         .minimum = 0,
+         .maximum = 16384,
+         .special_text = "auto",
+         .not_applicable = untiled,
+         .in_short_label = true});
+    add({.key = "overlap",
+         .flag = "--overlap",
+         .label = "Overlap (px)",
+         .group = OptionGroup::kTiling,
+         .kind = OptionKind::kSize,
          .help = "Overlap WxH between blended tiles in pixels. More overlap: softer seams, more "
                  "repeated work. Exact tiling needs none.",
-         .member = &RunOptions::overlap, .minimum = 0, .maximum = 4096, .not_applicable = blend_only});
-    add({.key = "tile_layout", .flag = "--tile-layout", .label = "Tile layout",
-         .group = OptionGroup::kTiling, .kind = OptionKind::kChoice,
+         .member = &RunOptions::overlap,
+         .minimum = 0,
+         .maximum = 4096,
+         .not_applicable = blend_only});
+    add({.key = "tile_layout",
+         .flag = "--tile-layout",
+         .label = "Tile layout",
+         .group = OptionGroup::kTiling,
+         .kind = OptionKind::kChoice,
          .help = "Blend mode's grid. reference: the upstream port's grid, bit-compatible with its "
                  "output (border tiles are smaller). uniform: every tile has the same shape (the "
                  "last one shifted inward), so GPU plans are reused; the weights form an exact "
                  "partition of unity.",
-         .member = &RunOptions::tile_layout, .choices = kLayouts, .not_applicable = blend_only});
-    add({.key = "exact_keep_weights", .flag = "--exact-keep-weights",
-         .label = "Keep all weights resident", .group = OptionGroup::kTiling,
+         .member = &RunOptions::tile_layout,
+         .choices = kLayouts,
+         .not_applicable = blend_only});
+    add({.key = "exact_keep_weights",
+         .flag = "--exact-keep-weights",
+         .label = "Keep all weights resident",
+         .group = OptionGroup::kTiling,
          .kind = OptionKind::kBool,
          .help = "Exact tiling: keep every layer's weights on the device for the whole run "
                  "(faster: no re-uploads) instead of uploading each layer's weights while it "
                  "runs (less memory).",
-         .member = &RunOptions::exact_keep_weights, .not_applicable = exact_only});
+         .member = &RunOptions::exact_keep_weights,
+         .not_applicable = exact_only});
     // ---- memory ----
-    add({.key = "budget_gb", .flag = "--budget-gb", .label = "Memory budget (GiB)",
-         .group = OptionGroup::kMemory, .kind = OptionKind::kReal,
+    add({.key = "budget_gb",
+         .flag = "--budget-gb",
+         .label = "Memory budget (GiB)",
+         .group = OptionGroup::kMemory,
+         .kind = OptionKind::kReal,
          .help = "The most memory the run may use. With tiling and no tile size, the planner picks "
                  "the largest tile that fits; the studio checks its prediction against the smaller "
                  "of this budget and the device's free memory. 0: none.",
-         .member = &RunOptions::budget_gb, .minimum = 0, .maximum = 1 << 20,
+         .member = &RunOptions::budget_gb,
+         .minimum = 0,
+         .maximum = 1 << 20,
          .special_text = "none"});
     // ---- input ----
-    add({.key = "prefetch", .flag = "--prefetch", .label = "Frame prefetch",
-         .group = OptionGroup::kInput, .kind = OptionKind::kChoice,
+    add({.key = "prefetch",
+         .flag = "--prefetch",
+         .label = "Frame prefetch",
+         .group = OptionGroup::kInput,
+         .kind = OptionKind::kChoice,
          .help = "Read and convert the input's frames on their own thread, a couple of temporal "
                  "chunks ahead of the encoder, so the first chunk is encoded while later frames "
                  "are still being decoded; the same output bit for bit. auto: on for a video file "
                  "or image sequence encoded untiled in temporal chunks; on: required (refused "
                  "where it does not apply); off: read the whole clip first.",
-         .member = &RunOptions::prefetch, .choices = kAutoOnOff, .not_applicable = prefetch_rule});
-    add({.key = "temporal_pad", .flag = "--temporal-pad", .label = "Temporal padding",
-         .group = OptionGroup::kInput, .kind = OptionKind::kChoice,
+         .member = &RunOptions::prefetch,
+         .choices = kAutoOnOff,
+         .not_applicable = prefetch_rule});
+    add({.key = "temporal_pad",
+         .flag = "--temporal-pad",
+         .label = "Temporal padding",
+         .group = OptionGroup::kInput,
+         .kind = OptionKind::kChoice,
          .help = "How the clip reaches 4n+1 frames (removed after decoding): mirror (the ComfyUI "
                  "port) or repeat-last (the official SeedVR2 code).",
-         .member = &RunOptions::temporal_pad, .choices = kTemporalPads});
-    add({.key = "spatial_multiple", .flag = "--multiple", .label = "Spatial multiple",
-         .group = OptionGroup::kInput, .kind = OptionKind::kInt,
+         .member = &RunOptions::temporal_pad,
+         .choices = kTemporalPads});
+    add({.key = "spatial_multiple",
+         .flag = "--multiple",
+         .label = "Spatial multiple",
+         .group = OptionGroup::kInput,
+         .kind = OptionKind::kInt,
          .help = "Frames are padded right/bottom to a multiple of this many pixels (8 suffices "
                  "for the VAE; 16 matches the SeedVR2 upscaler).",
-         .member = &RunOptions::spatial_multiple, .choices = kMultiples, .minimum = 8,
+         .member = &RunOptions::spatial_multiple,
+         .choices = kMultiples,
+         .minimum = 8,
          .maximum = 16});
     return v;
   }();
@@ -297,7 +414,9 @@ std::string number_text(double v) {
 
 }  // namespace
 
-std::span<const OptionSpec> run_option_table() { return table(); }
+std::span<const OptionSpec> run_option_table() {
+  return table();
+}
 
 const OptionSpec* find_option(std::string_view key) {
   for (const OptionSpec& s : table()) {
@@ -393,15 +512,17 @@ Status validate(const RunOptions& o) {
     SEEDVAE_TRY(set_option(copy, s, option_value(o, s)));
   }
   if (o.lean_convs && o.cuda_graphs) {
-    return invalid_argument("--lean-convs and --cuda-graphs do not combine: recorded chunks update "
-                            "the causal state in place, which the lean convolutions replace; use "
-                            "one of them");
+    return invalid_argument(
+        "--lean-convs and --cuda-graphs do not combine: recorded chunks update "
+        "the causal state in place, which the lean convolutions replace; use "
+        "one of them");
   }
   if (o.tiling == "exact") {
     if (o.hires_chunk_frames > 0) {
-      return invalid_argument("--hires-chunk does not apply to --tiling exact, which runs layer "
-                              "by layer on tiles (its memory is already bounded by the tile); "
-                              "drop one");
+      return invalid_argument(
+          "--hires-chunk does not apply to --tiling exact, which runs layer "
+          "by layer on tiles (its memory is already bounded by the tile); "
+          "drop one");
     }
     if (o.lone_head || o.lean_convs) {
       return invalid_argument(std::string(o.lean_convs ? "--lean-convs" : "--lone-head") +
@@ -409,8 +530,9 @@ Status validate(const RunOptions& o) {
                               "layer-by-layer schedule and chunking; drop one");
     }
     if (o.async_tiles == "on") {
-      return invalid_argument("--async-tiles on does not apply to --tiling exact, which moves "
-                              "every layer's windows through host memory; use auto or off");
+      return invalid_argument(
+          "--async-tiles on does not apply to --tiling exact, which moves "
+          "every layer's windows through host memory; use auto or off");
     }
   }
   return Status::ok();
@@ -536,10 +658,9 @@ RunOptions run_options_from_json(std::string_view text, std::vector<std::string>
 }
 
 std::string describe(const RunOptions& o) {
-  std::string s = o.backend + " " + o.precision + ", chunk " +
-                  (o.chunk_latents == 0 ? std::string("whole clip")
-                                        : std::to_string(o.chunk_latents)) +
-                  ", ";
+  std::string s =
+      o.backend + " " + o.precision + ", chunk " +
+      (o.chunk_latents == 0 ? std::string("whole clip") : std::to_string(o.chunk_latents)) + ", ";
   if (o.tiling == "off") {
     s += "untiled";
   } else {
@@ -565,10 +686,10 @@ std::string describe(const RunOptions& o) {
 }
 
 std::string short_label(const RunOptions& o) {
-  std::string s = o.tiling == "off" ? std::string("untiled")
-                                    : o.tiling + " " +
-                                          (o.tile == PixelSize{} ? std::string("auto")
-                                                                 : o.tile.to_string());
+  std::string s =
+      o.tiling == "off"
+          ? std::string("untiled")
+          : o.tiling + " " + (o.tile == PixelSize{} ? std::string("auto") : o.tile.to_string());
   s += o.chunk_latents == 0 ? ", whole clip" : ", chunk " + std::to_string(o.chunk_latents);
   if (o.hires_chunk_frames > 0 && o.tiling != "exact") {
     s += ", hi-res " + std::to_string(o.hires_chunk_frames) + " f";

@@ -64,7 +64,7 @@ struct RunOptions {
   // ---- memory ----
   double budget_gb = 0;  // 0: no budget
   // ---- input ----
-  std::string prefetch = "auto";  // auto | on | off
+  std::string prefetch = "auto";        // auto | on | off
   std::string temporal_pad = "mirror";  // mirror | repeat-last
   int spatial_multiple = 8;             // 8 | 16
 
@@ -86,24 +86,23 @@ enum class OptionKind : uint8_t { kBool, kInt, kReal, kChoice, kText, kSize };
 // Which backends honour an option.
 enum OptionBackends : uint8_t { kCpuBackend = 1, kCudaBackend = 2, kAnyBackend = 3 };
 
-using OptionMember =
-    std::variant<bool RunOptions::*, int RunOptions::*, double RunOptions::*,
-                 std::string RunOptions::*, PixelSize RunOptions::*>;
+using OptionMember = std::variant<bool RunOptions::*, int RunOptions::*, double RunOptions::*,
+                                  std::string RunOptions::*, PixelSize RunOptions::*>;
 
 // A value of any option kind (bool, int, real, text for choices/text, size).
 using OptionValue = std::variant<bool, int, double, std::string, PixelSize>;
 
 struct OptionSpec {
-  std::string_view key;    // "lean_convs"
-  std::string_view flag;   // "--lean-convs"; a default-true bool also takes "--no-..."
+  std::string_view key;            // "lean_convs"
+  std::string_view flag;           // "--lean-convs"; a default-true bool also takes "--no-..."
   std::string_view negative_flag;  // default-true bools: "--no-fused-gn"
-  std::string_view label;  // "Lean convolutions"
+  std::string_view label;          // "Lean convolutions"
   OptionGroup group;
   OptionKind kind;
   std::string_view help;  // what it does and what it costs
   OptionMember member;
   std::span<const std::string_view> choices = {};  // kChoice; kInt: the allowed values (text)
-  double minimum = 0, maximum = 0;                  // kInt / kReal / kSize components
+  double minimum = 0, maximum = 0;                 // kInt / kReal / kSize components
   std::string_view special_text = {};  // how the minimum reads ("auto", "off", "whole clip")
   uint8_t backends = kAnyBackend;
   // Why the option does not apply to a run with `o` (empty when it does); backends aside.
@@ -132,8 +131,8 @@ Status validate(const RunOptions& o);
 
 // Preset / report form: {"backend": "cuda", "precision": "bf16", "tile": "512x512", ...}, every
 // option. from_json ignores unknown keys and keeps the default for values of the wrong type or
-// out of range, listing each in `warnings`; it also reads the older preset keys (toggles, tile_width,
-// budget_mib, boolean prefetch/async_tiles).
+// out of range, listing each in `warnings`; it also reads the older preset keys (toggles,
+// tile_width, budget_mib, boolean prefetch/async_tiles).
 std::string to_json(const RunOptions& o);
 RunOptions run_options_from_json(std::string_view json, std::vector<std::string>* warnings);
 

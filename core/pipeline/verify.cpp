@@ -147,9 +147,10 @@ class ConfigRun {
       }
       return dir / name_ / fallback;
     };
-    SEEDVAE_ASSIGN_OR_RETURN(inputs_, SafetensorsFile::open(file_path("inputs", "inputs.safetensors")));
-    SEEDVAE_ASSIGN_OR_RETURN(golden_,
-                             SafetensorsFile::open(file_path("golden_fp32", "golden_fp32.safetensors")));
+    SEEDVAE_ASSIGN_OR_RETURN(inputs_,
+                             SafetensorsFile::open(file_path("inputs", "inputs.safetensors")));
+    SEEDVAE_ASSIGN_OR_RETURN(
+        golden_, SafetensorsFile::open(file_path("golden_fp32", "golden_fp32.safetensors")));
     const auto inter_path = file_path("intermediates_fp32", "intermediates_fp32.safetensors");
     if (opt_.intermediates && files.contains("intermediates_fp32") &&
         std::filesystem::exists(inter_path)) {
@@ -179,7 +180,8 @@ class ConfigRun {
     tiled_encode_ = cfg.value("tiled_encode", Json::object());
     if (opt_.run.precision == "fp16" || opt_.run.precision == "bf16") {
       const std::string mode = opt_.run.precision + "_pure";
-      lowp_ = cfg.value("lowp_error_vs_fp32", Json::object()).value(mode, Json::object())
+      lowp_ = cfg.value("lowp_error_vs_fp32", Json::object())
+                  .value(mode, Json::object())
                   .value("errors", Json::object());
       if (lowp_.empty()) {
         return corrupt_data("the manifest has no lowp_error_vs_fp32." + mode +
@@ -240,7 +242,8 @@ class ConfigRun {
       const bool same_kind = name.size() > kind.size() &&
                              name.compare(name.size() - kind.size(), kind.size(), kind) == 0 &&
                              name[name.size() - kind.size() - 1] == '.';
-      if (name == exact && !variant) return {e.value("max_abs", 0.0), e.value("rms", 0.0), b.source};
+      if (name == exact && !variant)
+        return {e.value("max_abs", 0.0), e.value("rms", 0.0), b.source};
       if (same_kind) {
         b.max_abs = std::max(b.max_abs, e.value("max_abs", 0.0));
         b.rms = std::max(b.rms, e.value("rms", 0.0));
@@ -288,9 +291,8 @@ class ConfigRun {
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
     SEEDVAE_ASSIGN_OR_RETURN(HostTensor x, input(case_name));
     const StreamOptions so = stream(split / weights_.config.temporal_factor());
-    SEEDVAE_ASSIGN_OR_RETURN(HostTensor m, capture(case_name, split == 0, [&] {
-                               return encode_video(*model_, x, so);
-                             }));
+    SEEDVAE_ASSIGN_OR_RETURN(
+        HostTensor m, capture(case_name, split == 0, [&] { return encode_video(*model_, x, so); }));
     cache_[key] = m;
     return m;
   }
@@ -316,7 +318,8 @@ class ConfigRun {
       }
       auto x = input(g.case_name);
       if (!x) return x.take_status();
-      out = enc ? tiled_encode(*model_, *x, to, stream(1)) : tiled_decode(*model_, *x, to, stream(1));
+      out =
+          enc ? tiled_encode(*model_, *x, to, stream(1)) : tiled_decode(*model_, *x, to, stream(1));
     } else if (g.op == "enc_moments") {
       out = encode(g.case_name, g.split);
     } else if (g.op == "enc_mean") {

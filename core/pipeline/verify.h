@@ -18,24 +18,24 @@ namespace seedvae {
 
 struct VerifyOptions {
   std::filesystem::path reference_dir;
-  std::vector<std::string> configs;       // empty: every configuration in the manifest
-  std::vector<std::string> only;          // tensor-name substrings to run; empty: all
+  std::vector<std::string> configs;              // empty: every configuration in the manifest
+  std::vector<std::string> only;                 // tensor-name substrings to run; empty: all
   std::optional<std::filesystem::path> weights;  // overrides the folder's / synthetic weights
-  double tolerance = 1e-4;                // max abs error for outputs (fp32)
+  double tolerance = 1e-4;                       // max abs error for outputs (fp32)
   // The run's options: its precision (fp32 uses `tolerance`; tf32 uses the golden README's
   // recommendation, max abs 1e-2 and rms 1.5e-3; fp16/bf16 must be no worse, max abs and rms,
   // than PyTorch's own error for the same tensor in the same mode: the manifest's
   // lowp_error_vs_fp32 *_pure rows) and the model options every case runs with (chunked
   // upsampling, lean convolutions; the temporal chunk comes from each case).
   RunOptions run;
-  bool run_model = true;                  // false: check inputs and weights only
-  bool intermediates = true;              // compare per-block intermediates where shipped
+  bool run_model = true;      // false: check inputs and weights only
+  bool intermediates = true;  // compare per-block intermediates where shipped
 };
 
 struct VerifyRow {
   std::string config;
-  std::string tensor;       // golden tensor name, or "weights", "inputs"
-  std::string status;       // "pass", "FAIL", "skip"
+  std::string tensor;  // golden tensor name, or "weights", "inputs"
+  std::string status;  // "pass", "FAIL", "skip"
   double max_abs = 0;
   double rms = 0;
   double tolerance = 0;

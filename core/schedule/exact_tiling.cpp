@@ -12,7 +12,9 @@ namespace seedvae {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // Bytes of the host's whole-frame tensors, now and at their peak.
 struct HostCounter {
@@ -344,10 +346,16 @@ void ExactTilingBackend::set_frame(int64_t height, int64_t width) {
   impl_->full_w = width;
 }
 
-void ExactTilingBackend::set_hooks(Hooks hooks) { hooks_ = std::move(hooks); }
+void ExactTilingBackend::set_hooks(Hooks hooks) {
+  hooks_ = std::move(hooks);
+}
 
-int64_t ExactTilingBackend::host_bytes() const { return impl_->host->current; }
-int64_t ExactTilingBackend::host_peak_bytes() const { return impl_->host->peak; }
+int64_t ExactTilingBackend::host_bytes() const {
+  return impl_->host->current;
+}
+int64_t ExactTilingBackend::host_peak_bytes() const {
+  return impl_->host->peak;
+}
 
 std::string ExactTilingBackend::name() const {
   return "exact tiles " + std::to_string(options_.tile_w) + "x" + std::to_string(options_.tile_h) +
@@ -501,7 +509,8 @@ Result<Tensor> ExactTilingBackend::conv3d(const Tensor& x, const Tensor& w, cons
           ev.chunk = hooks_.chunk;
           ev.first_frame = hooks_.first_frame;
           ev.pixel = px;
-          ev.latent = {oy / 8, ox / 8, ceil_div(oy + th, 8) - oy / 8, ceil_div(ox + tw, 8) - ox / 8};
+          ev.latent = {oy / 8, ox / 8, ceil_div(oy + th, 8) - oy / 8,
+                       ceil_div(ox + tw, 8) - ox / 8};
           ev.data = &yh;
           SEEDVAE_TRY(hooks_.on_tile(ev));
         }
@@ -683,10 +692,10 @@ Result<int64_t> exact_steps_per_chunk(const VaeConfig& config, bool encode, int6
   CountingBackend device;
   auto tiles = ExactTilingBackend::dry_run(device, options);
   tiles->set_frame(height, width);
-  SEEDVAE_ASSIGN_OR_RETURN(
-      VaeModel model, VaeModel::create(*tiles, config, [&](const VaeConfig::Param& p) {
-        return Result<Tensor>(tiles->declare_weight(p.shape, p.name));
-      }));
+  SEEDVAE_ASSIGN_OR_RETURN(VaeModel model,
+                           VaeModel::create(*tiles, config, [&](const VaeConfig::Param& p) {
+                             return Result<Tensor>(tiles->declare_weight(p.shape, p.name));
+                           }));
   const int sf = config.spatial_factor();
   const Shape in = encode ? Shape{1, config.in_channels, 1, height, width}
                           : Shape{1, config.latent_channels, 1, height / sf, width / sf};

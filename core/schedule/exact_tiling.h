@@ -63,11 +63,11 @@ class ExactTilingBackend final : public Backend {
     const CancelToken* cancel = nullptr;  // checked before every tile
     ProgressSink* progress = nullptr;     // one unit per tile execution
     std::string stage = "exact";
-    int64_t steps_total = 0;              // of the whole run (progress total)
-    std::string final_weight;             // the output layer's weight name ("decoder.conv_out.weight")
-    TileSink on_tile;                     // every tile of the output layer
-    TileRunReport* report = nullptr;      // rects, tile sums and counts of the output layer
-    int64_t chunk = 0, first_frame = 0;   // of the chunk being run (TileEvent)
+    int64_t steps_total = 0;          // of the whole run (progress total)
+    std::string final_weight;         // the output layer's weight name ("decoder.conv_out.weight")
+    TileSink on_tile;                 // every tile of the output layer
+    TileRunReport* report = nullptr;  // rects, tile sums and counts of the output layer
+    int64_t chunk = 0, first_frame = 0;  // of the chunk being run (TileEvent)
   };
   void set_hooks(Hooks hooks);
   Hooks& hooks() { return hooks_; }

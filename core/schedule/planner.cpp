@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <functional>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -55,7 +55,9 @@ struct StreamResult {
   int64_t tiles = 1;         // exact tiling: tiles of the output layer
 };
 
-DType activation_dtype(const PlanRequest& r) { return r.activation_bytes <= 2 ? DType::kBF16 : DType::kF32; }
+DType activation_dtype(const PlanRequest& r) {
+  return r.activation_bytes <= 2 ? DType::kBF16 : DType::kF32;
+}
 
 // The latent ranges of the clip's chunks, as the schedulers make them.
 std::vector<int64_t> chunk_sizes(const PlanRequest& r, int64_t latents, int chunk) {
@@ -95,8 +97,8 @@ VaeModel::ParameterFactory declare_on(CountingBackend& device) {
 // the second has every causal memory live), the FLOPs of all chunks (a middle chunk repeats the
 // second exactly). `declare` makes a chunk's input.
 template <typename Declare>
-Status replay_chunks(const PlanRequest& r, VaeModel& model, CountingBackend& device,
-                     int64_t lat_h, int64_t lat_w, int chunk, Declare declare, StreamResult& out,
+Status replay_chunks(const PlanRequest& r, VaeModel& model, CountingBackend& device, int64_t lat_h,
+                     int64_t lat_w, int chunk, Declare declare, StreamResult& out,
                      CausalState& state) {
   const VaeConfig& c = r.config;
   const int tf = c.temporal_factor(), sf = c.spatial_factor();
@@ -164,10 +166,10 @@ Result<StreamResult> simulate_exact(const PlanRequest& r, const TileSpec& tile, 
   auto tiles = ExactTilingBackend::dry_run(
       device, ExactTilingOptions{tile.tile_h, tile.tile_w, r.exact_keep_weights});
   tiles->set_frame(r.height, r.width);
-  SEEDVAE_ASSIGN_OR_RETURN(
-      VaeModel model, VaeModel::create(*tiles, r.config, [&](const VaeConfig::Param& p) {
-        return Result<Tensor>(tiles->declare_weight(p.shape, p.name));
-      }));
+  SEEDVAE_ASSIGN_OR_RETURN(VaeModel model,
+                           VaeModel::create(*tiles, r.config, [&](const VaeConfig::Param& p) {
+                             return Result<Tensor>(tiles->declare_weight(p.shape, p.name));
+                           }));
   StreamResult out;
   out.weight_bytes = device.weight_bytes();
   device.reset_peak();
@@ -176,8 +178,9 @@ Result<StreamResult> simulate_exact(const PlanRequest& r, const TileSpec& tile, 
   model.set_observer(std::ref(tracker));
   const int sf = r.config.spatial_factor();
   CausalState state;
-  SEEDVAE_TRY(replay_chunks(r, model, device, r.height / sf, r.width / sf, chunk,
-                            [&](const Shape& s) { return tiles->declare(s); }, out, state));
+  SEEDVAE_TRY(replay_chunks(
+      r, model, device, r.height / sf, r.width / sf, chunk,
+      [&](const Shape& s) { return tiles->declare(s); }, out, state));
   out.peak = device.memory_stats().peak_bytes;
   out.weight_peak = device.weight_peak_bytes();
   out.peak_at = tracker.at();
@@ -306,7 +309,7 @@ Result<PlanEstimate> estimate(const PlanRequest& r, const TileSpec& tile, int ch
   } else {
     SEEDVAE_ASSIGN_OR_RETURN(const StreamResult s, simulate_exact(r, tile, chunk));
     e.tiles = s.tiles;
-    e.weight_bytes = s.weight_bytes;                    // the device model's, resident
+    e.weight_bytes = s.weight_bytes;                        // the device model's, resident
     e.exact_weight_bytes = s.weight_peak - s.weight_bytes;  // the layer uploads at their largest
     peak = s.peak;
     e.peak_at = s.peak_at;

@@ -47,7 +47,7 @@ struct PlanRequest {
   int hires_chunk_frames = 0;  // ChunkOptions::hires_chunk_frames (untiled and blend modes)
   bool lean_convs = false;     // ChunkOptions::lean_convs (untiled and blend modes)
   bool lone_head = false;      // StreamOptions::lone_head
-  int64_t budget_bytes = 0;  // 0: unlimited
+  int64_t budget_bytes = 0;    // 0: unlimited
   bool exact_keep_weights = false;
   BackendMemoryModel backend = BackendMemoryModel::cpu();
 };

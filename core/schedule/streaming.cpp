@@ -146,8 +146,8 @@ Result<HostTensor> encode_video(VaeModel& model, const HostTensor& video,
                     });
 }
 
-Result<HostTensor> encode_stream(VaeModel& model, FrameSource& source,
-                                 const StreamOptions& options, const StreamHooks& hooks) {
+Result<HostTensor> encode_stream(VaeModel& model, FrameSource& source, const StreamOptions& options,
+                                 const StreamHooks& hooks) {
   Backend& backend = model.backend();
   const int f = model.config().temporal_factor();
   const int64_t c = options.chunk_latents;
@@ -169,9 +169,9 @@ Result<HostTensor> encode_stream(VaeModel& model, FrameSource& source,
       if (s.rank() != 5 || s[0] != 1 || s[2] > want ||
           (!frame_shape.dims().empty() &&
            (s[1] != frame_shape[1] || s[3] != frame_shape[3] || s[4] != frame_shape[4]))) {
-        return invalid_argument("frame source returned " + s.to_string() + " for a chunk of " +
-                                std::to_string(want) + " frames" +
-                                (frame_shape.dims().empty() ? "" : " of " + frame_shape.to_string()));
+        return invalid_argument(
+            "frame source returned " + s.to_string() + " for a chunk of " + std::to_string(want) +
+            " frames" + (frame_shape.dims().empty() ? "" : " of " + frame_shape.to_string()));
       }
       if (k < want && (frames_in + k - 1) % f != 0) {  // the last chunk: refuse before running it
         return invalid_argument("encode needs a [1, 3, 4n+1, H, W] video, the frame source gave " +
@@ -227,8 +227,7 @@ Result<HostTensor> decode_latent(VaeModel& model, const HostTensor& latent,
   }
   const int f = model.config().temporal_factor();
   return run_stream(model, latent, plan_chunks(s[2], options.chunk_latents, options.lone_head),
-                    (s[2] - 1) * f + 1,
-                    "decode", hooks, options.async_tiles,
+                    (s[2] - 1) * f + 1, "decode", hooks, options.async_tiles,
                     [&](const Tensor& z, CausalState& st, int64_t i) {
                       return model.decode_chunk(z, st, options.chunk_options(i, hooks.tile));
                     });

@@ -1,5 +1,5 @@
-// Temporal slicing (docs/model.md §4): runs a whole clip through the VaeModel chunk by chunk with an
-// explicit causal state, so device memory is bounded by the chunk, not by the clip length.
+// Temporal slicing (docs/model.md §4): runs a whole clip through the VaeModel chunk by chunk with
+// an explicit causal state, so device memory is bounded by the chunk, not by the clip length.
 // Cancellation is checked between chunks; progress is reported per chunk (one chunk late with
 // StreamOptions::async_tiles).
 #pragma once
@@ -41,7 +41,9 @@ struct StreamOptions {
 
   // The model options of chunk `chunk` (telemetry label) of tile `tile`.
   ChunkOptions chunk_options(int64_t chunk, int64_t tile) const {
-    return {.hires_chunk_frames = hires_chunk_frames, .lean_convs = lean_convs, .chunk = chunk,
+    return {.hires_chunk_frames = hires_chunk_frames,
+            .lean_convs = lean_convs,
+            .chunk = chunk,
             .tile = tile};
   }
 };
@@ -87,8 +89,8 @@ class FrameSource {
 // bit-identical to encode_video() of the concatenated frames. The chunk count is unknown in
 // advance: progress reports `total` as done + 1 until the source ends. Cancellation is checked
 // before each pull.
-Result<HostTensor> encode_stream(VaeModel& model, FrameSource& source,
-                                 const StreamOptions& options, const StreamHooks& hooks = {});
+Result<HostTensor> encode_stream(VaeModel& model, FrameSource& source, const StreamOptions& options,
+                                 const StreamHooks& hooks = {});
 
 // latent: [1, latent, t, h, w]. Returns the decoded video [1, 3, 4t-3, 8h, 8w] in fp32 (unclamped).
 Result<HostTensor> decode_latent(VaeModel& model, const HostTensor& latent,

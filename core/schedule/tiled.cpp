@@ -12,12 +12,9 @@ namespace seedvae {
 
 std::string_view tiling_mode_name(TilingMode mode) {
   switch (mode) {
-    case TilingMode::kOff:
-      return "off";
-    case TilingMode::kBlend:
-      return "blend";
-    case TilingMode::kExact:
-      return "exact";
+    case TilingMode::kOff: return "off";
+    case TilingMode::kBlend: return "blend";
+    case TilingMode::kExact: return "exact";
   }
   return "?";
 }
@@ -230,7 +227,8 @@ Result<HostTensor> run_blend(const BlendJob& job) {
     }
     SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(tin));
     tin = HostTensor();
-    const ChunkOptions chunk_options = job.stream.chunk_options(static_cast<int64_t>(ci), tile.index);
+    const ChunkOptions chunk_options =
+        job.stream.chunk_options(static_cast<int64_t>(ci), tile.index);
     Result<Tensor> yr = job.encode ? model.encode_chunk(x, state, chunk_options)
                                    : model.decode_chunk(x, state, chunk_options);
     if (!yr.is_ok()) return yr.take_status().with_context("tile " + std::to_string(tile.index));
@@ -267,8 +265,8 @@ Result<HostTensor> run_blend(const BlendJob& job) {
       const int64_t th = static_cast<int64_t>(wr.size()), tw = static_cast<int64_t>(wc.size());
       if (ys[1] != out_c || ys[3] < th || ys[4] < tw || frame0 + ys[2] > as[2]) {
         return internal_error("tile " + std::to_string(pt.index) + " output " + ys.to_string() +
-                              " does not fit its " + std::to_string(th) + "x" +
-                              std::to_string(tw) + " region");
+                              " does not fit its " + std::to_string(th) + "x" + std::to_string(tw) +
+                              " region");
       }
       if (job.tile_hooks && job.tile_hooks->on_tile) {
         TileEvent ev;
@@ -276,10 +274,10 @@ Result<HostTensor> run_blend(const BlendJob& job) {
         ev.total = ntiles;
         ev.chunk = static_cast<int64_t>(ci);
         ev.first_frame = out_first[ci];
-        ev.pixel = job.encode ? Rect{pt.pixel.y, pt.pixel.x,
-                                     std::min(pt.pixel.h, is[3] - pt.pixel.y),
-                                     std::min(pt.pixel.w, is[4] - pt.pixel.x)}
-                              : pt.pixel;
+        ev.pixel = job.encode
+                       ? Rect{pt.pixel.y, pt.pixel.x, std::min(pt.pixel.h, is[3] - pt.pixel.y),
+                              std::min(pt.pixel.w, is[4] - pt.pixel.x)}
+                       : pt.pixel;
         ev.latent = pt.latent;
         ev.data = &y;
         SEEDVAE_TRY(job.tile_hooks->on_tile(ev));
@@ -473,9 +471,8 @@ Result<HostTensor> run_exact(VaeModel& model, const HostTensor& input, const Til
   return concat_time(pieces);
 }
 
-Result<HostTensor> run_off(VaeModel& model, const HostTensor& input,
-                           const StreamOptions& stream, const StreamHooks& hooks,
-                           TileHooks* tile_hooks, bool encode) {
+Result<HostTensor> run_off(VaeModel& model, const HostTensor& input, const StreamOptions& stream,
+                           const StreamHooks& hooks, TileHooks* tile_hooks, bool encode) {
   const auto t0 = Clock::now();
   Result<HostTensor> out = encode ? encode_video(model, input, stream, hooks)
                                   : decode_latent(model, input, stream, hooks);
@@ -502,12 +499,10 @@ Result<HostTensor> tiled_decode(VaeModel& model, const HostTensor& latent,
     return invalid_argument("decode needs a [1, C, t, h, w] latent, got " + s.to_string());
   }
   switch (options.mode) {
-    case TilingMode::kOff:
-      return run_off(model, latent, stream, hooks, tile_hooks, false);
+    case TilingMode::kOff: return run_off(model, latent, stream, hooks, tile_hooks, false);
     case TilingMode::kExact:
       return run_exact(model, latent, options, stream, hooks, tile_hooks, false);
-    case TilingMode::kBlend:
-      break;
+    case TilingMode::kBlend: break;
   }
   if (s[1] != model.config().latent_channels) {
     return invalid_argument("decoder input must be [1, " +
@@ -531,12 +526,10 @@ Result<HostTensor> tiled_encode(VaeModel& model, const HostTensor& video,
                             " is not a multiple of " + std::to_string(sf));
   }
   switch (options.mode) {
-    case TilingMode::kOff:
-      return run_off(model, video, stream, hooks, tile_hooks, true);
+    case TilingMode::kOff: return run_off(model, video, stream, hooks, tile_hooks, true);
     case TilingMode::kExact:
       return run_exact(model, video, options, stream, hooks, tile_hooks, true);
-    case TilingMode::kBlend:
-      break;
+    case TilingMode::kBlend: break;
   }
   return run_blend({model, video, options, stream, hooks, tile_hooks, true});
 }

@@ -47,15 +47,15 @@ uint16_t float_to_half_bits(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7FFFFFFFu;
-  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);  // NaN (quiet)
+  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);   // NaN (quiet)
   if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // overflow -> inf
   if (abs < 0x38800000u) {
     // Result is subnormal (or zero) in half: value = m * 2^-24 with m in [0, 1024].
     // Scale by 2^24 in float exactly via integer manipulation, then round to nearest even.
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // < 2^-25 rounds to 0
-    const uint32_t exp = abs >> 23;                  // biased exponent, 102..112
-    const uint32_t mant = (abs & 0x7FFFFFu) | 0x800000u;  // 24-bit significand
-    const uint32_t shift = 126u - exp;               // bits to drop to reach 2^-24 units
+    const uint32_t exp = abs >> 23;                             // biased exponent, 102..112
+    const uint32_t mant = (abs & 0x7FFFFFu) | 0x800000u;        // 24-bit significand
+    const uint32_t shift = 126u - exp;                          // bits to drop to reach 2^-24 units
     uint32_t q = mant >> shift;
     const uint32_t rem = mant & ((1u << shift) - 1u);
     const uint32_t half = 1u << (shift - 1u);
@@ -124,9 +124,12 @@ void convert_elements(const void* src, DType st, void* dst, DType dt, int64_t n)
     const auto* s = static_cast<const double*>(src);
     for (int64_t i = 0; i < n; ++i) {
       const float f = static_cast<float>(s[i]);
-      if (dt == DType::kF32) static_cast<float*>(dst)[i] = f;
-      else if (dt == DType::kF16) static_cast<uint16_t*>(dst)[i] = float_to_half_bits(f);
-      else static_cast<uint16_t*>(dst)[i] = float_to_bf16_bits(f);
+      if (dt == DType::kF32)
+        static_cast<float*>(dst)[i] = f;
+      else if (dt == DType::kF16)
+        static_cast<uint16_t*>(dst)[i] = float_to_half_bits(f);
+      else
+        static_cast<uint16_t*>(dst)[i] = float_to_bf16_bits(f);
     }
     return;
   }

@@ -11,9 +11,10 @@ namespace seedvae {
 
 Result<TensorView> resolve_tensor(const SafetensorsFile& file, const std::string& canonical) {
   if (file.contains(canonical)) return file.get(canonical);
-  static const std::pair<const char*, const char*> kLegacy[] = {
-      {".to_q.", ".query."}, {".to_k.", ".key."}, {".to_v.", ".value."},
-      {".to_out.0.", ".proj_attn."}};
+  static const std::pair<const char*, const char*> kLegacy[] = {{".to_q.", ".query."},
+                                                                {".to_k.", ".key."},
+                                                                {".to_v.", ".value."},
+                                                                {".to_out.0.", ".proj_attn."}};
   for (const auto& [now, old] : kLegacy) {
     const auto pos = canonical.find(now);
     if (pos == std::string::npos) continue;
@@ -156,7 +157,8 @@ std::string fp16_digest(const VaeWeights& weights) {
   for (const auto& p : weights.config.parameters()) {
     auto it = weights.tensors.find(p.name);
     if (it == weights.tensors.end()) continue;
-    const HostTensor h = it->second.dtype() == DType::kF16 ? it->second : it->second.to(DType::kF16);
+    const HostTensor h =
+        it->second.dtype() == DType::kF16 ? it->second : it->second.to(DType::kF16);
     sha.update(h.raw(), static_cast<size_t>(h.nbytes()));  // little-endian hosts only
   }
   return sha.finish_hex();
@@ -179,7 +181,8 @@ Result<std::string> sha256_file(const std::filesystem::path& path) {
 std::filesystem::path find_demo_weights(const std::filesystem::path& exe_dir) {
   namespace fs = std::filesystem;
   std::vector<fs::path> candidates;
-  if (const char* env = std::getenv("SEEDVAE_DEMO_WEIGHTS"); env && *env) candidates.emplace_back(env);
+  if (const char* env = std::getenv("SEEDVAE_DEMO_WEIGHTS"); env && *env)
+    candidates.emplace_back(env);
   if (!exe_dir.empty()) {
     candidates.push_back(exe_dir / ".." / "share" / "seedvae" / "demo_vae.safetensors");
     candidates.push_back(exe_dir / "demo_vae.safetensors");

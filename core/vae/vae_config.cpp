@@ -9,7 +9,9 @@
 
 namespace seedvae {
 
-VaeConfig VaeConfig::real() { return VaeConfig{}; }
+VaeConfig VaeConfig::real() {
+  return VaeConfig{};
+}
 
 VaeConfig VaeConfig::tiny() {
   VaeConfig c;
@@ -123,8 +125,8 @@ Status VaeConfig::validate() const {
   for (int c : block_out_channels) {
     if (c < 1 || c % norm_groups != 0) {
       return invalid_argument("block channel count " + std::to_string(c) +
-                              " is not a positive multiple of the " +
-                              std::to_string(norm_groups) + " GroupNorm groups");
+                              " is not a positive multiple of the " + std::to_string(norm_groups) +
+                              " GroupNorm groups");
     }
   }
   return Status::ok();
@@ -196,7 +198,8 @@ Result<VaeConfig> infer_config(const SafetensorsFile& file) {
   c.layers_per_block = count_indexed(file, "encoder.down_blocks.0.resnets");
   int temporal = 0;
   for (int l = 0; l + 1 < levels; ++l) {
-    auto s = shape_of(file, "encoder.down_blocks." + std::to_string(l) + ".downsamplers.0.conv.weight");
+    auto s =
+        shape_of(file, "encoder.down_blocks." + std::to_string(l) + ".downsamplers.0.conv.weight");
     if (s && s->rank() == 5 && (*s)[2] == 3) ++temporal;
   }
   c.temporal_scale_num = temporal;
@@ -243,8 +246,8 @@ Status check_state_dict(const SafetensorsFile& file, const VaeConfig& config) {
     if (!used.count(n)) unexpected.push_back(n);
   }
   if (missing.empty() && misshaped.empty() && unexpected.empty()) return Status::ok();
-  std::string msg = file.path().string() + " does not match the configuration (" +
-                    config.to_string() + "):";
+  std::string msg =
+      file.path().string() + " does not match the configuration (" + config.to_string() + "):";
   auto list = [&](const char* what, const std::vector<std::string>& v) {
     if (v.empty()) return;
     msg += "\n  " + std::to_string(v.size()) + " " + what + ":";

@@ -16,10 +16,10 @@ class SafetensorsFile;
 struct VaeConfig {
   int in_channels = 3;
   int out_channels = 3;
-  int latent_channels = 16;                       // the encoder emits 2x this (mean, logvar)
+  int latent_channels = 16;  // the encoder emits 2x this (mean, logvar)
   std::vector<int> block_out_channels{128, 256, 512, 512};
-  int layers_per_block = 2;                       // encoder resnets per level; decoder has +1
-  int temporal_scale_num = 2;                     // temporal x2 levels in encoder and decoder
+  int layers_per_block = 2;    // encoder resnets per level; decoder has +1
+  int temporal_scale_num = 2;  // temporal x2 levels in encoder and decoder
   int norm_groups = 32;
   float norm_eps = 1e-6f;
 
@@ -27,7 +27,7 @@ struct VaeConfig {
   static VaeConfig tiny();  // ../shared/golden tiny test configuration: 3,999,475 parameters
 
   int levels() const { return static_cast<int>(block_out_channels.size()); }
-  int spatial_factor() const { return 1 << (levels() - 1); }   // 8
+  int spatial_factor() const { return 1 << (levels() - 1); }       // 8
   int temporal_factor() const { return 1 << temporal_scale_num; }  // 4
   // Encoder level i downsamples in time (docs/model.md §2.2).
   bool encoder_temporal_down(int level) const {

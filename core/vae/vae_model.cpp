@@ -77,7 +77,8 @@ class VaeModel::Pass {
 
   // ---- layers ----
   Result<Tensor> causal_conv(const Tensor& x, const std::string& prefix, int stride_t,
-                             int stride_hw, bool downsample_pad, Memory memory_mode = Memory::kStore);
+                             int stride_hw, bool downsample_pad,
+                             Memory memory_mode = Memory::kStore);
   // GroupNorm+SiLU `norm`, then the causal convolution `conv` (lean where it applies).
   Result<Tensor> norm_conv(Tensor x, const std::string& norm, const std::string& conv);
   Result<Tensor> norm_silu(const Tensor& x, const std::string& prefix, int context_frames = 2);
@@ -128,7 +129,8 @@ class VaeModel::Pass {
   int64_t stage_span_ = -1;  // Backend::begin_device_span handle of the running stage
 };
 
-// ---- the model -----------------------------------------------------------------------------------
+// ---- the model
+// -----------------------------------------------------------------------------------
 
 VaeModel::VaeModel() = default;
 VaeModel::VaeModel(VaeModel&&) noexcept = default;
@@ -207,7 +209,9 @@ Status VaeModel::end_summary(std::string_view stage, const SummarySpan& span, in
   return Status::ok();
 }
 
-VaeModel::GraphStats VaeModel::graph_stats() const { return graphs_ ? graphs_->stats : GraphStats{}; }
+VaeModel::GraphStats VaeModel::graph_stats() const {
+  return graphs_ ? graphs_->stats : GraphStats{};
+}
 
 Result<Tensor> VaeModel::encode_chunk(const Tensor& x, CausalState& state,
                                       const ChunkOptions& options) {
@@ -281,14 +285,14 @@ Result<Tensor> VaeModel::Pass::encode(const Tensor& x) {
     const int64_t n = opt_.hires_chunk_frames;
     const int64_t outer = std::max<int64_t>(2, (n + 1) / 2 * 2);
     const int64_t first = !state_.started && x.shape[2] % 2 == 1 ? 1 : 0;
-    SEEDVAE_ASSIGN_OR_RETURN(
-        h, in_pieces(
-               x,
-               [&](Tensor piece) -> Result<Tensor> {
-                 SEEDVAE_ASSIGN_OR_RETURN(Tensor y, in_pieces(std::move(piece), head));
-                 return encoder_level(std::move(y), first_level);
-               },
-               first, outer));
+    SEEDVAE_ASSIGN_OR_RETURN(h, in_pieces(
+                                    x,
+                                    [&](Tensor piece) -> Result<Tensor> {
+                                      SEEDVAE_ASSIGN_OR_RETURN(Tensor y,
+                                                               in_pieces(std::move(piece), head));
+                                      return encoder_level(std::move(y), first_level);
+                                    },
+                                    first, outer));
     next_level = first_level + 1;
   } else {
     SEEDVAE_ASSIGN_OR_RETURN(h, in_pieces(x, head));
@@ -351,8 +355,8 @@ Result<Tensor> VaeModel::Pass::encoder_level(Tensor h, int l) {
   }
   if (l < c.levels() - 1) {
     const bool temporal = c.encoder_temporal_down(l);
-    SEEDVAE_ASSIGN_OR_RETURN(
-        h, causal_conv(h, p + ".downsamplers.0.conv", temporal ? 2 : 1, 2, true));
+    SEEDVAE_ASSIGN_OR_RETURN(h,
+                             causal_conv(h, p + ".downsamplers.0.conv", temporal ? 2 : 1, 2, true));
   }
   SEEDVAE_TRY(observe(p, h));
   return h;
@@ -379,7 +383,8 @@ Result<Tensor> VaeModel::Pass::up_block(Tensor h, int l) {
     SEEDVAE_ASSIGN_OR_RETURN(h, resnet(std::move(h), p + ".resnets." + std::to_string(j)));
   }
   if (l < c.levels() - 1) {
-    SEEDVAE_ASSIGN_OR_RETURN(h, upsample(std::move(h), p + ".upsamplers.0", c.decoder_temporal_up(l)));
+    SEEDVAE_ASSIGN_OR_RETURN(h,
+                             upsample(std::move(h), p + ".upsamplers.0", c.decoder_temporal_up(l)));
   }
   SEEDVAE_TRY(observe(p, h));
   return h;
@@ -411,15 +416,15 @@ Result<Tensor> VaeModel::Pass::resnet(Tensor x, const std::string& p) {
   Tensor shortcut;
   if (projected && opt_.lean_convs && p.rfind("decoder.", 0) == 0) {
     // lean: the shortcut first, so x is not held through the convolutions
-    SEEDVAE_ASSIGN_OR_RETURN(shortcut, b_.conv3d(x, w(p + ".conv_shortcut.weight"),
-                                                 w(p + ".conv_shortcut.bias"), {}));
+    SEEDVAE_ASSIGN_OR_RETURN(
+        shortcut, b_.conv3d(x, w(p + ".conv_shortcut.weight"), w(p + ".conv_shortcut.bias"), {}));
   }
   SEEDVAE_ASSIGN_OR_RETURN(
       Tensor h, norm_conv(shortcut.defined() ? std::move(x) : x, p + ".norm1", p + ".conv1"));
   SEEDVAE_ASSIGN_OR_RETURN(h, norm_conv(std::move(h), p + ".norm2", p + ".conv2"));
   if (projected && !shortcut.defined()) {
-    SEEDVAE_ASSIGN_OR_RETURN(shortcut, b_.conv3d(x, w(p + ".conv_shortcut.weight"),
-                                                 w(p + ".conv_shortcut.bias"), {}));
+    SEEDVAE_ASSIGN_OR_RETURN(
+        shortcut, b_.conv3d(x, w(p + ".conv_shortcut.weight"), w(p + ".conv_shortcut.bias"), {}));
   }
   SEEDVAE_TRY(b_.add_inplace(h, projected ? shortcut : x));
   return h;
@@ -430,9 +435,8 @@ Result<Tensor> VaeModel::Pass::resnet(Tensor x, const std::string& p) {
 // InflatedCausalConv3d (docs/model.md §2.1): temporal context of kT-1 frames (replicated frame 0
 // on the first chunk, the stored memory later), zero spatial padding, plain conv; remembers the
 // last kT-sT frames of the extended input for the next chunk.
-Result<Tensor> VaeModel::Pass::causal_conv(const Tensor& x, const std::string& prefix,
-                                           int stride_t, int stride_hw, bool downsample_pad,
-                                           Memory memory_mode) {
+Result<Tensor> VaeModel::Pass::causal_conv(const Tensor& x, const std::string& prefix, int stride_t,
+                                           int stride_hw, bool downsample_pad, Memory memory_mode) {
   const Tensor& weight = w(prefix + ".weight");
   const Tensor& bias = w(prefix + ".bias");
   if (!weight.defined()) return internal_error("no weight for " + prefix);
@@ -544,8 +548,8 @@ Result<Tensor> VaeModel::Pass::norm_conv(Tensor x, const std::string& norm,
 
 Result<Tensor> VaeModel::Pass::upscale(const Tensor& x, const std::string& p, bool temporal,
                                        bool drop_frame_1, int context_frames) {
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, b_.conv3d(x, w(p + ".upscale_conv.weight"),
-                                               w(p + ".upscale_conv.bias"), {}));
+  SEEDVAE_ASSIGN_OR_RETURN(
+      Tensor y, b_.conv3d(x, w(p + ".upscale_conv.weight"), w(p + ".upscale_conv.bias"), {}));
   return b_.depth_to_space(y, temporal ? 2 : 1, drop_frame_1, context_frames);
 }
 
@@ -595,8 +599,8 @@ Result<Tensor> VaeModel::Pass::upsample(Tensor x, const std::string& p, bool tem
   const auto low_it = state_.memory.find(low);
   const Tensor* low_memory = low_it == state_.memory.end() ? nullptr : &low_it->second;
   const int64_t t = x.shape[2];
-  const bool in_place = in_place_state_ && low_memory != nullptr &&
-                        low_memory->shape[2] == (temporal ? 1 : 2);
+  const bool in_place =
+      in_place_state_ && low_memory != nullptr && low_memory->shape[2] == (temporal ? 1 : 2);
   Tensor keep;  // the low-resolution frames the next call needs
   if (!in_place) {
     SEEDVAE_ASSIGN_OR_RETURN(keep, next_upsampler_memory(x, low_memory, temporal));
@@ -605,22 +609,23 @@ Result<Tensor> VaeModel::Pass::upsample(Tensor x, const std::string& p, bool tem
   if (low_memory == nullptr) {
     const bool drop = temporal && !state_.started;
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, upscale(x, p, temporal, drop));
-    SEEDVAE_ASSIGN_OR_RETURN(
-        out, causal_conv(y, conv, 1, 1, false,
-                         keep.defined() ? Memory::kKeepElsewhere : Memory::kStore));
+    SEEDVAE_ASSIGN_OR_RETURN(out,
+                             causal_conv(y, conv, 1, 1, false,
+                                         keep.defined() ? Memory::kKeepElsewhere : Memory::kStore));
   } else if (!temporal && opt_.lean_convs && !in_place_state_ && t >= 4 &&
              low_memory->shape[2] == 2) {
     const Tensor memory = *low_memory;
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, upscale(x, p, false, false, 0));
     x = {};
-    SEEDVAE_ASSIGN_OR_RETURN(out, split_context_conv(std::move(y), conv, [&](Tensor& dst) -> Status {
-      for (int64_t f = 0; f < 2; ++f) {
-        SEEDVAE_ASSIGN_OR_RETURN(Tensor frame, b_.slice_frames(memory, f, f + 1));
-        SEEDVAE_ASSIGN_OR_RETURN(Tensor up, upscale(frame, p, false, false, 0));
-        SEEDVAE_TRY(b_.copy_frames_into(dst, f, up, 0, 1));
-      }
-      return Status::ok();
-    }));
+    SEEDVAE_ASSIGN_OR_RETURN(
+        out, split_context_conv(std::move(y), conv, [&](Tensor& dst) -> Status {
+          for (int64_t f = 0; f < 2; ++f) {
+            SEEDVAE_ASSIGN_OR_RETURN(Tensor frame, b_.slice_frames(memory, f, f + 1));
+            SEEDVAE_ASSIGN_OR_RETURN(Tensor up, upscale(frame, p, false, false, 0));
+            SEEDVAE_TRY(b_.copy_frames_into(dst, f, up, 0, 1));
+          }
+          return Status::ok();
+        }));
   } else {  // a continued stream: never a first chunk, so nothing is dropped
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, upscale(x, p, temporal, false));
     SEEDVAE_ASSIGN_OR_RETURN(Tensor m, upscale(*low_memory, p, temporal, false));
@@ -748,10 +753,11 @@ Result<Tensor> VaeModel::graphed(std::string_view coder, const Tensor& x, Causal
     if (telemetry_) {
       const double device_ms = backend_->end_device_span(span);
       SEEDVAE_TRY(backend_->synchronize());
-      emit_sample(std::string(coder) + ".graph", options.chunk, options.tile,
-                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0)
-                      .count(),
-                  device_ms);
+      emit_sample(
+          std::string(coder) + ".graph", options.chunk, options.tile,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0)
+              .count(),
+          device_ms);
     }
     return backend_->slice_frames(rec.out, 0, rec.out.shape[2]);
   }

@@ -127,9 +127,11 @@ class VaeModel {
 
   // x: [1, C_in, T, H, W], H and W multiples of 8. First chunk (state.started == false): T = 4k+1;
   // later chunks: T = 4k. Returns the moments [1, 2*latent, t, H/8, W/8] (mean = first half).
-  Result<Tensor> encode_chunk(const Tensor& x, CausalState& state, const ChunkOptions& options = {});
+  Result<Tensor> encode_chunk(const Tensor& x, CausalState& state,
+                              const ChunkOptions& options = {});
   // z: [1, latent, t, h, w]. First chunk returns 4t-3 frames, later chunks 4t.
-  Result<Tensor> decode_chunk(const Tensor& z, CausalState& state, const ChunkOptions& options = {});
+  Result<Tensor> decode_chunk(const Tensor& z, CausalState& state,
+                              const ChunkOptions& options = {});
 
  private:
   class Pass;        // one encode_chunk / decode_chunk call (vae_model.cpp)

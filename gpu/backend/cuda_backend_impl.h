@@ -62,9 +62,13 @@ inline DType dtype_of(Precision p) {
   }
 }
 
-inline std::string str(const Shape& s) { return s.to_string(); }
+inline std::string str(const Shape& s) {
+  return s.to_string();
+}
 
-inline Dims5 dims5(const Shape& s) { return {s[0], s[1], s[2], s[3], s[4]}; }
+inline Dims5 dims5(const Shape& s) {
+  return {s[0], s[1], s[2], s[3], s[4]};
+}
 
 enum class Kind : uint8_t {
   kActivation,  // rank 5, `layout`

@@ -27,8 +27,8 @@ cudaDataType_t cuda_type(ElemType t) {
 
 Status blas_status(cublasStatus_t st, const std::string& what) {
   if (st == CUBLAS_STATUS_SUCCESS) return Status::ok();
-  std::string msg = what + ": cuBLASLt " + cublasLtGetStatusName(st) + " (" +
-                    cublasLtGetStatusString(st) + ")";
+  std::string msg =
+      what + ": cuBLASLt " + cublasLtGetStatusName(st) + " (" + cublasLtGetStatusString(st) + ")";
   if (st == CUBLAS_STATUS_ALLOC_FAILED) return out_of_memory(msg);
   return Status(StatusCode::kDeviceError, msg);
 }
@@ -70,7 +70,9 @@ Gemm::~Gemm() {
   if (handle_) cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
 }
 
-int Gemm::version() const { return static_cast<int>(cublasLtGetVersion()); }
+int Gemm::version() const {
+  return static_cast<int>(cublasLtGetVersion());
+}
 
 Result<Gemm::Plan*> Gemm::plan_for(const RowGemm& g, MathMode math, bool with_bias,
                                    const std::string& what) {
@@ -88,34 +90,40 @@ Result<Gemm::Plan*> Gemm::plan_for(const RowGemm& g, MathMode math, bool with_bi
   if (it != plans_.end()) return it->second.get();  // null: no algorithm with the bias epilogue
 
   auto p = std::make_unique<Plan>();
-  const cublasComputeType_t compute =
-      (g.ab_type == ElemType::kF32 && math == MathMode::kTf32) ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                               : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = (g.ab_type == ElemType::kF32 && math == MathMode::kTf32)
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
   SEEDVAE_TRY(blas_status(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F), what));
   // Column-major view: D^T[N, M] = X[N, K] * Y[K, M], X from B, Y from A.
   const cublasOperation_t op_x = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_y = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  SEEDVAE_TRY(blas_status(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                                         &op_x, sizeof op_x), what));
-  SEEDVAE_TRY(blas_status(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                                         &op_y, sizeof op_y), what));
+  SEEDVAE_TRY(blas_status(
+      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_x, sizeof op_x),
+      what));
+  SEEDVAE_TRY(blas_status(
+      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_y, sizeof op_y),
+      what));
   if (with_bias) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    SEEDVAE_TRY(blas_status(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                           &epi, sizeof epi), what));
+    SEEDVAE_TRY(blas_status(
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
+        what));
     const cudaDataType_t bt = CUDA_R_32F;
     SEEDVAE_TRY(blas_status(cublasLtMatmulDescSetAttribute(
-        p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt), what));
+                                p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt),
+                            what));
   }
   const cudaDataType_t tab = cuda_type(g.ab_type), tcd = cuda_type(g.cd_type);
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
   // X (stored B): op N -> [N x K] ld ldb; op T -> [K x N].
-  SEEDVAE_TRY(blas_status(g.trans_b ? cublasLtMatrixLayoutCreate(&p->la, tab, u(g.k), u(g.n), g.ldb)
-                                    : cublasLtMatrixLayoutCreate(&p->la, tab, u(g.n), u(g.k), g.ldb),
+  SEEDVAE_TRY(blas_status(g.trans_b
+                              ? cublasLtMatrixLayoutCreate(&p->la, tab, u(g.k), u(g.n), g.ldb)
+                              : cublasLtMatrixLayoutCreate(&p->la, tab, u(g.n), u(g.k), g.ldb),
                           what));
   // Y (stored A): op N -> [K x M] ld lda; op T -> [M x K].
-  SEEDVAE_TRY(blas_status(g.trans_a ? cublasLtMatrixLayoutCreate(&p->lb, tab, u(g.m), u(g.k), g.lda)
-                                    : cublasLtMatrixLayoutCreate(&p->lb, tab, u(g.k), u(g.m), g.lda),
+  SEEDVAE_TRY(blas_status(g.trans_a
+                              ? cublasLtMatrixLayoutCreate(&p->lb, tab, u(g.m), u(g.k), g.lda)
+                              : cublasLtMatrixLayoutCreate(&p->lb, tab, u(g.k), u(g.m), g.lda),
                           what));
   SEEDVAE_TRY(blas_status(
       cublasLtMatrixLayoutCreate(&p->lc, tcd, u(g.n), u(g.m), g.c ? g.ldc : g.ldd), what));
@@ -124,7 +132,8 @@ Result<Gemm::Plan*> Gemm::plan_for(const RowGemm& g, MathMode math, bool with_bi
   cublasLtMatmulPreference_t pref = nullptr;
   SEEDVAE_TRY(blas_status(cublasLtMatmulPreferenceCreate(&pref), what));
   const uint64_t ws = kWorkspaceBytes;
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                       sizeof ws);
   const uint32_t al[4] = {static_cast<uint32_t>(ab), static_cast<uint32_t>(aa),
                           static_cast<uint32_t>(ac), static_cast<uint32_t>(ad)};
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], 4);
@@ -133,9 +142,9 @@ Result<Gemm::Plan*> Gemm::plan_for(const RowGemm& g, MathMode math, bool with_bi
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], 4);
   cublasLtMatmulHeuristicResult_t res{};
   int count = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-      static_cast<cublasLtHandle_t>(handle_), p->desc, p->la, p->lb, p->lc, p->ld, pref, 1, &res,
-      &count);
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), p->desc, p->la, p->lb,
+                                     p->lc, p->ld, pref, 1, &res, &count);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || count == 0) {
     if (with_bias) {  // remembered; the caller retries without the epilogue
@@ -172,15 +181,16 @@ Status Gemm::run(const RowGemm& g, MathMode math, const std::string& what) {
   if (bias_in_epilogue) {
     const void* bp = g.bias;
     SEEDVAE_TRY(blas_status(cublasLtMatmulDescSetAttribute(
-        plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp), what));
+                                plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp),
+                            what));
   }
   const float alpha = g.alpha, beta = g.beta;
-  SEEDVAE_TRY(blas_status(
-      cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), plan->desc, &alpha, g.b, plan->la, g.a,
-                     plan->lb, &beta, g.c ? g.c : g.d, plan->lc, g.d, plan->ld, &plan->algo,
-                     workspace_->ptr, workspace_bytes_, stream_),
-      what + " (" + std::to_string(g.m) + " x " + std::to_string(g.n) + " x " +
-          std::to_string(g.k) + ")"));
+  SEEDVAE_TRY(
+      blas_status(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), plan->desc, &alpha, g.b,
+                                 plan->la, g.a, plan->lb, &beta, g.c ? g.c : g.d, plan->lc, g.d,
+                                 plan->ld, &plan->algo, workspace_->ptr, workspace_bytes_, stream_),
+                  what + " (" + std::to_string(g.m) + " x " + std::to_string(g.n) + " x " +
+                      std::to_string(g.k) + ")"));
   if (g.bias != nullptr && !bias_in_epilogue) {
     if (g.ldd != g.n) return internal_error(what + ": bias without epilogue needs a dense output");
     Dims5 d;

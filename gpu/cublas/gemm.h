@@ -45,7 +45,8 @@ struct RowGemm {
 
 class Gemm {
  public:
-  static Result<std::unique_ptr<Gemm>> create(Stream stream, std::shared_ptr<DeviceAllocator> alloc);
+  static Result<std::unique_ptr<Gemm>> create(Stream stream,
+                                              std::shared_ptr<DeviceAllocator> alloc);
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;

@@ -2,8 +2,8 @@
 // persisted autotune cache, temporal splitting for 32-bit indexing. See conv3d_cudnn.h.
 #include "gpu/cudnn/conv3d_cudnn.h"
 
-#include <cudnn.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 #include <algorithm>
 #include <fstream>
@@ -37,7 +37,9 @@ const char* type_name(ElemType t) {
   return t == ElemType::kF32 ? "f32" : t == ElemType::kF16 ? "f16" : "bf16";
 }
 
-bool fits_int(int64_t v) { return v >= 0 && v <= 0x7fffffffLL; }
+bool fits_int(int64_t v) {
+  return v >= 0 && v <= 0x7fffffffLL;
+}
 
 }  // namespace
 
@@ -54,7 +56,6 @@ struct Conv3dCudnn::Descs {
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
   }
 };
-
 
 Result<std::unique_ptr<Conv3dCudnn>> Conv3dCudnn::create(Stream stream,
                                                          std::shared_ptr<DeviceAllocator> alloc,
@@ -80,7 +81,9 @@ Conv3dCudnn::~Conv3dCudnn() {
   if (handle_) cudnnDestroy(static_cast<cudnnHandle_t>(handle_));
 }
 
-int Conv3dCudnn::version() const { return static_cast<int>(cudnnGetVersion()); }
+int Conv3dCudnn::version() const {
+  return static_cast<int>(cudnnGetVersion());
+}
 
 void Conv3dCudnn::load_cache() {
   if (options_.cache_file.empty()) return;
@@ -154,14 +157,16 @@ Status Conv3dCudnn::run(const ConvProblem& p, const void* x, const void* w, void
                             yb + o0 * ohw * es, what));
       continue;
     }
-    SEEDVAE_ASSIGN_OR_RETURN(BlockPtr xs, alloc_->allocate(static_cast<size_t>(p.cin * t_in * hw * es),
-                                                           what + " input piece"));
-    SEEDVAE_ASSIGN_OR_RETURN(BlockPtr ys, alloc_->allocate(static_cast<size_t>(p.cout * tp * ohw * es),
-                                                           what + " output piece"));
-    SEEDVAE_CUDA_TRY(cudaMemcpy2DAsync(xs->ptr, t_in * hw * es, xb + o0 * p.st * hw * es,
-                                       p.t * hw * es, t_in * hw * es, p.cin,
-                                       cudaMemcpyDeviceToDevice, stream_),
-                     what + " gather");
+    SEEDVAE_ASSIGN_OR_RETURN(
+        BlockPtr xs,
+        alloc_->allocate(static_cast<size_t>(p.cin * t_in * hw * es), what + " input piece"));
+    SEEDVAE_ASSIGN_OR_RETURN(
+        BlockPtr ys,
+        alloc_->allocate(static_cast<size_t>(p.cout * tp * ohw * es), what + " output piece"));
+    SEEDVAE_CUDA_TRY(
+        cudaMemcpy2DAsync(xs->ptr, t_in * hw * es, xb + o0 * p.st * hw * es, p.t * hw * es,
+                          t_in * hw * es, p.cin, cudaMemcpyDeviceToDevice, stream_),
+        what + " gather");
     SEEDVAE_TRY(run_piece(q, t_in, t_in * hw, tp * ohw, xs->ptr, w, ys->ptr, what));
     SEEDVAE_CUDA_TRY(cudaMemcpy2DAsync(yb + o0 * ohw * es, to * ohw * es, ys->ptr, tp * ohw * es,
                                        tp * ohw * es, p.cout, cudaMemcpyDeviceToDevice, stream_),
@@ -216,24 +221,25 @@ Status Conv3dCudnn::run_piece(const ConvProblem& p, int64_t t_in, int64_t x_cstr
       }
     }
     SEEDVAE_TRY(dnn_status(cudnnCreateTensorDescriptor(&nd->x), where));
-    SEEDVAE_TRY(dnn_status(cudnnSetTensorNdDescriptor(nd->x, dt, 5, xdims, xstr), where + " input"));
+    SEEDVAE_TRY(
+        dnn_status(cudnnSetTensorNdDescriptor(nd->x, dt, 5, xdims, xstr), where + " input"));
     SEEDVAE_TRY(dnn_status(cudnnCreateTensorDescriptor(&nd->y), where));
-    SEEDVAE_TRY(dnn_status(cudnnSetTensorNdDescriptor(nd->y, dt, 5, ydims, ystr), where + " output"));
+    SEEDVAE_TRY(
+        dnn_status(cudnnSetTensorNdDescriptor(nd->y, dt, 5, ydims, ystr), where + " output"));
     SEEDVAE_TRY(dnn_status(cudnnCreateFilterDescriptor(&nd->w), where));
     const int wdims[5] = {static_cast<int>(p.cout), static_cast<int>(p.cin), static_cast<int>(p.kt),
                           static_cast<int>(p.kh), static_cast<int>(p.kw)};
-    SEEDVAE_TRY(dnn_status(cudnnSetFilterNdDescriptor(nd->w, dt, last ? CUDNN_TENSOR_NHWC
-                                                                     : CUDNN_TENSOR_NCHW,
-                                                      5, wdims),
+    SEEDVAE_TRY(dnn_status(cudnnSetFilterNdDescriptor(
+                               nd->w, dt, last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, 5, wdims),
                            where + " filter"));
     SEEDVAE_TRY(dnn_status(cudnnCreateConvolutionDescriptor(&nd->conv), where));
     const int pads[3] = {0, p.ph, p.pw};
     const int strides[3] = {p.st, p.sh, p.sw};
     const int dil[3] = {1, 1, 1};
-    SEEDVAE_TRY(dnn_status(cudnnSetConvolutionNdDescriptor(nd->conv, 3, pads, strides, dil,
-                                                           CUDNN_CROSS_CORRELATION,
-                                                           CUDNN_DATA_FLOAT),
-                           where + " convolution"));
+    SEEDVAE_TRY(
+        dnn_status(cudnnSetConvolutionNdDescriptor(nd->conv, 3, pads, strides, dil,
+                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                   where + " convolution"));
     int outd[5] = {};
     SEEDVAE_TRY(dnn_status(cudnnGetConvolutionNdForwardOutputDim(nd->conv, nd->x, nd->w, 5, outd),
                            where + " output dims"));
@@ -248,7 +254,7 @@ Status Conv3dCudnn::run_piece(const ConvProblem& p, int64_t t_in, int64_t x_cstr
 
   auto h = static_cast<cudnnHandle_t>(handle_);
   const bool strict_f32 = p.type == ElemType::kF32 && p.math == MathMode::kStrict;
-  const cudnnMathType_t base_math = strict_f32 ? CUDNN_FMA_MATH
+  const cudnnMathType_t base_math = strict_f32                 ? CUDNN_FMA_MATH
                                     : p.type == ElemType::kF32 ? CUDNN_DEFAULT_MATH
                                                                : CUDNN_TENSOR_OP_MATH;
   if (!d->chosen) {
@@ -311,9 +317,8 @@ Status Conv3dCudnn::run_piece(const ConvProblem& p, int64_t t_in, int64_t x_cstr
         dirty_ = true;
       }
     }
-    SEEDVAE_TRY(dnn_status(cudnnSetConvolutionMathType(d->conv,
-                                                       static_cast<cudnnMathType_t>(d->choice.math)),
-                           where));
+    SEEDVAE_TRY(dnn_status(
+        cudnnSetConvolutionMathType(d->conv, static_cast<cudnnMathType_t>(d->choice.math)), where));
     d->chosen = true;
   }
   BlockPtr ws;

@@ -88,8 +88,8 @@ __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const uns
 #endif
 }
 template <>
-__device__ __forceinline__ void mma16816<__half>(float (&c)[4], const unsigned (&a)[4],
-                                                 unsigned b0, unsigned b1) {
+__device__ __forceinline__ void mma16816<__half>(float (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                                 unsigned b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
@@ -256,8 +256,8 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
         unsigned a[4][4];
 #pragma unroll
         for (int mt = 0; mt < 4; ++mt) {
-          ldsm_x4(a[mt], sP + (mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDP + kk +
-                             (lane >> 4) * 8);
+          ldsm_x4(a[mt],
+                  sP + (mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDP + kk + (lane >> 4) * 8);
         }
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
@@ -408,11 +408,16 @@ void launch_simt(const FlashArgs& a, Stream stream) {
 template <typename T>
 void dispatch_simt(const FlashArgs& a, Stream stream) {
   const int64_t dpl = dev::ceil_div(a.dim, 32);
-  if (dpl <= 1) launch_simt<T, 1>(a, stream);
-  else if (dpl <= 2) launch_simt<T, 2>(a, stream);
-  else if (dpl <= 4) launch_simt<T, 4>(a, stream);
-  else if (dpl <= 8) launch_simt<T, 8>(a, stream);
-  else launch_simt<T, 16>(a, stream);
+  if (dpl <= 1)
+    launch_simt<T, 1>(a, stream);
+  else if (dpl <= 2)
+    launch_simt<T, 2>(a, stream);
+  else if (dpl <= 4)
+    launch_simt<T, 4>(a, stream);
+  else if (dpl <= 8)
+    launch_simt<T, 8>(a, stream);
+  else
+    launch_simt<T, 16>(a, stream);
 }
 
 // ---- softmax rows -----------------------------------------------------------------------------
@@ -430,7 +435,8 @@ __global__ void softmax_rows_kernel(const float* __restrict__ s, T* __restrict__
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += __expf(sr[j] - mx);
   sum = dev::block_sum(sum, scratch);
   const float inv = 1.f / sum;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) pr[j] = from_f32<T>(expf(sr[j] - mx) * inv);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    pr[j] = from_f32<T>(expf(sr[j] - mx) * inv);
 }
 
 }  // namespace
@@ -469,7 +475,8 @@ void launch_softmax_rows(ElemType out_type, const float* s, void* p, int64_t row
                          Stream stream) {
   if (rows <= 0 || cols <= 0) return;
   SEEDVAE_DISPATCH_ELEM(out_type, T, {
-    softmax_rows_kernel<T><<<static_cast<unsigned>(rows), 256, 0, stream>>>(s, static_cast<T*>(p), cols);
+    softmax_rows_kernel<T>
+        <<<static_cast<unsigned>(rows), 256, 0, stream>>>(s, static_cast<T*>(p), cols);
   });
 }
 

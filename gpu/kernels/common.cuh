@@ -17,22 +17,36 @@ constexpr int kWarp = 32;
 template <typename T>
 __device__ __forceinline__ float to_f32(T v);
 template <>
-__device__ __forceinline__ float to_f32<float>(float v) { return v; }
+__device__ __forceinline__ float to_f32<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ float to_f32<__half>(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32<__half>(__half v) {
+  return __half2float(v);
+}
 template <>
-__device__ __forceinline__ float to_f32<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f32<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
 
 template <typename T>
 __device__ __forceinline__ T from_f32(float v);
 template <>
-__device__ __forceinline__ float from_f32<float>(float v) { return v; }
+__device__ __forceinline__ float from_f32<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ __half from_f32<__half>(float v) {
+  return __float2half_rn(v);
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
 
-__device__ __forceinline__ float silu(float x) { return x / (1.f + __expf(-x)); }
+__device__ __forceinline__ float silu(float x) {
+  return x / (1.f + __expf(-x));
+}
 
 // V elements of T packed into 16 bytes (V = 4 for float, 8 for 16-bit types).
 template <typename T>
@@ -91,26 +105,28 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return warp_max(r);
 }
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 }  // namespace seedvae::gpu::dev
 
 // Dispatch on ElemType: DISPATCH_ELEM(t, T, body) runs body with T = float/__half/__nv_bfloat16.
-#define SEEDVAE_DISPATCH_ELEM(etype, T, ...)                      \
-  switch (etype) {                                               \
-    case ::seedvae::gpu::ElemType::kF32: {                       \
-      using T = float;                                           \
-      __VA_ARGS__;                                               \
-      break;                                                     \
-    }                                                            \
-    case ::seedvae::gpu::ElemType::kF16: {                       \
-      using T = __half;                                          \
-      __VA_ARGS__;                                               \
-      break;                                                     \
-    }                                                            \
-    case ::seedvae::gpu::ElemType::kBF16: {                      \
-      using T = __nv_bfloat16;                                   \
-      __VA_ARGS__;                                               \
-      break;                                                     \
-    }                                                            \
+#define SEEDVAE_DISPATCH_ELEM(etype, T, ...) \
+  switch (etype) {                           \
+    case ::seedvae::gpu::ElemType::kF32: {   \
+      using T = float;                       \
+      __VA_ARGS__;                           \
+      break;                                 \
+    }                                        \
+    case ::seedvae::gpu::ElemType::kF16: {   \
+      using T = __half;                      \
+      __VA_ARGS__;                           \
+      break;                                 \
+    }                                        \
+    case ::seedvae::gpu::ElemType::kBF16: {  \
+      using T = __nv_bfloat16;               \
+      __VA_ARGS__;                           \
+      break;                                 \
+    }                                        \
   }

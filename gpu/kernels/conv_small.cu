@@ -101,7 +101,8 @@ __global__ void tap_gather_kernel(TapGatherArgs a) {
 }
 
 template <typename T>
-__global__ void bias_convert_kernel(const float* acc, const float* bias, int64_t n, int64_t c, T* out) {
+__global__ void bias_convert_kernel(const float* acc, const float* bias, int64_t n, int64_t c,
+                                    T* out) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     out[i] = from_f32<T>(acc[i] + (bias ? bias[i % c] : 0.f));
@@ -130,7 +131,9 @@ void gather_kt(const TapGatherArgs& a, Stream stream, int64_t total) {
   }
 }
 
-bool tap_gather_supported(int kt, int64_t cout) { return kt >= 1 && kt <= 3 && cout >= 1 && cout <= 7; }
+bool tap_gather_supported(int kt, int64_t cout) {
+  return kt >= 1 && kt <= 3 && cout >= 1 && cout <= 7;
+}
 
 void launch_tap_gather(const TapGatherArgs& a, Stream stream) {
   const int64_t total = a.ho * a.wo;

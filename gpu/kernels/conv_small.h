@@ -30,8 +30,8 @@ struct TapGatherArgs {
   // one input frame's products [h * w, ldy], column ((kh * kw_n + kw) * kt_n + kt) * cout + co
   const float* y = nullptr;
   int64_t ldy = 1;
-  float* acc = nullptr;      // [t_out, ho, wo, cout] fp32
-  int64_t frame = 0;         // index of the input frame
+  float* acc = nullptr;  // [t_out, ho, wo, cout] fp32
+  int64_t frame = 0;     // index of the input frame
   int64_t t_out = 1, h = 1, w = 1, ho = 1, wo = 1, cout = 1;
   int kt = 1, kh = 1, kw = 1, ph = 0, pw = 0;
 };

@@ -21,7 +21,9 @@ int grid_for(int64_t n, int threads = 256) {
   return static_cast<int>(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
 
 template <typename T>
 __global__ void add_vec_kernel(T* acc, const T* x, int64_t nvec) {
@@ -236,10 +238,10 @@ void launch_add_inplace(ElemType t, void* acc, const void* x, int64_t n, Stream 
     constexpr int V = Vec16<T>::kN;
     if (n % V == 0 && aligned16(acc) && aligned16(x)) {
       add_vec_kernel<T><<<grid_for(n / V), 256, 0, stream>>>(static_cast<T*>(acc),
-                                                            static_cast<const T*>(x), n / V);
+                                                             static_cast<const T*>(x), n / V);
     } else {
-      add_scalar_kernel<T><<<grid_for(n), 256, 0, stream>>>(static_cast<T*>(acc),
-                                                           static_cast<const T*>(x), n);
+      add_scalar_kernel<T>
+          <<<grid_for(n), 256, 0, stream>>>(static_cast<T*>(acc), static_cast<const T*>(x), n);
     }
   });
 }
@@ -271,23 +273,22 @@ void launch_add_bias(ElemType t, Layout layout, void* y, const float* bias, cons
     constexpr int V = Vec16<T>::kN;
     if (layout == Layout::kNDHWC) {
       if (d.c % V == 0 && aligned16(y)) {
-        bias_last_vec_kernel<T><<<grid_for(n / V), 256, 0, stream>>>(static_cast<T*>(y), bias,
-                                                                    n / V, d.c);
+        bias_last_vec_kernel<T>
+            <<<grid_for(n / V), 256, 0, stream>>>(static_cast<T*>(y), bias, n / V, d.c);
       } else {
         bias_scalar_kernel<T><<<grid_for(n), 256, 0, stream>>>(static_cast<T*>(y), bias, n, d.c, 1);
       }
     } else {
-      bias_scalar_kernel<T><<<grid_for(n), 256, 0, stream>>>(static_cast<T*>(y), bias, n, d.c,
-                                                            d.t * d.h * d.w);
+      bias_scalar_kernel<T>
+          <<<grid_for(n), 256, 0, stream>>>(static_cast<T*>(y), bias, n, d.c, d.t * d.h * d.w);
     }
   });
 }
 
 void launch_silu_inplace(ElemType t, void* y, int64_t n, Stream stream) {
   if (n <= 0) return;
-  SEEDVAE_DISPATCH_ELEM(t, T, {
-    silu_kernel<T><<<grid_for(n), 256, 0, stream>>>(static_cast<T*>(y), n);
-  });
+  SEEDVAE_DISPATCH_ELEM(
+      t, T, { silu_kernel<T><<<grid_for(n), 256, 0, stream>>>(static_cast<T*>(y), n); });
 }
 
 void launch_convert(ElemType src_t, const void* src, ElemType dst_t, void* dst, int64_t n,
@@ -295,8 +296,8 @@ void launch_convert(ElemType src_t, const void* src, ElemType dst_t, void* dst, 
   if (n <= 0) return;
   SEEDVAE_DISPATCH_ELEM(src_t, S, {
     SEEDVAE_DISPATCH_ELEM(dst_t, D, {
-      convert_kernel<S, D><<<grid_for(n), 256, 0, stream>>>(static_cast<const S*>(src),
-                                                           static_cast<D*>(dst), n);
+      convert_kernel<S, D>
+          <<<grid_for(n), 256, 0, stream>>>(static_cast<const S*>(src), static_cast<D*>(dst), n);
     });
   });
 }
@@ -310,7 +311,7 @@ void launch_transpose(ElemType src_t, const void* src, ElemType dst_t, void* dst
   SEEDVAE_DISPATCH_ELEM(src_t, S, {
     SEEDVAE_DISPATCH_ELEM(dst_t, D, {
       transpose_kernel<S, D><<<grid, block, 0, stream>>>(static_cast<const S*>(src),
-                                                        static_cast<D*>(dst), c, s, to_last);
+                                                         static_cast<D*>(dst), c, s, to_last);
     });
   });
 }

@@ -31,11 +31,11 @@ using dev::Vec16;
 constexpr int kThreads = 256;
 
 struct Plan {
-  int vec = 1;        // channels per thread (NDHWC)
-  int lanes = 1;      // channel vectors per block (NDHWC)
-  int zgroups = 1;    // blocks along channels
-  int rows = 1;       // pixel rows per block pass
-  int64_t chunks = 1; // pixel chunks per frame
+  int vec = 1;         // channels per thread (NDHWC)
+  int lanes = 1;       // channel vectors per block (NDHWC)
+  int zgroups = 1;     // blocks along channels
+  int rows = 1;        // pixel rows per block pass
+  int64_t chunks = 1;  // pixel chunks per frame
   int64_t partial_floats = 0;
   int64_t coef_floats = 0;
 };
@@ -46,7 +46,8 @@ Plan make_plan(const GroupNormArgs& a) {
   const int64_t target_blocks = 4LL * std::max(1, a.num_sms);
   if (a.layout == Layout::kNDHWC) {
     const int v16 = a.type == ElemType::kF32 ? 4 : 8;
-    const bool al = ((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(a.y)) & 15) == 0;
+    const bool al =
+        ((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(a.y)) & 15) == 0;
     p.vec = (c % v16 == 0 && al) ? v16 : 1;
     const int64_t cv = c / p.vec;
     p.lanes = static_cast<int>(std::min<int64_t>(cv, kThreads));
@@ -78,9 +79,9 @@ __device__ __forceinline__ float shift_of(const T* x, Layout layout, const Dims5
 }
 
 template <typename T, int V>
-__global__ void __launch_bounds__(kThreads) stats_last_kernel(const T* __restrict__ x, Dims5 d,
-                                                              int lanes, int rows, int64_t chunks,
-                                                              float* __restrict__ partial) {
+__global__ void __launch_bounds__(kThreads)
+    stats_last_kernel(const T* __restrict__ x, Dims5 d, int lanes, int rows, int64_t chunks,
+                      float* __restrict__ partial) {
   __shared__ float red[kThreads * 2 * V];
   const int64_t chunk = blockIdx.x, f = blockIdx.y;
   const int tid = threadIdx.x;
@@ -139,9 +140,9 @@ __global__ void __launch_bounds__(kThreads) stats_last_kernel(const T* __restric
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) stats_first_kernel(const T* __restrict__ x, Dims5 d,
-                                                               int64_t chunks,
-                                                               float* __restrict__ partial) {
+__global__ void __launch_bounds__(kThreads)
+    stats_first_kernel(const T* __restrict__ x, Dims5 d, int64_t chunks,
+                       float* __restrict__ partial) {
   __shared__ float scratch[32];
   const int64_t chunk = blockIdx.x, f = blockIdx.y, c = blockIdx.z;
   const int64_t hw = d.hw();
@@ -165,14 +166,11 @@ __global__ void __launch_bounds__(kThreads) stats_first_kernel(const T* __restri
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) finalize_kernel(const T* __restrict__ x, Dims5 d,
-                                                            Layout layout, int groups, float eps,
-                                                            int64_t chunks,
-                                                            const float* __restrict__ partial,
-                                                            const float* __restrict__ gamma,
-                                                            const float* __restrict__ beta,
-                                                            const float* __restrict__ in_bias,
-                                                            float* __restrict__ coef) {
+__global__ void __launch_bounds__(kThreads)
+    finalize_kernel(const T* __restrict__ x, Dims5 d, Layout layout, int groups, float eps,
+                    int64_t chunks, const float* __restrict__ partial,
+                    const float* __restrict__ gamma, const float* __restrict__ beta,
+                    const float* __restrict__ in_bias, float* __restrict__ coef) {
   __shared__ double scratch[32];
   const int g = blockIdx.x;
   const int64_t f = blockIdx.y;
@@ -184,7 +182,8 @@ __global__ void __launch_bounds__(kThreads) finalize_kernel(const T* __restrict_
     const int64_t c = g * cg + j;
     double sc = 0;
     for (int64_t k = 0; k < chunks; ++k) sc += partial[((f * chunks + k) * d.c + c) * 2];
-    const double shift = static_cast<double>(shift_of(x, layout, d, f, c)) + (in_bias ? in_bias[c] : 0.f);
+    const double shift =
+        static_cast<double>(shift_of(x, layout, d, f, c)) + (in_bias ? in_bias[c] : 0.f);
     sum_x += shift * n_c + sc;
   }
   const double mean = dev::block_sum(sum_x, scratch) / (n_c * static_cast<double>(cg));
@@ -197,7 +196,8 @@ __global__ void __launch_bounds__(kThreads) finalize_kernel(const T* __restrict_
       sc += partial[((f * chunks + k) * d.c + c) * 2];
       qc += partial[((f * chunks + k) * d.c + c) * 2 + 1];
     }
-    const double shift = static_cast<double>(shift_of(x, layout, d, f, c)) + (in_bias ? in_bias[c] : 0.f);
+    const double shift =
+        static_cast<double>(shift_of(x, layout, d, f, c)) + (in_bias ? in_bias[c] : 0.f);
     const double mean_c = shift + sc / n_c;
     const double dev_c = mean_c - mean;
     m2 += (qc - sc * sc / n_c) + n_c * dev_c * dev_c;
@@ -219,8 +219,7 @@ __global__ void __launch_bounds__(kThreads) finalize_kernel(const T* __restrict_
 
 template <typename T, int V, bool kSilu>
 // x and y may be the same buffer (in-place GroupNorm): no __restrict__ on them.
-__global__ void apply_last_kernel(const T* x, T* y, int64_t nvec,
-                                  int64_t c, int64_t frame_elems,
+__global__ void apply_last_kernel(const T* x, T* y, int64_t nvec, int64_t c, int64_t frame_elems,
                                   const float* __restrict__ coef) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nvec;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -249,8 +248,8 @@ __global__ void apply_last_kernel(const T* x, T* y, int64_t nvec,
 }
 
 template <typename T, bool kSilu>
-__global__ void apply_first_kernel(const T* x, T* y, int64_t n,
-                                   Dims5 d, const float* __restrict__ coef) {
+__global__ void apply_first_kernel(const T* x, T* y, int64_t n, Dims5 d,
+                                   const float* __restrict__ coef) {
   const int64_t hw = d.hw();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -282,10 +281,11 @@ void run(const GroupNormArgs& a, Stream stream) {
     const dim3 grid(static_cast<unsigned>(p.chunks), static_cast<unsigned>(frames),
                     static_cast<unsigned>(p.zgroups));
     if (p.vec == 1) {
-      stats_last_kernel<T, 1><<<grid, kThreads, 0, stream>>>(x, a.d, p.lanes, p.rows, p.chunks, partial);
+      stats_last_kernel<T, 1>
+          <<<grid, kThreads, 0, stream>>>(x, a.d, p.lanes, p.rows, p.chunks, partial);
     } else {
-      stats_last_kernel<T, 16 / sizeof(T)><<<grid, kThreads, 0, stream>>>(x, a.d, p.lanes, p.rows,
-                                                                         p.chunks, partial);
+      stats_last_kernel<T, 16 / sizeof(T)>
+          <<<grid, kThreads, 0, stream>>>(x, a.d, p.lanes, p.rows, p.chunks, partial);
     }
   } else {
     const dim3 grid(static_cast<unsigned>(p.chunks), static_cast<unsigned>(frames),
@@ -299,16 +299,20 @@ void run(const GroupNormArgs& a, Stream stream) {
     const int64_t frame_elems = a.d.hw() * a.d.c;
     if (p.vec == 1) {
       if (a.silu) {
-        apply_last_kernel<T, 1, true><<<grid_for(n), kThreads, 0, stream>>>(x, y, n, a.d.c, frame_elems, coef);
+        apply_last_kernel<T, 1, true>
+            <<<grid_for(n), kThreads, 0, stream>>>(x, y, n, a.d.c, frame_elems, coef);
       } else {
-        apply_last_kernel<T, 1, false><<<grid_for(n), kThreads, 0, stream>>>(x, y, n, a.d.c, frame_elems, coef);
+        apply_last_kernel<T, 1, false>
+            <<<grid_for(n), kThreads, 0, stream>>>(x, y, n, a.d.c, frame_elems, coef);
       }
     } else {
       constexpr int V = 16 / sizeof(T);
       if (a.silu) {
-        apply_last_kernel<T, V, true><<<grid_for(n / V), kThreads, 0, stream>>>(x, y, n / V, a.d.c, frame_elems, coef);
+        apply_last_kernel<T, V, true>
+            <<<grid_for(n / V), kThreads, 0, stream>>>(x, y, n / V, a.d.c, frame_elems, coef);
       } else {
-        apply_last_kernel<T, V, false><<<grid_for(n / V), kThreads, 0, stream>>>(x, y, n / V, a.d.c, frame_elems, coef);
+        apply_last_kernel<T, V, false>
+            <<<grid_for(n / V), kThreads, 0, stream>>>(x, y, n / V, a.d.c, frame_elems, coef);
       }
     }
   } else {

@@ -21,7 +21,7 @@ struct GroupNormArgs {
   // Per-channel bias still to be added to x (a convolution's bias left pending): the statistics
   // and the output are those of x + in_bias.
   const float* in_bias = nullptr;
-  float* workspace = nullptr;    // group_norm_workspace_floats() floats
+  float* workspace = nullptr;  // group_norm_workspace_floats() floats
   int num_sms = 108;
 };
 

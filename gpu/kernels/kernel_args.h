@@ -13,7 +13,9 @@ using Stream = CUstream_st*;
 // Element type of device tensors.
 enum class ElemType : uint8_t { kF32, kF16, kBF16 };
 
-constexpr int elem_size(ElemType t) { return t == ElemType::kF32 ? 4 : 2; }
+constexpr int elem_size(ElemType t) {
+  return t == ElemType::kF32 ? 4 : 2;
+}
 
 // Physical layout of a 5-D activation [N, C, T, H, W]: NCDHW (PyTorch default) or NDHWC
 // (channels-last; with N = 1 every frame is one contiguous [H, W, C] block).

@@ -43,8 +43,8 @@ __global__ void d2s_last_kernel(const T* __restrict__ x, T* __restrict__ y, Dims
 }
 
 template <typename T>
-__global__ void d2s_first_kernel(const T* __restrict__ x, T* __restrict__ y, Dims5 in,
-                                 int64_t cout, int z, bool drop, int64_t tout) {
+__global__ void d2s_first_kernel(const T* __restrict__ x, T* __restrict__ y, Dims5 in, int64_t cout,
+                                 int z, bool drop, int64_t tout) {
   const int64_t ho = 2 * in.h, wo = 2 * in.w;
   const int64_t total = in.n * cout * tout * ho * wo;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
@@ -83,15 +83,15 @@ void launch_depth_to_space(const DepthToSpaceArgs& a, Stream stream) {
       constexpr int V = 16 / sizeof(T);
       const bool al = ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) & 15) == 0;
       if (cout % V == 0 && al) {
-        d2s_last_kernel<T, V><<<grid_for(nout / V), 256, 0, stream>>>(x, y, a.in, cout, a.z,
-                                                                     a.drop_frame_1, tout);
+        d2s_last_kernel<T, V>
+            <<<grid_for(nout / V), 256, 0, stream>>>(x, y, a.in, cout, a.z, a.drop_frame_1, tout);
       } else {
-        d2s_last_kernel<T, 1><<<grid_for(nout), 256, 0, stream>>>(x, y, a.in, cout, a.z,
-                                                                 a.drop_frame_1, tout);
+        d2s_last_kernel<T, 1>
+            <<<grid_for(nout), 256, 0, stream>>>(x, y, a.in, cout, a.z, a.drop_frame_1, tout);
       }
     } else {
-      d2s_first_kernel<T><<<grid_for(nout), 256, 0, stream>>>(x, y, a.in, cout, a.z,
-                                                             a.drop_frame_1, tout);
+      d2s_first_kernel<T>
+          <<<grid_for(nout), 256, 0, stream>>>(x, y, a.in, cout, a.z, a.drop_frame_1, tout);
     }
   });
 }

@@ -61,7 +61,9 @@ struct Args {
     }
     return def;
   }
-  int geti(const std::string& name, int def) const { return std::stoi(get(name, std::to_string(def))); }
+  int geti(const std::string& name, int def) const {
+    return std::stoi(get(name, std::to_string(def)));
+  }
 };
 
 int fail(const Status& s) {
@@ -124,7 +126,8 @@ Json report_json(const Backend& b) {
          {"upload_mib", r->upload_bytes / 1048576.0},
          {"download_mib", r->download_bytes / 1048576.0}};
     for (const auto& e : r->peak_census) {
-      j["peak_census"].push_back({{"what", e.what}, {"count", e.count}, {"mib", e.bytes / 1048576.0}});
+      j["peak_census"].push_back(
+          {{"what", e.what}, {"count", e.count}, {"mib", e.bytes / 1048576.0}});
     }
   }
   return j;
@@ -147,17 +150,20 @@ VaeWeights load_weights_for(const Args& a) {
   return w;
 }
 
-bool parse_size(const std::string& s, int* w, int* h) { return std::sscanf(s.c_str(), "%dx%d", w, h) == 2; }
+bool parse_size(const std::string& s, int* w, int* h) {
+  return std::sscanf(s.c_str(), "%dx%d", w, h) == 2;
+}
 
 // ---- rates ---------------------------------------------------------------------------------
 
 int cmd_rates(const Args& a) {
   auto r = gpu::measure_device_rates(a.geti("--device", 0));
   if (!r) return fail(r.status());
-  std::printf("device %s: bf16 GEMM %.0f TFLOP/s, fp16 GEMM %.0f, tf32 GEMM %.0f; D2D copy %.0f GB/s "
-              "(read+write); pinned H2D %.1f GB/s, D2H %.1f GB/s, both ways %.1f GB/s\n",
-              r->device.c_str(), r->bf16_gemm_tflops, r->fp16_gemm_tflops, r->tf32_gemm_tflops,
-              r->d2d_gbps, r->h2d_gbps, r->d2h_gbps, r->bidirectional_gbps);
+  std::printf(
+      "device %s: bf16 GEMM %.0f TFLOP/s, fp16 GEMM %.0f, tf32 GEMM %.0f; D2D copy %.0f GB/s "
+      "(read+write); pinned H2D %.1f GB/s, D2H %.1f GB/s, both ways %.1f GB/s\n",
+      r->device.c_str(), r->bf16_gemm_tflops, r->fp16_gemm_tflops, r->tf32_gemm_tflops, r->d2d_gbps,
+      r->h2d_gbps, r->d2h_gbps, r->bidirectional_gbps);
   write_json(a, {{"device", r->device},
                  {"bf16_gemm_tflops", r->bf16_gemm_tflops},
                  {"fp16_gemm_tflops", r->fp16_gemm_tflops},
@@ -193,14 +199,20 @@ int cmd_verify(const Args& a) {
     std::printf("  %-5s %-28s %-5s max abs %.3e rms %.3e %s\n", r.config.c_str(), r.tensor.c_str(),
                 r.status.c_str(), r.max_abs, r.rms, r.note.c_str());
     std::fflush(stdout);
-    rows.push_back({{"config", r.config}, {"tensor", r.tensor}, {"status", r.status},
-                    {"max_abs", r.max_abs}, {"rms", r.rms}, {"seconds", r.seconds}, {"note", r.note}});
+    rows.push_back({{"config", r.config},
+                    {"tensor", r.tensor},
+                    {"status", r.status},
+                    {"max_abs", r.max_abs},
+                    {"rms", r.rms},
+                    {"seconds", r.seconds},
+                    {"note", r.note}});
   });
   if (!rep) return fail(rep.status());
   if (o->cuda_graphs) {
     if (auto r = gpu::cuda_backend_report(**b)) {
       std::printf("CUDA graphs: %lld recorded, %lld launches, %lld discarded %s\n",
-                  static_cast<long long>(r->graphs_captured), static_cast<long long>(r->graph_launches),
+                  static_cast<long long>(r->graphs_captured),
+                  static_cast<long long>(r->graph_launches),
                   static_cast<long long>(r->graphs_discarded), r->graph_discard_reason.c_str());
     }
   }
@@ -274,9 +286,9 @@ Result<std::vector<StageDevice>> stage_device_times(Backend& b, const VaeWeights
   const int f = c.temporal_factor(), sf = c.spatial_factor();
   for (const bool enc : {true, false}) {
     if ((enc && !bo.encode) || (!enc && !bo.decode)) continue;
-    const Shape in = enc ? Shape{1, c.in_channels, bo.frames, bo.height, bo.width}
-                         : Shape{1, c.latent_channels, (bo.frames - 1) / f + 1, bo.height / sf,
-                                 bo.width / sf};
+    const Shape in =
+        enc ? Shape{1, c.in_channels, bo.frames, bo.height, bo.width}
+            : Shape{1, c.latent_channels, (bo.frames - 1) / f + 1, bo.height / sf, bo.width / sf};
     const HostTensor x = random_latent(in, enc ? 1 : 2);
     const size_t first = out.size();
     for (int i = 0; i < runs; ++i) {
@@ -331,26 +343,40 @@ int cmd_bench(const Args& a) {
   auto sd = stage_device_times(**b, w, bo, stage_runs);
   if (!sd) return fail(sd.status());
   const double gemm = std::stod(a.get("--gemm-tflops", "0"));
-  Json j{{"backend", r->backend}, {"width", bo.width}, {"height", bo.height},
-         {"frames", bo.frames}, {"chunk_latents", bo.run.chunk_latents},
-         {"hires_chunk_frames", bo.run.hires_chunk_frames}, {"async_tiles", bo.run.async_tiles},
-         {"lone_head", bo.run.lone_head}, {"lean_convs", bo.run.lean_convs},
-         {"repeats", bo.repeats}, {"stage_device_runs", stage_runs}, {"report", rep}};
+  Json j{{"backend", r->backend},
+         {"width", bo.width},
+         {"height", bo.height},
+         {"frames", bo.frames},
+         {"chunk_latents", bo.run.chunk_latents},
+         {"hires_chunk_frames", bo.run.hires_chunk_frames},
+         {"async_tiles", bo.run.async_tiles},
+         {"lone_head", bo.run.lone_head},
+         {"lean_convs", bo.run.lean_convs},
+         {"repeats", bo.repeats},
+         {"stage_device_runs", stage_runs},
+         {"report", rep}};
   for (const auto& op : r->ops) {
     std::printf("%s %dx%d: %.1f ms (%.2f ms/frame), %.1f TFLOP, %.0f TFLOP/s%s, peak %.2f GiB\n",
                 op.op.c_str(), bo.width, bo.height, op.total_ms, op.ms_per_frame, op.tflop,
                 op.tflops_per_s,
                 gemm > 0 ? (" (" + std::to_string(int(100 * op.tflops_per_s / gemm)) +
-                            "% of measured bf16 GEMM)").c_str()
+                            "% of measured bf16 GEMM)")
+                               .c_str()
                          : "",
                 op.peak_bytes / 1073741824.0);
-    j["ops"].push_back({{"op", op.op}, {"total_ms", op.total_ms}, {"ms_per_frame", op.ms_per_frame},
-                        {"tflop", op.tflop}, {"tflops_per_s", op.tflops_per_s},
-                        {"peak_gib", op.peak_bytes / 1073741824.0}, {"runs_ms", op.runs_ms}});
+    j["ops"].push_back({{"op", op.op},
+                        {"total_ms", op.total_ms},
+                        {"ms_per_frame", op.ms_per_frame},
+                        {"tflop", op.tflop},
+                        {"tflops_per_s", op.tflops_per_s},
+                        {"peak_gib", op.peak_bytes / 1073741824.0},
+                        {"runs_ms", op.runs_ms}});
   }
   if (!sd->empty()) {
-    std::printf("  stages: ms = host time of one staged run; device = median of %d runs' CUDA-event "
-                "time\n", stage_runs);
+    std::printf(
+        "  stages: ms = host time of one staged run; device = median of %d runs' CUDA-event "
+        "time\n",
+        stage_runs);
   }
   for (const auto& s : r->stages) {
     Json js{{"op", s.op}, {"stage", s.stage}, {"ms", s.ms}, {"gflop", s.gflop}};
@@ -374,17 +400,19 @@ int cmd_bench(const Args& a) {
     std::printf("\n");
     j["stages"].push_back(js);
   }
-  std::printf("device time (CUDA events, all runs incl. warm-up, upload to download per chunk): %.1f ms\n",
-              rep.value("device_ms", 0.0));
-  std::printf("memory: peak live %.2f GiB, peak reserved %.2f GiB; cuDNN searched %lld, loaded %lld; "
-              "attention %s; all runs: upload %.1f ms (%.0f MiB), download %.1f ms (%.0f MiB, of "
-              "which %.1f ms host allocation)\n",
-              rep.value("peak_live_mib", 0.0) / 1024, rep.value("peak_reserved_mib", 0.0) / 1024,
-              static_cast<long long>(rep.value("conv_searched", 0)),
-              static_cast<long long>(rep.value("conv_cache_loaded", 0)),
-              rep.value("attention_kernel", std::string("?")).c_str(), rep.value("upload_ms", 0.0),
-              rep.value("upload_mib", 0.0), rep.value("download_ms", 0.0),
-              rep.value("download_mib", 0.0), rep.value("download_alloc_ms", 0.0));
+  std::printf(
+      "device time (CUDA events, all runs incl. warm-up, upload to download per chunk): %.1f ms\n",
+      rep.value("device_ms", 0.0));
+  std::printf(
+      "memory: peak live %.2f GiB, peak reserved %.2f GiB; cuDNN searched %lld, loaded %lld; "
+      "attention %s; all runs: upload %.1f ms (%.0f MiB), download %.1f ms (%.0f MiB, of "
+      "which %.1f ms host allocation)\n",
+      rep.value("peak_live_mib", 0.0) / 1024, rep.value("peak_reserved_mib", 0.0) / 1024,
+      static_cast<long long>(rep.value("conv_searched", 0)),
+      static_cast<long long>(rep.value("conv_cache_loaded", 0)),
+      rep.value("attention_kernel", std::string("?")).c_str(), rep.value("upload_ms", 0.0),
+      rep.value("upload_mib", 0.0), rep.value("download_ms", 0.0), rep.value("download_mib", 0.0),
+      rep.value("download_alloc_ms", 0.0));
   if (rep.contains("peak_census")) {
     double total = 0;
     for (const auto& e : rep["peak_census"]) total += e.value("mib", 0.0);
@@ -409,21 +437,23 @@ struct Row {
   CudaOptions opt;
   int hires_chunk = 0;  // ChunkOptions::hires_chunk_frames
   bool async_tiles = true;
-  int64_t blend_tile = 0;  // > 0: blend tiling with this tile (px) and a 64 px overlap
+  int64_t blend_tile = 0;   // > 0: blend tiling with this tile (px) and a 64 px overlap
   bool lean_convs = false;  // ChunkOptions::lean_convs
   bool lone_head = false;   // StreamOptions::lone_head
 };
 
 int cmd_ablate(const Args& a) {
   int width = 0, height = 0;
-  if (!parse_size(a.get("--size", "512x512"), &width, &height)) return fail(invalid_argument("--size"));
+  if (!parse_size(a.get("--size", "512x512"), &width, &height))
+    return fail(invalid_argument("--size"));
   const int frames = a.geti("--frames", 17);
   const int repeats = a.geti("--repeats", 2);
   const VaeWeights w = load_weights_for(a);
   const VaeConfig& c = w.config;
   const int latents = (frames - 1) / c.temporal_factor() + 1;
   const HostTensor z = random_latent(
-      Shape{1, c.latent_channels, latents, height / c.spatial_factor(), width / c.spatial_factor()}, 2);
+      Shape{1, c.latent_channels, latents, height / c.spatial_factor(), width / c.spatial_factor()},
+      2);
   const int ref_latents = std::min(latents, a.geti("--ref-latents", latents));
   const int ref_frames = (ref_latents - 1) * c.temporal_factor() + 1;
   const std::string only = a.get("--only", "");
@@ -493,8 +523,8 @@ int cmd_ablate(const Args& a) {
 
   Json out = Json::array();
   HostTensor default_out;
-  std::printf("\n%-28s %10s %10s %10s %9s %9s %10s %10s\n", "configuration", "ms/frame", "dev ms/fr",
-              "total ms", "peak GiB", "rsv GiB", "maxabs32", "rms32");
+  std::printf("\n%-28s %10s %10s %10s %9s %9s %10s %10s\n", "configuration", "ms/frame",
+              "dev ms/fr", "total ms", "peak GiB", "rsv GiB", "maxabs32", "rms32");
   for (const Row& row : rows) {
     // --only a,b,...: the rows whose name contains one of the comma-separated parts
     bool wanted = only.empty() || row.name == "default (bf16)";
@@ -584,9 +614,9 @@ int cmd_ablate(const Args& a) {
     }
     if (ddef) j["max_abs_vs_default"] = ddef->max_abs;
     std::printf("%-28s %10.2f %10.2f %10.1f %9.2f %9.2f %10.3e %10.3e\n", row.name.c_str(),
-                med / frames, dmed / frames, med,
-                peak / 1073741824.0, rep.value("peak_reserved_mib", 0.0) / 1024,
-                d32 ? d32->max_abs : -1.0, d32 ? d32->rms : -1.0);
+                med / frames, dmed / frames, med, peak / 1073741824.0,
+                rep.value("peak_reserved_mib", 0.0) / 1024, d32 ? d32->max_abs : -1.0,
+                d32 ? d32->rms : -1.0);
     std::fflush(stdout);
     out.push_back(j);
   }

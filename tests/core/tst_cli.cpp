@@ -36,7 +36,8 @@ class tst_Cli : public QObject {
       return {};
     }
     return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-            QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
+            QString::fromUtf8(p.readAllStandardOutput()),
+            QString::fromUtf8(p.readAllStandardError())};
   }
   QString path(const char* name) const { return QString::fromStdString((tmp_ / name).string()); }
   static std::string read_bytes(const fs::path& p) {
@@ -87,13 +88,14 @@ class tst_Cli : public QObject {
       QVERIFY2(flags.contains(QString::fromUtf8(spec.flag.data(), spec.flag.size())),
                spec.key.data());
       if (!spec.negative_flag.empty()) {
-        QVERIFY2(flags.contains(QString::fromUtf8(spec.negative_flag.data(), spec.negative_flag.size())),
-                 spec.key.data());
+        QVERIFY2(
+            flags.contains(QString::fromUtf8(spec.negative_flag.data(), spec.negative_flag.size())),
+            spec.key.data());
       }
     }
-    const QSet<QString> own{"--help",   "--sample-clip", "--first",  "--frames", "--stride",
-                            "--size",   "--weights",     "--synthetic", "--quiet", "--json",
-                            "--output", "--no-prefetch"};
+    const QSet<QString> own{"--help",   "--sample-clip", "--first",   "--frames",
+                            "--stride", "--size",        "--weights", "--synthetic",
+                            "--quiet",  "--json",        "--output",  "--no-prefetch"};
     for (const QString& f : flags) {
       bool in_table = own.contains(f);
       for (const seedvae::OptionSpec& spec : seedvae::run_option_table()) {
@@ -112,8 +114,8 @@ class tst_Cli : public QObject {
   // accepts take effect, and its JSON says which tiling ran.
   void benchHonoursTilingAndBudget() {
     auto bench = [&](const QStringList& extra) {
-      QStringList args{"bench", "--synthetic", "tiny", "--size", "64x64", "--frames", "5",
-                       "--repeats", "1", "--warmup", "0", "--json", "-q"};
+      QStringList args{"bench",     "--synthetic", "tiny",     "--size", "64x64",  "--frames", "5",
+                       "--repeats", "1",           "--warmup", "0",      "--json", "-q"};
       const Run r = run(args + extra);
       if (r.code != 0) qWarning("%s", qPrintable(r.err));
       return QJsonDocument::fromJson(r.out.toUtf8()).object();
@@ -131,8 +133,8 @@ class tst_Cli : public QObject {
       QCOMPARE(t.value("tiles").toInt(), 4);
     }
     QCOMPARE(exact.value("options").toObject().value("tiling").toString(), QString("exact"));
-    const QJsonObject blend = bench({"--tiling", "blend", "--tile", "48x48", "--overlap", "16x16",
-                                     "--tile-layout", "uniform"});
+    const QJsonObject blend = bench(
+        {"--tiling", "blend", "--tile", "48x48", "--overlap", "16x16", "--tile-layout", "uniform"});
     for (const QJsonValue v : blend.value("ops").toArray()) {
       const QJsonObject t = v.toObject().value("tiling").toObject();
       QCOMPARE(t.value("mode").toString(), QString("blend"));
@@ -154,7 +156,8 @@ class tst_Cli : public QObject {
   }
 
   void infoOnHostileCheckpoint() {
-    write_bytes(tmp_ / "trunc.safetensors", std::string("\x40\x00\x00\x00\x00\x00\x00\x00{\"a\":", 13));
+    write_bytes(tmp_ / "trunc.safetensors",
+                std::string("\x40\x00\x00\x00\x00\x00\x00\x00{\"a\":", 13));
     const Run r = run({"info", path("trunc.safetensors")});
     QCOMPARE(r.code, 3);
     QVERIFY2(r.out.contains("header") || r.err.contains("header"), qPrintable(r.out + r.err));
@@ -175,14 +178,16 @@ class tst_Cli : public QObject {
 
   void verifyInputsOnly() {
     if (!seedvae::test::have_golden()) QSKIP(seedvae::test::golden_missing_message().c_str());
-    const Run r = run({"verify", "--reference", QString::fromStdString(seedvae::test::golden_dir().string()),
-                       "--inputs-only"});
+    const Run r =
+        run({"verify", "--reference", QString::fromStdString(seedvae::test::golden_dir().string()),
+             "--inputs-only"});
     QCOMPARE(r.code, 0);
     QVERIFY2(r.out.contains("4 passed, 0 failed"), qPrintable(r.out));
     // A tolerance nobody can meet fails with exit code 1.
-    const Run f = run({"verify", "--reference", QString::fromStdString(seedvae::test::golden_dir().string()),
-                       "--config", "tiny", "--only", "I1.enc_moments", "--tolerance", "1e-12",
-                       "--no-intermediates"});
+    const Run f =
+        run({"verify", "--reference", QString::fromStdString(seedvae::test::golden_dir().string()),
+             "--config", "tiny", "--only", "I1.enc_moments", "--tolerance", "1e-12",
+             "--no-intermediates"});
     QCOMPARE(f.code, 1);
     QVERIFY2(f.out.contains("FAIL"), qPrintable(f.out));
   }
@@ -206,8 +211,8 @@ class tst_Cli : public QObject {
       p.waitForFinished(300000);
       return QString::fromUtf8(p.readAllStandardOutput());
     };
-    const QStringList args{"roundtrip", "--sample-clip", "--size", "32x32", "--frames", "5",
-                           "--json", "-q"};
+    const QStringList args{"roundtrip", "--sample-clip", "--size", "32x32", "--frames",
+                           "5",         "--json",        "-q"};
     const QString demo = with_env(exe, path("demo.safetensors"), args);
     QVERIFY2(demo.contains("demo.safetensors"), qPrintable(demo));
     const QString none = with_env(exe, path("missing.safetensors"), args);
@@ -217,7 +222,8 @@ class tst_Cli : public QObject {
     fs::copy_file(tmp_ / "demo.safetensors", prefix / "share" / "seedvae" / "demo_vae.safetensors");
     const QString installed = with_env(exe, path("missing.safetensors"), args);
     QVERIFY2(installed.contains("share/seedvae/demo_vae.safetensors"), qPrintable(installed));
-    const QString forced = with_env(exe, path("demo.safetensors"), args + QStringList{"--synthetic", "tiny"});
+    const QString forced =
+        with_env(exe, path("demo.safetensors"), args + QStringList{"--synthetic", "tiny"});
     QVERIFY2(forced.contains("\"weights\": \"synthetic"), qPrintable(forced));
   }
 
@@ -244,12 +250,15 @@ class tst_Cli : public QObject {
     Run d = run({"decode", path("lat.safetensors"), "-o", path("frames"), "-q"});
     QCOMPARE(d.code, 0);
     int pngs = 0;
-    for (const auto& f : fs::directory_iterator(tmp_ / "frames")) pngs += f.path().extension() == ".png";
+    for (const auto& f : fs::directory_iterator(tmp_ / "frames"))
+      pngs += f.path().extension() == ".png";
     QCOMPARE(pngs, 7);
     info = run({"info", "--json", path("frames")});
-    QVERIFY2(info.out.contains("\"width\": 60") && info.out.contains("\"height\": 44"), qPrintable(info.out));
+    QVERIFY2(info.out.contains("\"width\": 60") && info.out.contains("\"height\": 44"),
+             qPrintable(info.out));
     // A tensor file without a latent is refused with exit code 3.
-    d = run({"decode", path("lat.safetensors"), "--synthetic", "real", "-o", path("bad.mp4"), "-q"});
+    d = run(
+        {"decode", path("lat.safetensors"), "--synthetic", "real", "-o", path("bad.mp4"), "-q"});
     QVERIFY(d.code == 0 || d.code == 3);  // real model: 16 latent channels, same as tiny
     write_bytes(tmp_ / "empty.safetensors", std::string("\x02\x00\x00\x00\x00\x00\x00\x00{}", 10));
     d = run({"decode", path("empty.safetensors"), "-o", path("bad2.mp4")});
@@ -266,15 +275,18 @@ class tst_Cli : public QObject {
     QCOMPARE(w.code, 0);
     const QStringList variants[] = {{}, {"--chunk", "2", "--temporal-pad", "repeat-last"}};
     for (const QStringList& extra : variants) {
-      Run on = run(QStringList{"encode", path("seq"), "-o", path("on.safetensors"), "--json", "-q"} + extra);
+      Run on = run(
+          QStringList{"encode", path("seq"), "-o", path("on.safetensors"), "--json", "-q"} + extra);
       QCOMPARE(on.code, 0);
       QVERIFY2(on.out.contains("\"prefetch\": true"), qPrintable(on.out + on.err));
       QVERIFY(on.out.contains("\"read_seconds\""));
-      Run off = run(QStringList{"encode", path("seq"), "-o", path("off.safetensors"), "--json", "-q",
-                                "--no-prefetch"} + extra);
+      Run off = run(QStringList{"encode", path("seq"), "-o", path("off.safetensors"), "--json",
+                                "-q", "--no-prefetch"} +
+                    extra);
       QCOMPARE(off.code, 0);
       QVERIFY2(off.out.contains("\"prefetch\": false"), qPrintable(off.out + off.err));
-      const std::string a = read_bytes(tmp_ / "on.safetensors"), b = read_bytes(tmp_ / "off.safetensors");
+      const std::string a = read_bytes(tmp_ / "on.safetensors"),
+                        b = read_bytes(tmp_ / "off.safetensors");
       QVERIFY(!a.empty());
       QVERIFY(a == b);
     }
@@ -296,8 +308,8 @@ class tst_Cli : public QObject {
     Run sample = run({"encode", "--sample-clip", "-o", path("t.safetensors"), "--prefetch", "on"});
     QVERIFY(sample.code > 0);
     QVERIFY2(sample.err.contains("sample clip"), qPrintable(sample.err));
-    Run tiled_auto = run({"encode", path("seq"), "-o", path("t.safetensors"), "--tiling", "blend",
-                          "--json", "-q"});
+    Run tiled_auto = run(
+        {"encode", path("seq"), "-o", path("t.safetensors"), "--tiling", "blend", "--json", "-q"});
     QCOMPARE(tiled_auto.code, 0);
     QVERIFY(tiled_auto.out.contains("\"prefetch\": false"));
   }
@@ -316,30 +328,37 @@ class tst_Cli : public QObject {
     Run exact = run({"roundtrip", "--sample-clip", "--size", "40x32", "--frames", "9", "-o",
                      path("lean_exact/"), "--tiling", "exact", "--lean-convs", "-q"});
     QVERIFY(exact.code > 0);
-    QVERIFY2(exact.err.contains("--lean-convs does not apply to --tiling exact"), qPrintable(exact.err));
+    QVERIFY2(exact.err.contains("--lean-convs does not apply to --tiling exact"),
+             qPrintable(exact.err));
   }
 
   void asyncTilesOnAndOffAgree() {
     Run w = run({"roundtrip", "--sample-clip", "--size", "40x32", "--frames", "9", "-o",
                  path("aseq/"), "-q"});
     QCOMPARE(w.code, 0);
-    const QStringList variants[] = {{}, {"--tiling", "blend", "--tile", "24x24", "--overlap", "8x8"}};
+    const QStringList variants[] = {{},
+                                    {"--tiling", "blend", "--tile", "24x24", "--overlap", "8x8"}};
     for (const QStringList& extra : variants) {
       for (const char* mode : {"on", "off"}) {
-        Run e = run(QStringList{"encode", path("aseq"), "-o", path((std::string("a_") + mode + ".safetensors").c_str()),
-                                "--async-tiles", mode, "--synthetic", "tiny", "-q"} + extra);
+        Run e = run(QStringList{"encode", path("aseq"), "-o",
+                                path((std::string("a_") + mode + ".safetensors").c_str()),
+                                "--async-tiles", mode, "--synthetic", "tiny", "-q"} +
+                    extra);
         QVERIFY2(e.code == 0, qPrintable(e.err));
-        Run d = run(QStringList{"decode", path((std::string("a_") + mode + ".safetensors").c_str()), "-o",
-                                path((std::string("d_") + mode + "/").c_str()), "--async-tiles", mode,
-                                "--synthetic", "tiny", "-q"} + extra);
+        Run d = run(QStringList{"decode", path((std::string("a_") + mode + ".safetensors").c_str()),
+                                "-o", path((std::string("d_") + mode + "/").c_str()),
+                                "--async-tiles", mode, "--synthetic", "tiny", "-q"} +
+                    extra);
         QVERIFY2(d.code == 0, qPrintable(d.err));
       }
-      const std::string a = read_bytes(tmp_ / "a_on.safetensors"), b = read_bytes(tmp_ / "a_off.safetensors");
+      const std::string a = read_bytes(tmp_ / "a_on.safetensors"),
+                        b = read_bytes(tmp_ / "a_off.safetensors");
       QVERIFY(!a.empty());
       QVERIFY(a == b);
       int frames = 0;
       for (const auto& f : fs::directory_iterator(tmp_ / "d_on")) {
-        const std::string on = read_bytes(f.path()), off = read_bytes(tmp_ / "d_off" / f.path().filename());
+        const std::string on = read_bytes(f.path()),
+                          off = read_bytes(tmp_ / "d_off" / f.path().filename());
         QVERIFY(!on.empty());
         QVERIFY2(on == off, f.path().filename().string().c_str());
         ++frames;
@@ -350,16 +369,16 @@ class tst_Cli : public QObject {
                         "--async-tiles", "on", "-q"});
     QVERIFY(exact_on.code > 0);
     QVERIFY2(exact_on.err.contains("--async-tiles on does not apply"), qPrintable(exact_on.err));
-    Run exact_auto = run({"encode", path("aseq"), "-o", path("x.safetensors"), "--tiling", "exact", "-q"});
+    Run exact_auto =
+        run({"encode", path("aseq"), "-o", path("x.safetensors"), "--tiling", "exact", "-q"});
     QCOMPARE(exact_auto.code, 0);
   }
 
   void ctrlCCancelsAndLeavesNoFile() {
 #ifdef Q_OS_UNIX
     QProcess p;
-    p.start(QStringLiteral(SEEDVAE_CLI_PATH),
-            {"roundtrip", "--sample-clip", "--size", "256x256", "--frames", "41", "-o",
-             path("cancel.mp4")});
+    p.start(QStringLiteral(SEEDVAE_CLI_PATH), {"roundtrip", "--sample-clip", "--size", "256x256",
+                                               "--frames", "41", "-o", path("cancel.mp4")});
     QVERIFY(p.waitForStarted());
     // Wait until the first chunk reports progress, then interrupt.
     QElapsedTimer t;

@@ -54,8 +54,8 @@ class tst_Flops : public QObject {
     for (int l = 0; l < c.levels() - 1; ++l) {
       const double ch = static_cast<double>(rev[static_cast<size_t>(l)]);
       const bool temporal = c.decoder_temporal_up(l);
-      per_chunk += 2.0 * ch * ((temporal ? 8 : 4) * ch) * (temporal ? 1 : 2) *
-                   static_cast<double>(pixels);
+      per_chunk +=
+          2.0 * ch * ((temporal ? 8 : 4) * ch) * (temporal ? 1 : 2) * static_cast<double>(pixels);
       pixels *= 4;
     }
     // Chunks after the first (17 frames = 5 latent frames; plan_chunks decides the split). The
@@ -90,8 +90,9 @@ class tst_Flops : public QObject {
     qInfo("decode peak: dry run %lld bytes, cpu %lld bytes", static_cast<long long>(peaks[0]),
           static_cast<long long>(peaks[1]));
     QVERIFY(peaks[0] > 0);
-    QVERIFY2(std::abs(static_cast<double>(peaks[1] - peaks[0])) <= 0.01 * static_cast<double>(peaks[1]),
-             (std::to_string(peaks[0]) + " vs " + std::to_string(peaks[1])).c_str());
+    QVERIFY2(
+        std::abs(static_cast<double>(peaks[1] - peaks[0])) <= 0.01 * static_cast<double>(peaks[1]),
+        (std::to_string(peaks[0]) + " vs " + std::to_string(peaks[1])).c_str());
   }
 };
 

@@ -42,7 +42,7 @@ class tst_Streaming : public QObject {
 
   test::TinyCpuModel tiny_;
 
- // Encodes x and decodes z with `options` and checks both against the whole-clip results.
+  // Encodes x and decodes z with `options` and checks both against the whole-clip results.
   void expect_whole(const HostTensor& x, const HostTensor& z, const HostTensor& enc_whole,
                     const HostTensor& dec_whole, const StreamOptions& options,
                     const std::string& tag) {
@@ -83,7 +83,8 @@ class tst_Streaming : public QObject {
           QCOMPARE(p.front().first, int64_t{0});
           QCOMPARE(p.back().second, t);
           for (size_t i = 1; i < p.size(); ++i) QCOMPARE(p[i].first, p[i - 1].second);
-          if (c > 0) for (const auto& [b, e] : p) QVERIFY(e - b <= (lone ? c : c + 1));
+          if (c > 0)
+            for (const auto& [b, e] : p) QVERIFY(e - b <= (lone ? c : c + 1));
           if (c > 0 && lone && t > 1) QCOMPARE(p.front().second, int64_t{1});
         }
       }
@@ -102,7 +103,8 @@ class tst_Streaming : public QObject {
         auto d = compare(*part, *whole);
         QVERIFY(d.is_ok());
         QVERIFY2(d->max_abs <= 1e-4, (std::to_string(chunk) + (lone ? " lone head" : "") + ": " +
-                                      std::to_string(d->max_abs)).c_str());
+                                      std::to_string(d->max_abs))
+                                         .c_str());
       }
     }
   }
@@ -118,22 +120,24 @@ class tst_Streaming : public QObject {
         QVERIFY2(part.is_ok(), part.status().to_string().c_str());
         auto d = compare(*part, *whole);
         QVERIFY2(d->max_abs <= 1e-4, (std::to_string(chunk) + (lone ? " lone head" : "") + ": " +
-                                      std::to_string(d->max_abs)).c_str());
+                                      std::to_string(d->max_abs))
+                                         .c_str());
       }
     }
   }
 
   // decode_chunk called directly with chunks of one latent frame (as plan_chunks starts with
-  // StreamOptions::lone_head): the temporal upsamplers' first call drops frame 1 and keeps their memory at high
-  // resolution, later calls keep it before the upscale (VaeModel::upsample). Any split, with or
-  // without high-resolution pieces, gives the whole clip.
+  // StreamOptions::lone_head): the temporal upsamplers' first call drops frame 1 and keeps their
+  // memory at high resolution, later calls keep it before the upscale (VaeModel::upsample). Any
+  // split, with or without high-resolution pieces, gives the whole clip.
   void decodeChunksOfOneLatentEqualWhole() {
     const HostTensor z = random_tensor({1, 16, 4, 4, 3}, 11);
     auto whole = decode_latent(*tiny_.model, z, {0});
     QVERIFY2(whole.is_ok(), whole.status().to_string().c_str());
     for (int hires : {0, 1}) {
-      for (const std::vector<int64_t>& split : {std::vector<int64_t>{1, 1, 1, 1},
-                                                 std::vector<int64_t>{1, 3}, std::vector<int64_t>{3, 1}}) {
+      for (const std::vector<int64_t>& split :
+           {std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{1, 3},
+            std::vector<int64_t>{3, 1}}) {
         CausalState state;
         std::vector<HostTensor> outs;
         int64_t b = 0;
@@ -206,7 +210,9 @@ class tst_Streaming : public QObject {
       for (int chunk : {1, 2}) {
         for (const bool lone : {false, true}) {
           expect_whole(x, z, *enc_whole, *dec_whole,
-                       {.chunk_latents = chunk, .lone_head = lone, .hires_chunk_frames = pieces,
+                       {.chunk_latents = chunk,
+                        .lone_head = lone,
+                        .hires_chunk_frames = pieces,
                         .lean_convs = true},
                        "pieces " + std::to_string(pieces) + ", chunk " + std::to_string(chunk) +
                            (lone ? ", lone head" : ""));
@@ -240,13 +246,14 @@ class tst_Streaming : public QObject {
     for (const bool encode : {true, false}) {
       for (int pieces : {0, 1, 2}) {
         const ChunkOptions co{.hires_chunk_frames = pieces};
-        const std::string tag = std::string(encode ? "encode" : "decode") + ", pieces " +
-                                std::to_string(pieces);
+        const std::string tag =
+            std::string(encode ? "encode" : "decode") + ", pieces " + std::to_string(pieces);
         CausalState state;
         const auto chunks = plan_chunks(encode ? 4 : z.shape()[2], 1);
         for (const auto& [b, e] : chunks) {
-          const HostTensor in = encode ? slice_time(x, b == 0 ? 0 : (b - 1) * 4 + 1, (e - 1) * 4 + 1)
-                                       : slice_time(z, b, e);
+          const HostTensor in = encode
+                                    ? slice_time(x, b == 0 ? 0 : (b - 1) * 4 + 1, (e - 1) * 4 + 1)
+                                    : slice_time(z, b, e);
           auto t = probe.upload(in);
           QVERIFY(t.is_ok());
           probe.hinted.clear();
@@ -277,7 +284,8 @@ class tst_Streaming : public QObject {
           std::sort(hinted.begin(), hinted.end());
           QVERIFY2(!kept.empty(), tag.c_str());
           QVERIFY2(hinted == kept, (tag + ": " + std::to_string(probe.hinted.size()) + " hints, " +
-                                    std::to_string(kept.size()) + " kept").c_str());
+                                    std::to_string(kept.size()) + " kept")
+                                       .c_str());
         }
       }
     }
@@ -303,7 +311,8 @@ class tst_Streaming : public QObject {
       auto d = decode_latent(*pm, z, so);
       auto e0 = encode_video(*plain, x, so);
       auto d0 = decode_latent(*plain, z, so);
-      QVERIFY2(e.is_ok() && d.is_ok(), (tag + " " + (e.is_ok() ? d : e).status().to_string()).c_str());
+      QVERIFY2(e.is_ok() && d.is_ok(),
+               (tag + " " + (e.is_ok() ? d : e).status().to_string()).c_str());
       QVERIFY(e0.is_ok() && d0.is_ok());
       QVERIFY2(compare(*e, *e0)->max_abs == 0.0, tag.c_str());
       QVERIFY2(compare(*d, *d0)->max_abs == 0.0, tag.c_str());
@@ -326,7 +335,8 @@ class tst_Streaming : public QObject {
     const auto st = pm->graph_stats();
     QVERIFY(probe.capture_attempts > 0);
     QVERIFY(st.discarded == probe.capture_attempts && st.captured == 0 && st.replayed == 0);
-    QVERIFY2(st.last_discard.find("records no graphs") != std::string::npos, st.last_discard.c_str());
+    QVERIFY2(st.last_discard.find("records no graphs") != std::string::npos,
+             st.last_discard.c_str());
   }
 
   void singleFrameAndChunkSink() {
@@ -354,7 +364,8 @@ class tst_Streaming : public QObject {
     // Activation peak above what is resident (weights, packed weights) before the run.
     auto peak_for = [&](int64_t latents, int chunk) {
       const HostTensor z = random_tensor({1, 16, latents, 4, 4}, 5);
-      if (!decode_latent(*tiny_.model, random_tensor({1, 16, 2, 4, 4}, 9), {chunk})) qFatal("warm-up failed");
+      if (!decode_latent(*tiny_.model, random_tensor({1, 16, 2, 4, 4}, 9), {chunk}))
+        qFatal("warm-up failed");
       const int64_t base = tiny_.backend->memory_stats().current_bytes;
       tiny_.backend->reset_peak();
       auto v = decode_latent(*tiny_.model, z, {chunk});

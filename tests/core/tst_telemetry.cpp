@@ -112,8 +112,8 @@ class tst_Telemetry : public QObject {
     QFETCH(bool, summaries);
     QFETCH(int, hires);
     VaeModel& m = *model_;
-    const HostTensor in = encode ? random_tensor({1, 3, 9, 32, 32}, 1)
-                                 : random_tensor({1, 16, 3, 4, 4}, 2);
+    const HostTensor in =
+        encode ? random_tensor({1, 3, 9, 32, 32}, 1) : random_tensor({1, 16, 3, 4, 4}, 2);
     Recorder rec(summaries);
     m.set_telemetry(&rec);
     const StreamOptions so{.chunk_latents = 1, .hires_chunk_frames = hires};

@@ -28,8 +28,9 @@ class tst_VaeGolden : public QObject {
     QVERIFY2(report.is_ok(), report.status().to_string().c_str());
     int compared = 0;
     for (const auto& r : report->rows) {
-      QVERIFY2(r.status != "FAIL", (r.config + " " + r.tensor + " max_abs " +
-                                    std::to_string(r.max_abs) + " " + r.note).c_str());
+      QVERIFY2(r.status != "FAIL",
+               (r.config + " " + r.tensor + " max_abs " + std::to_string(r.max_abs) + " " + r.note)
+                   .c_str());
       if (r.status == "pass" && r.tensor != "weights" && r.tensor != "inputs") {
         ++compared;
         QVERIFY2(r.rms <= 1e-5 || r.tensor.find(".inter.") != std::string::npos,
@@ -37,7 +38,8 @@ class tst_VaeGolden : public QObject {
       }
       QVERIFY2(r.status != "skip", (r.tensor + " was skipped: " + r.note).c_str());
     }
-    QVERIFY2(compared >= min_rows, ("only " + std::to_string(compared) + " tensors compared").c_str());
+    QVERIFY2(compared >= min_rows,
+             ("only " + std::to_string(compared) + " tensors compared").c_str());
   }
 
  private slots:

@@ -59,14 +59,18 @@ class tst_Weights : public QObject {
     QCOMPARE(params.back().name, std::string("decoder.conv_out.bias"));
     // Spot checks from docs/model.md §3.
     auto find = [&](const std::string& n) {
-      for (const auto& p : params) if (p.name == n) return p.shape;
+      for (const auto& p : params)
+        if (p.name == n) return p.shape;
       return Shape{};
     };
     QCOMPARE(find("encoder.down_blocks.0.downsamplers.0.conv.weight"), (Shape{128, 128, 1, 3, 3}));
     QCOMPARE(find("encoder.down_blocks.2.downsamplers.0.conv.weight"), (Shape{512, 512, 3, 3, 3}));
-    QCOMPARE(find("decoder.up_blocks.0.upsamplers.0.upscale_conv.weight"), (Shape{4096, 512, 1, 1, 1}));
-    QCOMPARE(find("decoder.up_blocks.2.upsamplers.0.upscale_conv.weight"), (Shape{1024, 256, 1, 1, 1}));
-    QCOMPARE(find("decoder.up_blocks.3.resnets.0.conv_shortcut.weight"), (Shape{128, 256, 1, 1, 1}));
+    QCOMPARE(find("decoder.up_blocks.0.upsamplers.0.upscale_conv.weight"),
+             (Shape{4096, 512, 1, 1, 1}));
+    QCOMPARE(find("decoder.up_blocks.2.upsamplers.0.upscale_conv.weight"),
+             (Shape{1024, 256, 1, 1, 1}));
+    QCOMPARE(find("decoder.up_blocks.3.resnets.0.conv_shortcut.weight"),
+             (Shape{128, 256, 1, 1, 1}));
     QCOMPARE(find("encoder.conv_out.weight"), (Shape{32, 512, 3, 3, 3}));
     QCOMPARE(find("decoder.mid_block.attentions.0.to_out.0.weight"), (Shape{512, 512}));
     QVERIFY(find("decoder.up_blocks.3.upsamplers.0.conv.weight").rank() == 0);
@@ -93,7 +97,8 @@ class tst_Weights : public QObject {
     QCOMPARE(bits[2], uint16_t{0xb113});
     QCOMPARE(bits[3], uint16_t{0xac21});
     // Per-tensor digests, one per scaling rule.
-    QCOMPARE(tensor_digest(t), std::string("bf7c90f0aa64664e309a576b49b49de3c8045e111cdc3a2e851d3fd3297c3d72"));
+    QCOMPARE(tensor_digest(t),
+             std::string("bf7c90f0aa64664e309a576b49b49de3c8045e111cdc3a2e851d3fd3297c3d72"));
     QCOMPARE(tensor_digest(w.tensors.at("encoder.conv_in.bias")),
              std::string("3f5cafff6bcd9d19e5f8ba10bc679e6ca44844bd8de81feb1e5bab26d888290a"));
     QCOMPARE(tensor_digest(w.tensors.at("encoder.down_blocks.0.resnets.0.norm1.weight")),
@@ -105,7 +110,8 @@ class tst_Weights : public QObject {
     QCOMPARE(tensor_digest(w.tensors.at("decoder.up_blocks.0.upsamplers.0.upscale_conv.weight")),
              std::string("36be84d3725fbca2af44d0d62f2b59028e019edb351a13b6c57184c83a1582d4"));
     // The whole real model.
-    QCOMPARE(fp16_digest(w), std::string("0c6e1f6d575a5b785dae0fa86fedd8ed6479cafd12e3af847d10997035a19551"));
+    QCOMPARE(fp16_digest(w),
+             std::string("0c6e1f6d575a5b785dae0fa86fedd8ed6479cafd12e3af847d10997035a19551"));
   }
 
   // ---- against the golden files -----------------------------------------------------------
@@ -116,7 +122,8 @@ class tst_Weights : public QObject {
     QVERIFY2(loaded.is_ok(), loaded.status().to_string().c_str());
     QCOMPARE(loaded->config, VaeConfig::tiny());
     QCOMPARE(loaded->dtype, DType::kF16);
-    QCOMPARE(loaded->sha256, std::string("656034ae3a884033711c9c531b5f0730384c0fd6777e9690cda1179ce5a4d268"));
+    QCOMPARE(loaded->sha256,
+             std::string("656034ae3a884033711c9c531b5f0730384c0fd6777e9690cda1179ce5a4d268"));
     const VaeWeights synth = synthesize_weights(VaeConfig::tiny(), kTinySeed);
     int64_t differing = 0;
     for (const auto& [name, t] : synth.tensors) {
@@ -125,7 +132,8 @@ class tst_Weights : public QObject {
       differing += std::memcmp(f.raw(), t.raw(), static_cast<size_t>(t.nbytes())) != 0;
     }
     QCOMPARE(differing, int64_t{0});
-    QCOMPARE(fp16_digest(synth), std::string("2ac3db9bbc9786c2d6c4dd8cc9c523eebd025430a4342d34ebc0498ae239e81d"));
+    QCOMPARE(fp16_digest(synth),
+             std::string("2ac3db9bbc9786c2d6c4dd8cc9c523eebd025430a4342d34ebc0498ae239e81d"));
   }
 
   void savedWeightsLoadInEveryDtype() {
@@ -153,7 +161,8 @@ class tst_Weights : public QObject {
     QVERIFY(!r.is_ok());
     const std::string msg = r.status().message();
     QVERIFY2(msg.find("decoder.conv_in.bias") != std::string::npos, msg.c_str());
-    QVERIFY2(msg.find("encoder.mid_block.attentions.0.to_k.weight") != std::string::npos, msg.c_str());
+    QVERIFY2(msg.find("encoder.mid_block.attentions.0.to_k.weight") != std::string::npos,
+             msg.c_str());
     QVERIFY2(msg.find("decoder.extra.weight") != std::string::npos, msg.c_str());
     QVERIFY2(msg.find("decoder.conv_out.bias is [7]") != std::string::npos, msg.c_str());
     QVERIFY2(msg.find("2 missing") != std::string::npos, msg.c_str());

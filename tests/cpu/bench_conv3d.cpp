@@ -6,11 +6,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <string>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu/cpu_backend.h"

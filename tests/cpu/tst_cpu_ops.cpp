@@ -48,8 +48,8 @@ std::string close_enough(const HostTensor& actual, const HostTensor& ref) {
           stats->rms, stats->ref_absmax, tol);
   }
   if (stats->max_abs <= tol) return {};
-  return "max abs error " + std::to_string(stats->max_abs) + " > tolerance " +
-         std::to_string(tol) + " (ref absmax " + std::to_string(stats->ref_absmax) + ", rms " +
+  return "max abs error " + std::to_string(stats->max_abs) + " > tolerance " + std::to_string(tol) +
+         " (ref absmax " + std::to_string(stats->ref_absmax) + ", rms " +
          std::to_string(stats->rms) + ")";
 }
 
@@ -58,16 +58,16 @@ bool bit_equal(const HostTensor& a, const HostTensor& b) {
          std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())) == 0;
 }
 
-#define CHECK_CLOSE(actual, ref)                              \
-  do {                                                        \
-    const std::string why_ = close_enough((actual), (ref));   \
-    QVERIFY2(why_.empty(), why_.c_str());                     \
+#define CHECK_CLOSE(actual, ref)                            \
+  do {                                                      \
+    const std::string why_ = close_enough((actual), (ref)); \
+    QVERIFY2(why_.empty(), why_.c_str());                   \
   } while (0)
 
-#define ASSIGN_OK(decl, expr)                                            \
-  auto SEEDVAE_CONCAT_(r_, __LINE__) = (expr);                           \
-  QVERIFY2(SEEDVAE_CONCAT_(r_, __LINE__).is_ok(),                        \
-           SEEDVAE_CONCAT_(r_, __LINE__).status().to_string().c_str());  \
+#define ASSIGN_OK(decl, expr)                                           \
+  auto SEEDVAE_CONCAT_(r_, __LINE__) = (expr);                          \
+  QVERIFY2(SEEDVAE_CONCAT_(r_, __LINE__).is_ok(),                       \
+           SEEDVAE_CONCAT_(r_, __LINE__).status().to_string().c_str()); \
   decl = std::move(SEEDVAE_CONCAT_(r_, __LINE__)).value()
 
 }  // namespace
@@ -119,42 +119,42 @@ class tst_CpuOps : public QObject {
     QTest::addColumn<QList<int>>("pad");     // top, bottom, left, right
     QTest::addColumn<bool>("bias");
     using L = QList<int>;
-    QTest::newRow("3x3x3 pad1 16->16") << L{1, 16, 3, 8, 8} << L{16, 3, 3, 3} << L{1, 1, 1}
-                                        << L{1, 1, 1, 1} << true;
-    QTest::newRow("odd sizes 5->7") << L{1, 5, 4, 7, 9} << L{7, 3, 3, 3} << L{1, 1, 1}
-                                    << L{1, 1, 1, 1} << true;
-    QTest::newRow("1 frame 1x1 pixel 1x1x1") << L{1, 3, 1, 1, 1} << L{5, 1, 1, 1} << L{1, 1, 1}
-                                             << L{0, 0, 0, 0} << true;
-    QTest::newRow("1x1 pixel 3x3x3 pad1") << L{1, 8, 3, 1, 1} << L{6, 3, 3, 3} << L{1, 1, 1}
-                                          << L{1, 1, 1, 1} << true;
-    QTest::newRow("stride t2") << L{1, 6, 5, 6, 6} << L{9, 3, 3, 3} << L{2, 1, 1}
-                               << L{1, 1, 1, 1} << true;
-    QTest::newRow("stride h2") << L{1, 6, 3, 7, 6} << L{9, 3, 3, 3} << L{1, 2, 1}
-                               << L{1, 1, 1, 1} << true;
-    QTest::newRow("stride w2") << L{1, 6, 3, 6, 7} << L{9, 3, 3, 3} << L{1, 1, 2}
-                               << L{1, 1, 1, 1} << true;
+    QTest::newRow("3x3x3 pad1 16->16")
+        << L{1, 16, 3, 8, 8} << L{16, 3, 3, 3} << L{1, 1, 1} << L{1, 1, 1, 1} << true;
+    QTest::newRow("odd sizes 5->7")
+        << L{1, 5, 4, 7, 9} << L{7, 3, 3, 3} << L{1, 1, 1} << L{1, 1, 1, 1} << true;
+    QTest::newRow("1 frame 1x1 pixel 1x1x1")
+        << L{1, 3, 1, 1, 1} << L{5, 1, 1, 1} << L{1, 1, 1} << L{0, 0, 0, 0} << true;
+    QTest::newRow("1x1 pixel 3x3x3 pad1")
+        << L{1, 8, 3, 1, 1} << L{6, 3, 3, 3} << L{1, 1, 1} << L{1, 1, 1, 1} << true;
+    QTest::newRow("stride t2") << L{1, 6, 5, 6, 6} << L{9, 3, 3, 3} << L{2, 1, 1} << L{1, 1, 1, 1}
+                               << true;
+    QTest::newRow("stride h2") << L{1, 6, 3, 7, 6} << L{9, 3, 3, 3} << L{1, 2, 1} << L{1, 1, 1, 1}
+                               << true;
+    QTest::newRow("stride w2") << L{1, 6, 3, 6, 7} << L{9, 3, 3, 3} << L{1, 1, 2} << L{1, 1, 1, 1}
+                               << true;
     QTest::newRow("temporal downsample 2x2x2 pad(0,1,0,1)")
         << L{1, 16, 5, 9, 8} << L{16, 3, 3, 3} << L{2, 2, 2} << L{0, 1, 0, 1} << true;
     QTest::newRow("spatial downsample 1x3x3 s(1,2,2)")
         << L{1, 12, 3, 8, 10} << L{12, 1, 3, 3} << L{1, 2, 2} << L{0, 1, 0, 1} << true;
-    QTest::newRow("asymmetric pad (2,0,1,3)") << L{1, 7, 3, 5, 6} << L{10, 3, 3, 3} << L{1, 1, 1}
-                                              << L{2, 0, 1, 3} << true;
-    QTest::newRow("1x1x1 shortcut 24->40") << L{1, 24, 3, 5, 7} << L{40, 1, 1, 1} << L{1, 1, 1}
-                                           << L{0, 0, 0, 0} << true;
-    QTest::newRow("1x1x1 upscale 10->80") << L{1, 10, 2, 3, 3} << L{80, 1, 1, 1} << L{1, 1, 1}
-                                          << L{0, 0, 0, 0} << true;
-    QTest::newRow("batch 2, 35->17") << L{2, 35, 4, 6, 5} << L{17, 3, 3, 3} << L{1, 1, 1}
-                                     << L{1, 1, 1, 1} << true;
-    QTest::newRow("no bias 20->12") << L{1, 20, 3, 4, 5} << L{12, 3, 3, 3} << L{1, 1, 1}
-                                    << L{1, 1, 1, 1} << false;
-    QTest::newRow("conv_in 3->32") << L{1, 3, 5, 16, 16} << L{32, 3, 3, 3} << L{1, 1, 1}
-                                   << L{1, 1, 1, 1} << true;
+    QTest::newRow("asymmetric pad (2,0,1,3)")
+        << L{1, 7, 3, 5, 6} << L{10, 3, 3, 3} << L{1, 1, 1} << L{2, 0, 1, 3} << true;
+    QTest::newRow("1x1x1 shortcut 24->40")
+        << L{1, 24, 3, 5, 7} << L{40, 1, 1, 1} << L{1, 1, 1} << L{0, 0, 0, 0} << true;
+    QTest::newRow("1x1x1 upscale 10->80")
+        << L{1, 10, 2, 3, 3} << L{80, 1, 1, 1} << L{1, 1, 1} << L{0, 0, 0, 0} << true;
+    QTest::newRow("batch 2, 35->17")
+        << L{2, 35, 4, 6, 5} << L{17, 3, 3, 3} << L{1, 1, 1} << L{1, 1, 1, 1} << true;
+    QTest::newRow("no bias 20->12")
+        << L{1, 20, 3, 4, 5} << L{12, 3, 3, 3} << L{1, 1, 1} << L{1, 1, 1, 1} << false;
+    QTest::newRow("conv_in 3->32")
+        << L{1, 3, 5, 16, 16} << L{32, 3, 3, 3} << L{1, 1, 1} << L{1, 1, 1, 1} << true;
     QTest::newRow("64->64 12x12") << L{1, 64, 4, 12, 12} << L{64, 3, 3, 3} << L{1, 1, 1}
                                   << L{1, 1, 1, 1} << true;
-    QTest::newRow("model width 512->512") << L{1, 512, 3, 4, 5} << L{512, 3, 3, 3} << L{1, 1, 1}
-                                          << L{1, 1, 1, 1} << true;
-    QTest::newRow("kernel 2x1x3 stride (1,2,2)") << L{1, 9, 4, 5, 7} << L{11, 2, 1, 3}
-                                                 << L{1, 2, 2} << L{0, 0, 1, 0} << true;
+    QTest::newRow("model width 512->512")
+        << L{1, 512, 3, 4, 5} << L{512, 3, 3, 3} << L{1, 1, 1} << L{1, 1, 1, 1} << true;
+    QTest::newRow("kernel 2x1x3 stride (1,2,2)")
+        << L{1, 9, 4, 5, 7} << L{11, 2, 1, 3} << L{1, 2, 2} << L{0, 0, 1, 0} << true;
   }
 
   void conv3d_matches_reference() {
@@ -300,8 +300,8 @@ class tst_CpuOps : public QObject {
     {
       ASSIGN_OK(Tensor d, be_->slice_frames(m, 0, hm.shape()[2]));
       QVERIFY(be_->copy_frames_into(d, 0, x, 3, 1).is_ok());
-      HostTensor want = ref::concat_frames(ref::slice_frames(hx, 3, 4),
-                                           ref::slice_frames(hm, 1, hm.shape()[2]));
+      HostTensor want =
+          ref::concat_frames(ref::slice_frames(hx, 3, 4), ref::slice_frames(hm, 1, hm.shape()[2]));
       QVERIFY(bit_equal(down(d), want));
       QVERIFY(be_->copy_frames_into(d, 1, d, 0, 1).is_ok());
       want = ref::concat_frames(ref::slice_frames(hx, 3, 4), ref::slice_frames(hx, 3, 4));
@@ -351,8 +351,8 @@ class tst_CpuOps : public QObject {
     const Tensor g = affine ? up(hg) : Tensor{};
     const Tensor b = affine ? up(hb) : Tensor{};
     ASSIGN_OK(Tensor y, be_->group_norm(up(hx), g, b, p));
-    CHECK_CLOSE(down(y), ref::group_norm(hx, affine ? &hg : nullptr, affine ? &hb : nullptr,
-                                         groups, 1e-6, silu));
+    CHECK_CLOSE(down(y), ref::group_norm(hx, affine ? &hg : nullptr, affine ? &hb : nullptr, groups,
+                                         1e-6, silu));
   }
 
   void depth_to_space_matches_reference_data() {
@@ -489,7 +489,7 @@ class tst_CpuOps : public QObject {
     const int64_t with_pack = be_->memory_stats().current_bytes;
     QVERIFY(with_pack >= before);
     QVERIFY(with_pack <= before + hw.nbytes() * 2);  // at most one (padded) weight pack
-    w = Tensor{};  // frees the weight and its pack
+    w = Tensor{};                                    // frees the weight and its pack
     QVERIFY(be_->memory_stats().current_bytes <= with_pack - hw.nbytes());
   }
 
@@ -526,9 +526,9 @@ class tst_CpuOps : public QObject {
     expect_invalid(
         be_->group_norm(x, up(random_tensor(Shape{4}, rng)), Tensor{}, {.groups = 2}).status(),
         "group_norm");
-    expect_invalid(be_->depth_to_space(up(random_tensor(Shape{1, 12, 1, 2, 2}, rng)), 2, false)
-                       .status(),
-                   "depth_to_space");
+    expect_invalid(
+        be_->depth_to_space(up(random_tensor(Shape{1, 12, 1, 2, 2}, rng)), 2, false).status(),
+        "depth_to_space");
     expect_invalid(be_->depth_to_space(x, 1, true).status(), "depth_to_space");
     {  // the dry-run backend shares the same check (depth_to_space_shape)
       CountingBackend cb;

@@ -75,29 +75,29 @@ inline int run_all(int argc, char** argv) {
 
 }  // namespace gpu_test
 
-#define GPU_TEST(name)                                                  \
-  static void name();                                                   \
-  static const ::gpu_test::Registrar name##_registrar(#name, &name);    \
+#define GPU_TEST(name)                                               \
+  static void name();                                                \
+  static const ::gpu_test::Registrar name##_registrar(#name, &name); \
   static void name()
 
-#define CHECK(cond)                                                     \
-  do {                                                                  \
-    ++::gpu_test::total_checks();                                       \
-    if (!(cond)) ::gpu_test::fail(__FILE__, __LINE__, #cond, "");       \
+#define CHECK(cond)                                               \
+  do {                                                            \
+    ++::gpu_test::total_checks();                                 \
+    if (!(cond)) ::gpu_test::fail(__FILE__, __LINE__, #cond, ""); \
   } while (0)
 
-#define CHECK_MSG(cond, msg)                                            \
-  do {                                                                  \
-    ++::gpu_test::total_checks();                                       \
-    if (!(cond)) ::gpu_test::fail(__FILE__, __LINE__, #cond, (msg));    \
+#define CHECK_MSG(cond, msg)                                         \
+  do {                                                               \
+    ++::gpu_test::total_checks();                                    \
+    if (!(cond)) ::gpu_test::fail(__FILE__, __LINE__, #cond, (msg)); \
   } while (0)
 
 // expr: a seedvae::Status.
-#define CHECK_OK(expr)                                                  \
-  do {                                                                  \
-    ++::gpu_test::total_checks();                                       \
-    const ::seedvae::Status gpu_test_st_ = (expr);                      \
-    if (!gpu_test_st_.is_ok())                                          \
+#define CHECK_OK(expr)                                                       \
+  do {                                                                       \
+    ++::gpu_test::total_checks();                                            \
+    const ::seedvae::Status gpu_test_st_ = (expr);                           \
+    if (!gpu_test_st_.is_ok())                                               \
       ::gpu_test::fail(__FILE__, __LINE__, #expr, gpu_test_st_.to_string()); \
   } while (0)
 
@@ -105,11 +105,11 @@ inline int run_all(int argc, char** argv) {
 #define REQUIRE_OK_CAT_(a, b) a##b
 #define REQUIRE_OK_CAT(a, b) REQUIRE_OK_CAT_(a, b)
 #define REQUIRE_OK(decl, expr) REQUIRE_OK_IMPL_(REQUIRE_OK_CAT(gpu_test_r_, __LINE__), decl, expr)
-#define REQUIRE_OK_IMPL_(tmp, decl, expr)                               \
-  auto tmp = (expr);                                                    \
-  ++::gpu_test::total_checks();                                         \
-  if (!tmp.is_ok()) {                                                   \
+#define REQUIRE_OK_IMPL_(tmp, decl, expr)                                  \
+  auto tmp = (expr);                                                       \
+  ++::gpu_test::total_checks();                                            \
+  if (!tmp.is_ok()) {                                                      \
     ::gpu_test::fail(__FILE__, __LINE__, #expr, tmp.status().to_string()); \
-    return;                                                             \
-  }                                                                     \
+    return;                                                                \
+  }                                                                        \
   decl = std::move(tmp).value()

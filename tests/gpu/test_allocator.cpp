@@ -20,7 +20,9 @@ namespace {
 using seedvae::gpu::BlockPtr;
 using seedvae::gpu::DeviceAllocator;
 
-void sleep_200ms(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+void sleep_200ms(void*) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
 
 struct Streams {
   cudaStream_t compute = nullptr, copy = nullptr, gate = nullptr;
@@ -42,7 +44,8 @@ struct Streams {
 // and allocates a block of the same size at once, overwriting it on the compute stream. With
 // `limit`, the allocator may reserve only one such block, so it must reuse the pending one.
 // Returns the bytes that reached the host.
-std::vector<unsigned char> copy_then_reuse(bool caching, bool limit, int64_t* waits, bool* same_ptr) {
+std::vector<unsigned char> copy_then_reuse(bool caching, bool limit, int64_t* waits,
+                                           bool* same_ptr) {
   constexpr size_t kBytes = size_t{8} << 20;
   std::vector<unsigned char> host_out;
   Streams s;
@@ -82,7 +85,8 @@ std::vector<unsigned char> copy_then_reuse(bool caching, bool limit, int64_t* wa
     cudaEventDestroy(gate_open);
   }
   *waits = alloc->stats().stream_waits;
-  host_out.assign(static_cast<unsigned char*>(pinned), static_cast<unsigned char*>(pinned) + kBytes);
+  host_out.assign(static_cast<unsigned char*>(pinned),
+                  static_cast<unsigned char*>(pinned) + kBytes);
   cudaFreeHost(pinned);
   return host_out;
 }
@@ -102,7 +106,8 @@ GPU_TEST(stream_ordered_free_waits_for_the_other_streams_copy) {
   CHECK_MSG(same, "the freed block was not reused from the cache");
   CHECK_MSG(waits == 1, "stream waits: " + std::to_string(waits));
   const int64_t wrong = count_not(host, 0xAB);
-  CHECK_MSG(wrong == 0, std::to_string(wrong) + " bytes reached the host after the reuse overwrote them");
+  CHECK_MSG(wrong == 0,
+            std::to_string(wrong) + " bytes reached the host after the reuse overwrote them");
   CHECK(cudaGetLastError() == cudaSuccess);
 }
 
@@ -171,7 +176,8 @@ GPU_TEST(census_lists_what_was_live_at_the_peak) {
   auto census = alloc->peak_census();
   CHECK_MSG(census.size() == 2, std::to_string(census.size()) + " entries");
   if (census.size() == 2) {
-    CHECK(census[0].what == "tensor a" && census[0].bytes == int64_t{8} << 20 && census[0].count == 1);
+    CHECK(census[0].what == "tensor a" && census[0].bytes == int64_t{8} << 20 &&
+          census[0].count == 1);
     CHECK(census[1].what == "tensor b" && census[1].bytes == int64_t{4} << 20);
   }
   alloc->reset_peak();  // live now: b and c
@@ -180,7 +186,8 @@ GPU_TEST(census_lists_what_was_live_at_the_peak) {
   CHECK_MSG(census.size() == 2, std::to_string(census.size()) + " entries after reset");
   if (census.size() == 2) {
     CHECK(census[0].what == "tensor b");
-    CHECK(census[1].what == "tensor c" && census[1].count == 2 && census[1].bytes == int64_t{3} << 20);
+    CHECK(census[1].what == "tensor c" && census[1].count == 2 &&
+          census[1].bytes == int64_t{3} << 20);
   }
 }
 

@@ -204,8 +204,8 @@ void compare_results(Backend& g, const Config& cfg, const Result<Tensor>& rc,
   CHECK_MSG(rc.is_ok(), what + " cpu: " + rc.status().to_string());
   CHECK_MSG(rg.is_ok(), what + " [" + cfg.name + "]: " + rg.status().to_string());
   if (!rc || !rg) return;
-  CHECK_MSG(rg->shape == rc->shape, what + ": shape " + rg->shape.to_string() + " vs " +
-                                        rc->shape.to_string());
+  CHECK_MSG(rg->shape == rc->shape,
+            what + ": shape " + rg->shape.to_string() + " vs " + rc->shape.to_string());
   auto hc = cpu().download(*rc);
   auto hg = g.download(*rg);
   CHECK_MSG(hc.is_ok() && hg.is_ok(), what + ": download failed");
@@ -232,20 +232,20 @@ std::vector<ConvCase> conv_cases() {
   down_t.pad_bottom = down_t.pad_right = 1;
   Conv3dParams down_s = down_t;
   down_s.stride_t = 1;
-  v.push_back({{1, 3, 5, 9, 7}, {8, 3, 3, 3, 3}, sym(1)});         // odd Cin (conv_in-like)
-  v.push_back({{1, 16, 4, 6, 10}, {7, 16, 3, 3, 3}, sym(1)});      // odd Cout
-  v.push_back({{1, 16, 5, 8, 8}, {16, 16, 3, 3, 3}, down_t});      // temporal downsample
-  v.push_back({{1, 16, 1, 9, 9}, {16, 16, 1, 3, 3}, down_s});      // spatial downsample, odd H/W
-  v.push_back({{2, 8, 3, 5, 5}, {8, 8, 3, 3, 3}, sym(1)});         // N = 2
-  v.push_back({{1, 32, 2, 4, 4}, {64, 32, 1, 1, 1}, {}});          // pointwise (GEMM)
-  v.push_back({{2, 12, 2, 3, 3}, {5, 12, 1, 1, 1}, {}});           // pointwise, N = 2, odd Cout
-  v.push_back({{1, 8, 3, 1, 1}, {8, 8, 3, 1, 1}, {}});             // 1x1 pixels, temporal taps
-  v.push_back({{1, 8, 3, 1, 1}, {8, 8, 3, 3, 3}, sym(1)});         // 1x1 pixels, 3x3 padded
+  v.push_back({{1, 3, 5, 9, 7}, {8, 3, 3, 3, 3}, sym(1)});            // odd Cin (conv_in-like)
+  v.push_back({{1, 16, 4, 6, 10}, {7, 16, 3, 3, 3}, sym(1)});         // odd Cout
+  v.push_back({{1, 16, 5, 8, 8}, {16, 16, 3, 3, 3}, down_t});         // temporal downsample
+  v.push_back({{1, 16, 1, 9, 9}, {16, 16, 1, 3, 3}, down_s});         // spatial downsample, odd H/W
+  v.push_back({{2, 8, 3, 5, 5}, {8, 8, 3, 3, 3}, sym(1)});            // N = 2
+  v.push_back({{1, 32, 2, 4, 4}, {64, 32, 1, 1, 1}, {}});             // pointwise (GEMM)
+  v.push_back({{2, 12, 2, 3, 3}, {5, 12, 1, 1, 1}, {}});              // pointwise, N = 2, odd Cout
+  v.push_back({{1, 8, 3, 1, 1}, {8, 8, 3, 1, 1}, {}});                // 1x1 pixels, temporal taps
+  v.push_back({{1, 8, 3, 1, 1}, {8, 8, 3, 3, 3}, sym(1)});            // 1x1 pixels, 3x3 padded
   v.push_back({{1, 24, 9, 6, 6}, {16, 24, 3, 3, 3}, sym(1), false});  // no bias, 9 frames
-  v.push_back({{1, 64, 4, 5, 7}, {64, 64, 3, 3, 3}, sym(1)});      // real-ish channel count
-  v.push_back({{1, 16, 6, 9, 11}, {3, 16, 3, 3, 3}, sym(1)});      // conv_out-like (few outputs)
-  v.push_back({{1, 3, 5, 10, 9}, {16, 3, 3, 3, 3}, down_t});       // few inputs, stride 2, asym
-  v.push_back({{1, 8, 2, 5, 5}, {3, 8, 1, 3, 3}, sym(1)});         // few outputs, kT = 1
+  v.push_back({{1, 64, 4, 5, 7}, {64, 64, 3, 3, 3}, sym(1)});         // real-ish channel count
+  v.push_back({{1, 16, 6, 9, 11}, {3, 16, 3, 3, 3}, sym(1)});         // conv_out-like (few outputs)
+  v.push_back({{1, 3, 5, 10, 9}, {16, 3, 3, 3, 3}, down_t});          // few inputs, stride 2, asym
+  v.push_back({{1, 8, 2, 5, 5}, {3, 8, 1, 3, 3}, sym(1)});            // few outputs, kT = 1
   return v;
 }
 
@@ -270,8 +270,8 @@ GPU_TEST(conv3d_matches_cpu) {
 // ---- frames: causal pad, slice, concat -----------------------------------------------------
 
 GPU_TEST(causal_pad_slice_concat_match_cpu) {
-  const std::vector<Shape> shapes = {{1, 8, 3, 5, 6}, {1, 5, 1, 1, 1}, {2, 3, 2, 4, 3},
-                                     {1, 16, 4, 7, 9}};
+  const std::vector<Shape> shapes = {
+      {1, 8, 3, 5, 6}, {1, 5, 1, 1, 1}, {2, 3, 2, 4, 3}, {1, 16, 4, 7, 9}};
   uint32_t seed = 100;
   for (const Shape& s : shapes) {
     const HostTensor xh = random_tensor(s, seed++);
@@ -315,7 +315,8 @@ GPU_TEST(causal_pad_in_place_is_safe) {
   Shape ms = s;
   ms[2] = 2;
   const HostTensor m1h = random_tensor(ms, 8), m2h = random_tensor(ms, 9);
-  const HostTensor gh = random_tensor(Shape{16}, 10, 0.1f, 1.f), bh = random_tensor(Shape{16}, 11, 0.1f);
+  const HostTensor gh = random_tensor(Shape{16}, 10, 0.1f, 1.f),
+                   bh = random_tensor(Shape{16}, 11, 0.1f);
   for_each_config([&](const Config& cfg, Backend& g) {
     Pair x, m1, m2, ga, be;
     if (!upload_pair(g, cfg, xh, false, &x) || !upload_pair(g, cfg, m1h, false, &m1) ||
@@ -396,12 +397,13 @@ GPU_TEST(group_norm_matches_cpu) {
     const HostTensor gh = random_tensor(Shape{cs.s.c()}, seed++, 0.1f, 1.f);
     const HostTensor bh = random_tensor(Shape{cs.s.c()}, seed++, 0.1f);
     for (bool silu : {false, true}) {
-      const std::string what = "group_norm " + cs.s.to_string() + " G" +
-                               std::to_string(cs.groups) + (silu ? " +silu" : "");
+      const std::string what = "group_norm " + cs.s.to_string() + " G" + std::to_string(cs.groups) +
+                               (silu ? " +silu" : "");
       for_each_config([&](const Config& cfg, Backend& g) {
         Pair x, ga, be;
         if (!upload_pair(g, cfg, xh, false, &x)) return;
-        if (cs.affine && (!upload_pair(g, cfg, gh, true, &ga) || !upload_pair(g, cfg, bh, true, &be))) {
+        if (cs.affine &&
+            (!upload_pair(g, cfg, gh, true, &ga) || !upload_pair(g, cfg, bh, true, &be))) {
           return;
         }
         GroupNormParams p{cs.groups, 1e-6f, silu};
@@ -420,7 +422,8 @@ GPU_TEST(add_inplace_matches_cpu) {
       if (!upload_pair(g, cfg, ah, false, &a) || !upload_pair(g, cfg, bh, false, &b)) return;
       CHECK_OK(cpu().add_inplace(a.c, b.c));
       CHECK_OK(g.add_inplace(a.g, b.g));
-      compare_results(g, cfg, Result<Tensor>(a.c), Result<Tensor>(a.g), "add_inplace " + s.to_string());
+      compare_results(g, cfg, Result<Tensor>(a.c), Result<Tensor>(a.g),
+                      "add_inplace " + s.to_string());
     });
   }
 }
@@ -455,11 +458,10 @@ GPU_TEST(attention_matches_cpu) {
     Shape s;
     int groups;
   };
-  const std::vector<Case> cases = {{{1, 64, 3, 8, 8}, 32},  {{1, 64, 2, 5, 7}, 32},
-                                   {{1, 64, 1, 1, 1}, 32},  {{1, 512, 2, 9, 11}, 32},
-                                   {{1, 512, 1, 16, 16}, 32}, {{1, 48, 2, 6, 6}, 8},
-                                   {{2, 64, 1, 4, 4}, 32},  {{1, 128, 1, 13, 11}, 32},
-                                   {{1, 512, 1, 1, 3}, 32}};
+  const std::vector<Case> cases = {
+      {{1, 64, 3, 8, 8}, 32},   {{1, 64, 2, 5, 7}, 32},    {{1, 64, 1, 1, 1}, 32},
+      {{1, 512, 2, 9, 11}, 32}, {{1, 512, 1, 16, 16}, 32}, {{1, 48, 2, 6, 6}, 8},
+      {{2, 64, 1, 4, 4}, 32},   {{1, 128, 1, 13, 11}, 32}, {{1, 512, 1, 1, 3}, 32}};
   uint32_t seed = 500;
   for (const Case& cs : cases) {
     const int64_t c = cs.s.c();
@@ -475,7 +477,8 @@ GPU_TEST(attention_matches_cpu) {
       Pair x, m[4], v[4], gn, bn;
       if (!upload_pair(g, cfg, xh, false, &x)) return;
       for (int i = 0; i < 4; ++i) {
-        if (!upload_pair(g, cfg, mats[i], true, &m[i]) || !upload_pair(g, cfg, vecs[i], true, &v[i])) {
+        if (!upload_pair(g, cfg, mats[i], true, &m[i]) ||
+            !upload_pair(g, cfg, vecs[i], true, &v[i])) {
           return;
         }
       }
@@ -521,7 +524,8 @@ GPU_TEST(attention_long_sequence_sharp_softmax) {
     Pair x, m[4], v[4], gn, bn;
     if (!upload_pair(g, cfg, xh, false, &x)) return;
     for (int i = 0; i < 4; ++i) {
-      if (!upload_pair(g, cfg, mats[i], true, &m[i]) || !upload_pair(g, cfg, vecs[i], true, &v[i])) return;
+      if (!upload_pair(g, cfg, mats[i], true, &m[i]) || !upload_pair(g, cfg, vecs[i], true, &v[i]))
+        return;
     }
     if (!upload_pair(g, cfg, ng, true, &gn) || !upload_pair(g, cfg, nb, true, &bn)) return;
     auto make = [&](bool gs) {

@@ -5,9 +5,9 @@
 // synchronous copies.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
@@ -70,17 +70,21 @@ std::vector<Config> configs() {
   };
   flip("fp32 ncdhw", Precision::kFp32, 1e-4, 1e-5, [](CudaOptions& o) { o.channels_last = false; });
   flip("fp32 heuristic", Precision::kFp32, 1e-4, 1e-5, [](CudaOptions& o) { o.autotune = false; });
-  flip("fp32 unfused gn", Precision::kFp32, 1e-4, 1e-5, [](CudaOptions& o) { o.fused_gn_silu = false; });
+  flip("fp32 unfused gn", Precision::kFp32, 1e-4, 1e-5,
+       [](CudaOptions& o) { o.fused_gn_silu = false; });
   flip("fp32 materialised attention", Precision::kFp32, 1e-4, 1e-5,
        [](CudaOptions& o) { o.fused_attention = false; });
   flip("fp32 plain cudaMalloc", Precision::kFp32, 1e-4, 1e-5,
        [](CudaOptions& o) { o.caching_allocator = false; });
-  flip("fp32 no buffer reuse", Precision::kFp32, 1e-4, 1e-5, [](CudaOptions& o) { o.buffer_reuse = false; });
-  flip("fp32 no fused bias", Precision::kFp32, 1e-4, 1e-5, [](CudaOptions& o) { o.fuse_bias = false; });
+  flip("fp32 no buffer reuse", Precision::kFp32, 1e-4, 1e-5,
+       [](CudaOptions& o) { o.buffer_reuse = false; });
+  flip("fp32 no fused bias", Precision::kFp32, 1e-4, 1e-5,
+       [](CudaOptions& o) { o.fuse_bias = false; });
   flip("tf32", Precision::kTf32, 2e-2, 3e-3, [](CudaOptions&) {});
   flip("fp16", Precision::kFp16, 2e-2, 3e-3, [](CudaOptions&) {});
   flip("bf16", Precision::kBf16, 0.15, 2.5e-2, [](CudaOptions&) {});
-  flip("bf16 ncdhw", Precision::kBf16, 0.15, 2.5e-2, [](CudaOptions& o) { o.channels_last = false; });
+  flip("bf16 ncdhw", Precision::kBf16, 0.15, 2.5e-2,
+       [](CudaOptions& o) { o.channels_last = false; });
   flip("bf16 offload", Precision::kBf16, 0.15, 2.5e-2, [](CudaOptions& o) {
     o.offload_state = true;
     o.offload_min_bytes = 0;
@@ -113,7 +117,8 @@ void expect_close(const HostTensor& got, const HostTensor& want, const Config& c
 // Two runs' outputs must be bit-identical (both ran, same shape, max abs 0).
 void expect_identical(const std::string& what, const Result<HostTensor>& a,
                       const Result<HostTensor>& b) {
-  CHECK_MSG(a.is_ok() && b.is_ok(), what + ": " + (a.is_ok() ? b.status() : a.status()).to_string());
+  CHECK_MSG(a.is_ok() && b.is_ok(),
+            what + ": " + (a.is_ok() ? b.status() : a.status()).to_string());
   if (!a || !b) return;
   auto d = compare(*a, *b);
   const bool same = d.is_ok() && d->max_abs == 0.0;
@@ -151,18 +156,17 @@ GPU_TEST(tiny_vae_streamed_matches_cpu_in_every_mode) {
 // the same bounds as the standard convolutions.
 GPU_TEST(lean_convs_match_the_cpu_oracle) {
   for (const Config& c : configs()) {
-    if (c.name != "fp32" && c.name != "bf16" && c.name != "bf16 offload" && c.name != "fp32 offload") {
+    if (c.name != "fp32" && c.name != "bf16" && c.name != "bf16 offload" &&
+        c.name != "fp32 offload") {
       continue;
     }
     for (int pieces : {0, 1}) {
       if (pieces > 0 && c.name != "fp32") continue;
       const Config lc{c.name + (pieces ? " lean pieces" : " lean"), c.opt, c.tol_max, c.tol_rms};
-      expect_oracle(lc,
-                    {.chunk_latents = 1,
-                     .lone_head = true,
-                     .hires_chunk_frames = pieces,
-                     .lean_convs = true},
-                    [](VaeModel&) {});
+      expect_oracle(
+          lc,
+          {.chunk_latents = 1, .lone_head = true, .hires_chunk_frames = pieces, .lean_convs = true},
+          [](VaeModel&) {});
     }
   }
 }
@@ -316,10 +320,12 @@ GPU_TEST(prefetched_state_is_dropped_when_memory_runs_out) {
   if (!run(0, 0, &lean_out, &lean)) return;
   const int limit = static_cast<int>(lean.peak_live_bytes >> 20) + 2;
   if (!run(1024, limit, &capped_out, &capped)) return;
-  std::printf("    minimal window: peak live %lld B; 1 GiB window under %d MiB: %lld evictions, "
-              "peak reserved %lld B\n", static_cast<long long>(lean.peak_live_bytes), limit,
-              static_cast<long long>(capped.prefetch_evictions),
-              static_cast<long long>(capped.peak_reserved_bytes));
+  std::printf(
+      "    minimal window: peak live %lld B; 1 GiB window under %d MiB: %lld evictions, "
+      "peak reserved %lld B\n",
+      static_cast<long long>(lean.peak_live_bytes), limit,
+      static_cast<long long>(capped.prefetch_evictions),
+      static_cast<long long>(capped.peak_reserved_bytes));
   CHECK_MSG(capped.prefetch_evictions > 0, "no prefetched state was dropped");
   CHECK(capped.peak_reserved_bytes <= (int64_t{limit} << 20));
   expect_identical("decode under the limit", Result<HostTensor>(std::move(capped_out)),
@@ -347,7 +353,8 @@ GPU_TEST(async_tiles_match_synchronous_copies) {
       expect_identical(std::string(what) + (fp32_ncdhw ? " (fp32 ncdhw)" : " (bf16)"), a, s);
     };
     const int64_t before = gpu::cuda_backend_report(**b)->async_downloads;
-    same("decode_latent", decode_latent(*m, ref.latent, async), decode_latent(*m, ref.latent, sync));
+    same("decode_latent", decode_latent(*m, ref.latent, async),
+         decode_latent(*m, ref.latent, sync));
     same("encode_video", encode_video(*m, ref.video, async), encode_video(*m, ref.video, sync));
     TileOptions t;
     t.mode = TilingMode::kBlend;
@@ -359,7 +366,8 @@ GPU_TEST(async_tiles_match_synchronous_copies) {
     }
     t.spec = {32, 24, 8, 8};
     t.order = TileOrder::kChunkMajor;
-    same("blend encode", tiled_encode(*m, ref.video, t, async), tiled_encode(*m, ref.video, t, sync));
+    same("blend encode", tiled_encode(*m, ref.video, t, async),
+         tiled_encode(*m, ref.video, t, sync));
     CHECK(gpu::cuda_backend_report(**b)->async_downloads > before);
     // a copy dropped without wait() and one waited twice leave the backend usable
     {
@@ -385,8 +393,8 @@ GPU_TEST(async_tiles_match_synchronous_copies) {
   }
 }
 
-// CUDA graphs (VaeModel's recorded chunks, CudaBackend::begin_capture/launch_graph): a 7-latent clip
-// streams through eager chunks, one recording and replays; the output must equal the eager
+// CUDA graphs (VaeModel's recorded chunks, CudaBackend::begin_capture/launch_graph): a 7-latent
+// clip streams through eager chunks, one recording and replays; the output must equal the eager
 // backend's bit for bit (same kernels and algorithms: heuristic choice on both sides), with and
 // without chunked upsampling, for a second stream (new state) and for blended tiles (a graph per
 // tile where the tile's state stays on the device). Graphs must really be recorded and replayed.
@@ -407,7 +415,8 @@ GPU_TEST(cuda_graphs_replay_the_eager_result) {
     CHECK(me.is_ok() && mg.is_ok());
     if (!me || !mg) return;
     const char* pn = p == Precision::kFp32 ? "fp32" : "bf16";
-    auto same = [&](const std::string& what, const Result<HostTensor>& g, const Result<HostTensor>& e) {
+    auto same = [&](const std::string& what, const Result<HostTensor>& g,
+                    const Result<HostTensor>& e) {
       expect_identical(std::string(pn) + " " + what, g, e);
     };
     for (int pieces : {0, 1}) {
@@ -440,10 +449,11 @@ GPU_TEST(cuda_graphs_replay_the_eager_result) {
     const auto rep = gpu::cuda_backend_report(**bg);
     CHECK(rep && rep->graph_launches > 0 && rep->graph_pool_bytes > 0);
     if (rep) {
-      std::printf("    %s backend: %lld graphs kept, %lld discarded, %lld launches, pool %.1f MiB\n",
-                  pn, static_cast<long long>(rep->graphs_captured),
-                  static_cast<long long>(rep->graphs_discarded),
-                  static_cast<long long>(rep->graph_launches), rep->graph_pool_bytes / 1048576.0);
+      std::printf(
+          "    %s backend: %lld graphs kept, %lld discarded, %lld launches, pool %.1f MiB\n", pn,
+          static_cast<long long>(rep->graphs_captured),
+          static_cast<long long>(rep->graphs_discarded),
+          static_cast<long long>(rep->graph_launches), rep->graph_pool_bytes / 1048576.0);
     }
   }
   // Incompatible with the state offload: refused with a reason.
@@ -451,7 +461,8 @@ GPU_TEST(cuda_graphs_replay_the_eager_result) {
   o.cuda_graphs = true;
   o.offload_state = true;
   auto refused = gpu::create_cuda_backend(o);
-  CHECK(!refused.is_ok() && refused.status().to_string().find("--offload-state") != std::string::npos);
+  CHECK(!refused.is_ok() &&
+        refused.status().to_string().find("--offload-state") != std::string::npos);
 }
 
 // The shipped demo model (resources/demo/demo_vae.safetensors, [40, 64, 96, 96], 8 groups: 5
@@ -509,8 +520,9 @@ double compare_psnr(const HostTensor& a, const HostTensor& b) {
 
 GPU_TEST(demo_model_matches_the_cpu_backend) {
   const auto path = demo_weights_path();
-  CHECK_MSG(!path.empty(), "demo weights not found (set SEEDVAE_DEMO_WEIGHTS or run from the "
-                           "repository root)");
+  CHECK_MSG(!path.empty(),
+            "demo weights not found (set SEEDVAE_DEMO_WEIGHTS or run from the "
+            "repository root)");
   if (path.empty()) return;
   auto w = load_weights(path);
   CHECK_MSG(w.is_ok(), w.status().to_string());
@@ -540,7 +552,8 @@ GPU_TEST(demo_model_matches_the_cpu_backend) {
     const char* name;
     CudaOptions opt;
   };
-  std::vector<Case> cases = {{"fp32", base(Precision::kFp32)}, {"fp32 ncdhw", base(Precision::kFp32)},
+  std::vector<Case> cases = {{"fp32", base(Precision::kFp32)},
+                             {"fp32 ncdhw", base(Precision::kFp32)},
                              {"bf16", base(Precision::kBf16)}};
   cases[1].opt.channels_last = false;
   for (const Case& c : cases) {
@@ -559,8 +572,8 @@ GPU_TEST(demo_model_matches_the_cpu_backend) {
     CHECK_MSG(dd.is_ok(), std::string(c.name) + ": " + (dd ? "" : dd.status().to_string()));
     if (!dd) continue;
     const double psnr_vs_cpu = compare_psnr(*dec, *ref_dec);
-    std::printf("    %-10s mean rel rms %.3g, decode max abs %.3g rms %.3g (%.1f dB vs cpu)\n", c.name,
-                mean_rel, dd->max_abs, dd->rms, psnr_vs_cpu);
+    std::printf("    %-10s mean rel rms %.3g, decode max abs %.3g rms %.3g (%.1f dB vs cpu)\n",
+                c.name, mean_rel, dd->max_abs, dd->rms, psnr_vs_cpu);
     if (c.opt.precision == Precision::kFp32) {
       CHECK_MSG(mean_rel <= 1e-4 && dd->max_abs <= 2e-3, c.name);
     } else {

@@ -77,8 +77,8 @@ std::map<std::pair<int64_t, int64_t>, double> check_samples(const std::vector<St
     CHECK_MSG(s.device_used_bytes > 0, what + ": " + describe(s));
   }
   CHECK_MSG(stages > 0, what + ": no stage samples");
-  CHECK_MSG(summaries.size() == stage_sum.size(), what + ": summaries " +
-                std::to_string(summaries.size()) + ", chunks with stages " +
+  CHECK_MSG(summaries.size() == stage_sum.size(),
+            what + ": summaries " + std::to_string(summaries.size()) + ", chunks with stages " +
                 std::to_string(stage_sum.size()));
   for (const auto& [key, sum] : stage_sum) {
     auto it = summaries.find(key);
@@ -150,8 +150,8 @@ GPU_TEST(device_spans_time_queued_work) {
 GPU_TEST(stage_samples_carry_device_time) {
   for (const Precision prec : {Precision::kFp32, Precision::kBf16}) {
     for (const int hires : {0, 1}) {
-      const std::string what = std::string(gpu::precision_name(prec)) +
-                               (hires ? " hires-chunk 1" : "");
+      const std::string what =
+          std::string(gpu::precision_name(prec)) + (hires ? " hires-chunk 1" : "");
       auto b = gpu::create_cuda_backend(options(prec));
       CHECK_MSG(b.is_ok(), b.status().to_string());
       if (!b) continue;

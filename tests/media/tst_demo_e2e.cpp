@@ -83,8 +83,8 @@ constexpr double kFloorMarginDb = 1.0;
 // PSNR(reconstruction, original at a wrong one) >= m. A pipeline bug reverses the order (the
 // reconstruction is then closer to the shifted original); the bug test asserts that it is reversed
 // by at least the same m. Measured with an early, weaker model (sha256 4c4f4bae...; the test
-// prints them; the current weights widen every one: temporal boats 2.55, ladybird 5.46, case 2 2.58 dB;
-// spatial 1.73 dB; channel boats 7.32, ladybird 22.32, case 2 16.21 dB):
+// prints them; the current weights widen every one: temporal boats 2.55, ladybird 5.46, case 2 2.58
+// dB; spatial 1.73 dB; channel boats 7.32, ladybird 22.32, case 2 16.21 dB):
 //   temporal, +-1 frame, on frames 1..T-2 of each case: boats 0.73 dB (same frame 19.35 dB, t-1
 //     18.62, t+1 18.25), ladybird 1.40 dB, ladybird case 2 1.15 dB. The simulated one-frame
 //     shifts reverse it by 0.71 dB or more, the frames trimmed at the start of case 2 by 2.0 dB.
@@ -118,7 +118,7 @@ constexpr int64_t kPaddedFirst = 2, kPaddedFrames = 14;
 struct CaseSpec {
   const char* tag;
   const char* clip;
-  bool padded;         // case 2's reader options
+  bool padded;  // case 2's reader options
   // The highest PSNR any shipped weights measured on this case (see above): the shipped
   // weights' own unless an earlier model measured more, since floors are never lowered.
   double best_shipped_db;
@@ -305,11 +305,11 @@ std::array<CheckResult, kNumChecks> evaluate(const CaseSpec& cs, const HostTenso
     c.required = cs.floor_db();
     const std::string measured = "best shipped weights " + str(cs.best_shipped_db) + " dB - " +
                                  str(kFloorMarginDb, 1) + " dB";
-    c.detail = "PSNR " + str(c.value) + " dB, floor " + str(c.required) + " dB (" +
-               (c.required > cs.measured_floor_db()
-                    ? "the 26 dB target; " + measured + " is below it"
-                    : measured) +
-               ")";
+    c.detail =
+        "PSNR " + str(c.value) + " dB, floor " + str(c.required) + " dB (" +
+        (c.required > cs.measured_floor_db() ? "the 26 dB target; " + measured + " is below it"
+                                             : measured) +
+        ")";
   }
   {
     CheckResult& c = r[kTemporal];
@@ -386,8 +386,7 @@ std::string failure(const CaseSpec& cs, CheckKind k, const CheckResult& c) {
       what = "the reconstruction is not closer to the original in RGB order than in BGR by " +
              str(kChannelMarginDb, 1) + " dB (a colour-order bug in the reader or the writer)";
       break;
-    default:
-      break;
+    default: break;
   }
   return std::string("\n  ") + cs.tag + ", " + kCheckNames[k] + " check: " + what + ": " +
          c.detail + (k == kFloor ? "" : "; margin " + str(c.value) + " dB");
@@ -461,8 +460,8 @@ class TestDemoE2e : public QObject {
         std::abs(checks[kFloor].value - q->psnr_db) < 1e-6,
         (tag + ": PSNR " + str(checks[kFloor].value, 6) + " vs compare_clips " + str(q->psnr_db, 6))
             .c_str());
-    qInfo("%s: PSNR %.2f dB, SSIM %.4f (floor %.2f dB; target %.0f dB), round trip %.1f s",
-          cs.tag, q->psnr_db, q->ssim, cs.floor_db(), kTargetDb, d->rt.seconds);
+    qInfo("%s: PSNR %.2f dB, SSIM %.4f (floor %.2f dB; target %.0f dB), round trip %.1f s", cs.tag,
+          q->psnr_db, q->ssim, cs.floor_db(), kTargetDb, d->rt.seconds);
     qInfo("%s: PSNR per frame (dB): %s", cs.tag, per_frame_psnr(d->read_back, d->original).c_str());
     std::string failures;
     for (int k = 0; k < kNumChecks; ++k) {

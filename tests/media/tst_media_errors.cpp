@@ -307,32 +307,17 @@ class TestMediaErrors : public QObject {
     HostTensor v = make_sample_clip(8, 8, 3);
     WriteOptions o;
     switch (what) {
-      case 0:
-        v = HostTensor(DType::kF32, Shape{3, 3, 8, 8});
-        break;
-      case 1:
-        v = HostTensor(DType::kF32, Shape{1, 4, 3, 8, 8});
-        break;
-      case 2:
-        v = HostTensor(DType::kF32, Shape{2, 3, 3, 8, 8});
-        break;
-      case 3:
-        v = HostTensor(DType::kF32, Shape{1, 3, 0, 8, 8});
-        break;
-      case 4:
-        o.fps = 0;
-        break;
-      case 5:
-        o.fps = NAN;
-        break;
-      case 6:
-        o.crf_like_quality = 99;
-        break;
+      case 0: v = HostTensor(DType::kF32, Shape{3, 3, 8, 8}); break;
+      case 1: v = HostTensor(DType::kF32, Shape{1, 4, 3, 8, 8}); break;
+      case 2: v = HostTensor(DType::kF32, Shape{2, 3, 3, 8, 8}); break;
+      case 3: v = HostTensor(DType::kF32, Shape{1, 3, 0, 8, 8}); break;
+      case 4: o.fps = 0; break;
+      case 5: o.fps = NAN; break;
+      case 6: o.crf_like_quality = 99; break;
       case 8:
         v = HostTensor(DType::kF32, Shape{1, 3, int64_t{1} << 62, 8, 8});
         break;  // overflows: no storage
-      default:
-        break;
+      default: break;
     }
     const fs::path dest = name.isEmpty() ? fs::path() : d / name.toStdString();
     const Status st = write_clip(dest, v, o);

@@ -70,8 +70,8 @@ class tst_Prefetch : public QObject {
 
   // A PNG directory of T frames of W x H.
   fs::path png_dir(int64_t T, int64_t H, int64_t W) {
-    const fs::path d = tmp_ / ("clip_" + std::to_string(T) + "_" + std::to_string(H) + "x" +
-                               std::to_string(W));
+    const fs::path d =
+        tmp_ / ("clip_" + std::to_string(T) + "_" + std::to_string(H) + "x" + std::to_string(W));
     if (!fs::exists(d)) {
       const Status s = write_clip(d, test_clip(T, H, W));
       if (!s) qFatal("%s", s.to_string().c_str());
@@ -189,7 +189,8 @@ class tst_Prefetch : public QObject {
     }
   }
 
-  // encode_stream over a prefetching source == encode_video over the padded whole clip, bit for bit.
+  // encode_stream over a prefetching source == encode_video over the padded whole clip, bit for
+  // bit.
   void encodeStreamBitIdentical_data() {
     QTest::addColumn<int>("frames");
     QTest::addColumn<int>("chunk");
@@ -223,7 +224,8 @@ class tst_Prefetch : public QObject {
     auto got = encode_stream(*tiny_.model, **src, {chunk}, hooks);
     QVERIFY2(got.is_ok(), got.status().to_string().c_str());
     QVERIFY(same_bits(*got, *want));
-    QCOMPARE(chunks, static_cast<int64_t>(plan_chunks((plan.padded_frames - 1) / 4 + 1, chunk).size()));
+    QCOMPARE(chunks,
+             static_cast<int64_t>(plan_chunks((plan.padded_frames - 1) / 4 + 1, chunk).size()));
     const PrefetchStats st = (*src)->stats();
     QVERIFY(st.peak_ahead >= 1 && st.peak_ahead <= so.prefetch_depth);
   }
@@ -307,7 +309,10 @@ class tst_Prefetch : public QObject {
     // Destroyed while the reader waits for room, and while it is inside a slow read.
     calls = 0;
     total_frames = 0;
-    { PrefetchReader pr(produce, 4, 4, 1); QTRY_COMPARE(calls.load(), 1); }
+    {
+      PrefetchReader pr(produce, 4, 4, 1);
+      QTRY_COMPARE(calls.load(), 1);
+    }
     std::atomic<bool> in_read{false};
     auto slow = [&](int64_t, const CancelToken* stop) -> Result<HostTensor> {
       in_read = true;

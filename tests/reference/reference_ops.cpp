@@ -42,9 +42,9 @@ HostTensor conv3d(const HostTensor& x, const HostTensor& w, const HostTensor* b,
                 for (int64_t kh = 0; kh < kH; ++kh)
                   for (int64_t kw = 0; kw < kW; ++kw) {
                     const int64_t t = to * p.stride_t + kt;
-                    const int64_t h = ho * p.stride_h + kh - p.pad_top;   // padded coordinates
+                    const int64_t h = ho * p.stride_h + kh - p.pad_top;    // padded coordinates
                     const int64_t ww = wo * p.stride_w + kw - p.pad_left;  // back to input ones
-                    if (h < 0 || h >= H || ww < 0 || ww >= W) continue;  // zero padding
+                    if (h < 0 || h >= H || ww < 0 || ww >= W) continue;    // zero padding
                     acc += static_cast<double>(xd[xv.at(n, ci, t, h, ww)]) *
                            static_cast<double>(wd[wv.at(co, ci, kt, kh, kw)]);
                   }
@@ -227,8 +227,8 @@ HostTensor attention(const HostTensor& x, const AttentionHost& wt) {
       for (int64_t h = 0; h < H; ++h)
         for (int64_t w = 0; w < W; ++w)
           for (int64_t c = 0; c < C; ++c)
-            y.data<float>()[v.at(n, c, t, h, w)] = static_cast<float>(
-                x.data<float>()[v.at(n, c, t, h, w)] + o[(h * W + w) * C + c]);
+            y.data<float>()[v.at(n, c, t, h, w)] =
+                static_cast<float>(x.data<float>()[v.at(n, c, t, h, w)] + o[(h * W + w) * C + c]);
     }
   return y;
 }

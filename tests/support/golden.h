@@ -17,7 +17,9 @@ inline std::filesystem::path golden_dir() {
 #endif
 }
 
-inline bool have_golden() { return std::filesystem::exists(golden_dir() / "manifest.json"); }
+inline bool have_golden() {
+  return std::filesystem::exists(golden_dir() / "manifest.json");
+}
 
 inline std::string golden_missing_message() {
   return "reference data not found at " + golden_dir().string() +

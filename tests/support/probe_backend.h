@@ -110,7 +110,10 @@ class ProbeBackend final : public Backend {
   class Copy final : public PendingCopy {
    public:
     Copy(ProbeBackend& b, Tensor t, HostTensor& dst, int64_t offset)
-        : b_(b), t_(std::move(t)), dst_(static_cast<float*>(dst.raw())), dst_shape_(dst.shape()),
+        : b_(b),
+          t_(std::move(t)),
+          dst_(static_cast<float*>(dst.raw())),
+          dst_shape_(dst.shape()),
           offset_(offset) {}
     ~Copy() override {
       if (!done_) --b_.in_flight;

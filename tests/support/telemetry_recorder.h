@@ -19,6 +19,8 @@ class TelemetryRecorder final : public TelemetrySink {
 };
 
 // The scheduler's summary samples ("chunk", "tile"), as opposed to the model's stage samples.
-inline bool is_summary(const StageSample& s) { return s.stage == "chunk" || s.stage == "tile"; }
+inline bool is_summary(const StageSample& s) {
+  return s.stage == "chunk" || s.stage == "tile";
+}
 
 }  // namespace seedvae::test

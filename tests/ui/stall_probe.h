@@ -47,8 +47,9 @@ struct Gap {
   // that CPU, so the thread's own CPU time bounds "own" from below.
   double own() const { return std::max(cpu, wall - run_queue - steal); }
   QString describe() const {
-    return QString("%1 ms (GUI thread on CPU %2 ms, waiting for a core %3 ms, stolen by the "
-                   "hypervisor %4 ms: the application's own %5 ms)")
+    return QString(
+               "%1 ms (GUI thread on CPU %2 ms, waiting for a core %3 ms, stolen by the "
+               "hypervisor %4 ms: the application's own %5 ms)")
         .arg(wall, 0, 'f', 1)
         .arg(cpu, 0, 'f', 1)
         .arg(run_queue, 0, 'f', 1)
@@ -85,7 +86,9 @@ class StealMonitor {
   StealMonitor(const StealMonitor&) = delete;
   StealMonitor& operator=(const StealMonitor&) = delete;
 
-  bool available() const { return fd_ >= 0; }
+  bool available() const {
+    return fd_ >= 0;
+  }
 
   // Steal in ms on `cpu` between t0 and t1 (ns since the epoch): the counter's last sample at or
   // before t0 against its first sample at or after t1 (or the latest one).
@@ -130,7 +133,8 @@ class StealMonitor {
           int64_t v[8] = {};
           for (int64_t& x : v) x = std::strtoll(p, &p, 10);
           if (index >= 0 && index < 4096) {
-            if (s.steal.size() <= static_cast<size_t>(index)) s.steal.resize(static_cast<size_t>(index) + 1);
+            if (s.steal.size() <= static_cast<size_t>(index))
+              s.steal.resize(static_cast<size_t>(index) + 1);
             s.steal[static_cast<size_t>(index)] = v[7];
           }
         }
@@ -168,7 +172,9 @@ class StallProbe {
   StallProbe& operator=(const StallProbe&) = delete;
 
   // True when run-queue wait and steal are measured (Linux); otherwise "own" is the whole gap.
-  bool attributes() const { return schedstat_fd_ >= 0 && steal_.available(); }
+  bool attributes() const {
+    return schedstat_fd_ >= 0 && steal_.available();
+  }
 
   void tick() {
     Point p;
@@ -207,9 +213,15 @@ class StallProbe {
     settle(INT64_MAX);
   }
 
-  int64_t ticks() const { return ticks_; }
-  double seconds() const { return static_cast<double>(ns_since(epoch_)) / 1e9; }
-  double longestWall() const { return max_wall_; }
+  int64_t ticks() const {
+    return ticks_;
+  }
+  double seconds() const {
+    return static_cast<double>(ns_since(epoch_)) / 1e9;
+  }
+  double longestWall() const {
+    return max_wall_;
+  }
   // The gaps of 20 ms or more, decomposed, longest first (after finish()).
   std::vector<Gap> longGaps() const {
     std::vector<Gap> v = long_;
@@ -239,7 +251,8 @@ class StallProbe {
   static int64_t thread_cpu_ns() {
 #if defined(CLOCK_THREAD_CPUTIME_ID)
     timespec ts{};
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+      return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 #endif
     return 0;
   }
@@ -254,7 +267,8 @@ class StallProbe {
       }
       Gap g = e.gap;
       g.steal = steal_.steal_ms(e.from.cpu_index, e.from.wall, e.to.wall);
-      if (e.to.cpu_index != e.from.cpu_index) g.steal += steal_.steal_ms(e.to.cpu_index, e.from.wall, e.to.wall);
+      if (e.to.cpu_index != e.from.cpu_index)
+        g.steal += steal_.steal_ms(e.to.cpu_index, e.from.wall, e.to.wall);
       g.steal = std::min(g.steal, std::max(0.0, g.wall - g.run_queue));
       long_.push_back(g);
     }

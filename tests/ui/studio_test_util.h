@@ -20,7 +20,8 @@
 namespace seedvae::ui::test {
 
 // A lossless PNG-sequence "video" of the sample clip (OpenCV reads the folder back exactly).
-inline QString write_sample_video(const QTemporaryDir& dir, const QString& name, int w, int h, int frames) {
+inline QString write_sample_video(const QTemporaryDir& dir, const QString& name, int w, int h,
+                                  int frames) {
   const QString path = dir.filePath(name);
   QDir().mkpath(path);
   const HostTensor clip = media::make_sample_clip(w, h, frames, 7);
@@ -31,7 +32,8 @@ inline QString write_sample_video(const QTemporaryDir& dir, const QString& name,
 
 inline QString write_tiny_weights(const QTemporaryDir& dir, const QString& name) {
   const QString path = dir.filePath(name);
-  const Status st = save_weights(path.toStdString(), synthesize_weights(VaeConfig::tiny(), kTinySeed), DType::kF16);
+  const Status st = save_weights(path.toStdString(),
+                                 synthesize_weights(VaeConfig::tiny(), kTinySeed), DType::kF16);
   if (!st.is_ok()) qWarning("save_weights: %s", st.to_string().c_str());
   return path;
 }
@@ -43,12 +45,15 @@ inline QString write_bytes(const QTemporaryDir& dir, const QString& name, const 
   return path;
 }
 
-inline std::unique_ptr<SettingsStore> temp_store(const QTemporaryDir& dir, const QString& tag = "studio") {
+inline std::unique_ptr<SettingsStore> temp_store(const QTemporaryDir& dir,
+                                                 const QString& tag = "studio") {
   return std::make_unique<SettingsStore>(
-      std::make_unique<QSettings>(dir.filePath(tag + ".ini"), QSettings::IniFormat), dir.filePath("presets"));
+      std::make_unique<QSettings>(dir.filePath(tag + ".ini"), QSettings::IniFormat),
+      dir.filePath("presets"));
 }
 
-inline std::unique_ptr<MainWindow> make_window(const QTemporaryDir& dir, const QString& tag = "studio") {
+inline std::unique_ptr<MainWindow> make_window(const QTemporaryDir& dir,
+                                               const QString& tag = "studio") {
   auto w = std::make_unique<MainWindow>(std::make_shared<CpuCatalog>(), temp_store(dir, tag));
   w->setConfirmations(false);
   return w;

@@ -85,7 +85,6 @@ RunOptions every_option_changed() {
 
 }  // namespace
 
-
 class tst_StudioBasics : public QObject {
   Q_OBJECT
 
@@ -130,10 +129,10 @@ class tst_StudioBasics : public QObject {
     QCOMPARE(upgraded.async_tiles, std::string("auto"));
 
     QJsonObject bad = settings_to_json(s);
-    bad["chunk_latents"] = -5;    // below the minimum: clamped
-    bad["lean_convs"] = "yes";    // wrong type: default
-    bad["tiling"] = "sideways";   // not a choice: default
-    bad["mystery"] = true;        // unknown
+    bad["chunk_latents"] = -5;   // below the minimum: clamped
+    bad["lean_convs"] = "yes";   // wrong type: default
+    bad["tiling"] = "sideways";  // not a choice: default
+    bad["mystery"] = true;       // unknown
     const RunOptions fixed = settings_from_json(bad, &warnings);
     QCOMPARE(fixed.chunk_latents, 0);
     QCOMPARE(fixed.lean_convs, false);
@@ -161,12 +160,15 @@ class tst_StudioBasics : public QObject {
     // Files from elsewhere: valid, broken JSON, and JSON that is not a preset.
     QVERIFY(SettingsStore::write_preset_file(dir_.filePath("shared.json"), "shared", s, &error));
     QString name;
-    auto shared = SettingsStore::read_preset_file(dir_.filePath("shared.json"), &error, nullptr, &name);
+    auto shared =
+        SettingsStore::read_preset_file(dir_.filePath("shared.json"), &error, nullptr, &name);
     QVERIFY(shared.has_value());
     QCOMPARE(name, QString("shared"));
-    QVERIFY(!SettingsStore::read_preset_file(write_bytes(dir_, "broken.json", "{\"format\": "), &error));
+    QVERIFY(!SettingsStore::read_preset_file(write_bytes(dir_, "broken.json", "{\"format\": "),
+                                             &error));
     QVERIFY2(error.contains("not valid JSON"), qPrintable(error));
-    QVERIFY(!SettingsStore::read_preset_file(write_bytes(dir_, "other.json", "{\"a\": 1}"), &error));
+    QVERIFY(
+        !SettingsStore::read_preset_file(write_bytes(dir_, "other.json", "{\"a\": 1}"), &error));
     QVERIFY2(error.contains("not a SeedVAE Studio preset"), qPrintable(error));
   }
 
@@ -202,7 +204,8 @@ class tst_StudioBasics : public QObject {
     const QString broken = write_bytes(dir_, "broken.mp4", QByteArray(5000, '\x17'));
     w->openVideo(broken);
     QTRY_COMPARE_WITH_TIMEOUT(errors.count(), 1, 20000);
-    QVERIFY2(errors.last().at(1).toString().contains("broken.mp4"), qPrintable(errors.last().at(1).toString()));
+    QVERIFY2(errors.last().at(1).toString().contains("broken.mp4"),
+             qPrintable(errors.last().at(1).toString()));
     auto* box = w->findChild<QMessageBox*>("errorDialog");
     QVERIFY(box);
     QVERIFY(box->text().contains("broken.mp4"));
@@ -238,7 +241,8 @@ class tst_StudioBasics : public QObject {
     const QByteArray bytes = f.readAll();
     w->openWeights(write_bytes(dir_, "truncated.safetensors", bytes.left(bytes.size() / 2)));
     QTRY_COMPARE_WITH_TIMEOUT(errors.count(), 1, 20000);
-    QVERIFY2(errors.last().at(1).toString().contains("truncated.safetensors"), qPrintable(errors.last().at(1).toString()));
+    QVERIFY2(errors.last().at(1).toString().contains("truncated.safetensors"),
+             qPrintable(errors.last().at(1).toString()));
     w->openWeights(write_bytes(dir_, "notes.safetensors", "these are not weights"));
     QTRY_COMPARE_WITH_TIMEOUT(errors.count(), 2, 20000);
     QVERIFY(w->weightsReady());
@@ -254,8 +258,10 @@ class tst_StudioBasics : public QObject {
     for (const OptionSpec& spec : run_option_table()) {
       QWidget* w = panel.optionWidget(spec.key);
       QVERIFY2(w, spec.key.data());
-      QCOMPARE(w->objectName(), QStringLiteral("opt_") + QString::fromUtf8(spec.key.data(), spec.key.size()));
-      const auto help = QString::fromUtf8(spec.help.data(), static_cast<qsizetype>(spec.help.size()));
+      QCOMPARE(w->objectName(),
+               QStringLiteral("opt_") + QString::fromUtf8(spec.key.data(), spec.key.size()));
+      const auto help =
+          QString::fromUtf8(spec.help.data(), static_cast<qsizetype>(spec.help.size()));
       QVERIFY2(w->toolTip().contains(help.left(40)), spec.key.data());
     }
     for (QWidget* w : panel.findChildren<QWidget*>(QRegularExpression("^opt_"))) {
@@ -364,8 +370,9 @@ class tst_StudioBasics : public QObject {
     r.settings.overlap = {16, 16};
     const Prediction tiled = predict_memory(r);
     QVERIFY2(tiled.ok, qPrintable(tiled.error));
-    QVERIFY2(tiled.activation_bytes < untiled.activation_bytes,
-             qPrintable(QString("%1 vs %2").arg(tiled.activation_bytes).arg(untiled.activation_bytes)));
+    QVERIFY2(
+        tiled.activation_bytes < untiled.activation_bytes,
+        qPrintable(QString("%1 vs %2").arg(tiled.activation_bytes).arg(untiled.activation_bytes)));
     // The planner fits a tile into a budget smaller than the untiled peak.
     r.settings.tiling = "off";
     const BudgetFit fit = fit_to_budget(r, untiled.engine_bytes * 2 / 3);
@@ -374,7 +381,6 @@ class tst_StudioBasics : public QObject {
     QVERIFY(fit.tile_width > 0 && fit.tile_width <= 256);
   }
 
-
   void channelsAreBounded() {
     LatestChannel<int> latest;
     QVERIFY(latest.publish(1));   // first value notifies
@@ -382,7 +388,7 @@ class tst_StudioBasics : public QObject {
     QCOMPARE(latest.dropped(), 1LL);
     QCOMPARE(*latest.take(), 2);
     QVERIFY(!latest.take().has_value());
-    QVERIFY(latest.publish(3));   // after take() a new value notifies again
+    QVERIFY(latest.publish(3));  // after take() a new value notifies again
 
     BoundedQueue<int> q(3);
     QVERIFY(q.push(1));
@@ -455,8 +461,8 @@ class tst_StudioBasics : public QObject {
     QCOMPARE(charts.deviceSeries()->count(), 9);
     QCOMPARE(charts.timingCategories(), 3);
     QCOMPARE(charts.timingSeries()->count(), 3);  // one bar set per stage
-    QCOMPARE(charts.timingGpuMs(0), -1.0);          // no device timer
-    QCOMPARE(charts.timingGpuMs(1), 7.5);           // three stages of 2.5 ms
+    QCOMPARE(charts.timingGpuMs(0), -1.0);        // no device timer
+    QCOMPARE(charts.timingGpuMs(1), 7.5);         // three stages of 2.5 ms
     QCOMPARE(charts.log().size(), 9);
     const QImage img = charts.render("timing", {600, 300});
     QCOMPARE(img.size(), QSize(600, 300));

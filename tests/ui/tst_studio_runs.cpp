@@ -15,9 +15,9 @@
 
 #include "studio_test_util.h"
 #include "ui/ab_panel.h"
-#include "ui/info_panel.h"
 #include "ui/channels.h"
 #include "ui/charts_panel.h"
+#include "ui/info_panel.h"
 #include "ui/report.h"
 #include "ui/run_controller.h"
 #include "ui/scrubber.h"
@@ -213,7 +213,8 @@ class tst_StudioRuns : public QObject {
     w->infoPanel()->setSample(192, 192, 17);
     QVERIFY(w->startRun());
     // Points arrive while the run is going, not only at the end.
-    QTRY_VERIFY_WITH_TIMEOUT(w->chartsPanel()->allocatedSeries()->count() > 0 || !finished.isEmpty(), 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        w->chartsPanel()->allocatedSeries()->count() > 0 || !finished.isEmpty(), 60000);
     const bool during = finished.isEmpty();
     if (finished.isEmpty()) QVERIFY(finished.wait(120000));
     QVERIFY2(during, "no chart point arrived before the run finished");
@@ -222,7 +223,7 @@ class tst_StudioRuns : public QObject {
     QVERIFY(charts->allocatedSeries()->count() > 5);
     QVERIFY(charts->peakSeries()->count() > 5);
     QVERIFY(charts->deviceSeries()->count() > 5);  // the process's resident size on the CPU
-    QVERIFY(charts->timingCategories() >= 4);     // encode and decode chunks
+    QVERIFY(charts->timingCategories() >= 4);      // encode and decode chunks
     const RunSummary s = finished.last().first().value<RunSummary>();
     QCOMPARE(charts->log().size(), s.telemetry.size());
     QCOMPARE(w->scrubber()->available(), qint64{17});
@@ -251,9 +252,10 @@ class tst_StudioRuns : public QObject {
     QVERIFY(done.wait(300000));
     QCOMPARE(done.first().first().toInt(), 0);
     const QString out = dir_.filePath("headless");
-    for (const char* f : {"report.md", "report.json", "charts/memory.png", "charts/timing.png",
-                          "stills/A_frame_0000_original.png", "stills/B_frame_0008_reconstruction.png",
-                          "stills/ab_frame_0004_difference_x4.png"}) {
+    for (const char* f :
+         {"report.md", "report.json", "charts/memory.png", "charts/timing.png",
+          "stills/A_frame_0000_original.png", "stills/B_frame_0008_reconstruction.png",
+          "stills/ab_frame_0004_difference_x4.png"}) {
       QVERIFY2(QFileInfo::exists(out + "/" + f), f);
     }
     QFile md(out + "/report.md");
@@ -266,7 +268,8 @@ class tst_StudioRuns : public QObject {
     const QJsonObject root = QJsonDocument::fromJson(json.readAll()).object();
     QCOMPARE(root.value("format").toString(), QString("seedvae-studio-report"));
     QCOMPARE(root.value("runs").toArray().size(), 2);
-    QCOMPARE(root.value("runs").toArray().at(0).toObject().value("status").toString(), QString("done"));
+    QCOMPARE(root.value("runs").toArray().at(0).toObject().value("status").toString(),
+             QString("done"));
     // Headless, "auto" CPU threads is every hardware thread (the GUI's leaves one), on A and B.
     const int every_thread = CpuCatalog::hardware_threads();
     for (const QJsonValue run : root.value("runs").toArray()) {
@@ -315,7 +318,8 @@ class tst_StudioRuns : public QObject {
       if (!(x.shape() == y.shape())) return -1.0;
       double m = 0;
       const auto fx = x.f32(), fy = y.f32();
-      for (size_t i = 0; i < fx.size(); ++i) m = std::max(m, static_cast<double>(std::abs(fx[i] - fy[i])));
+      for (size_t i = 0; i < fx.size(); ++i)
+        m = std::max(m, static_cast<double>(std::abs(fx[i] - fy[i])));
       return m;
     };
     QVERIFY(a.reconstruction && b.reconstruction && a.original && b.original);
@@ -360,7 +364,8 @@ class tst_StudioRuns : public QObject {
     QCOMPARE(runs.size(), 2);
     QCOMPARE(runs.at(0).toObject().value("prefetch").toObject().value("used").toBool(), true);
     QCOMPARE(runs.at(1).toObject().value("prefetch").toObject().value("used").toBool(), false);
-    QCOMPARE(runs.at(1).toObject().value("prefetch").toObject().value("note").toString(), QString("off"));
+    QCOMPARE(runs.at(1).toObject().value("prefetch").toObject().value("note").toString(),
+             QString("off"));
     QVERIFY(runs.at(0).toObject().value("seconds").toObject().contains("read_overlapped"));
     QCOMPARE(runs.at(0).toObject().value("settings").toObject().value("prefetch").toString(),
              QString("auto"));
@@ -378,7 +383,8 @@ class tst_StudioRuns : public QObject {
       return finished.first().first().value<RunSummary>();
     };
     auto same_frames = [](const RunSummary& x, const RunSummary& y) {
-      if (!x.reconstruction || !y.reconstruction || !(x.reconstruction->shape() == y.reconstruction->shape())) {
+      if (!x.reconstruction || !y.reconstruction ||
+          !(x.reconstruction->shape() == y.reconstruction->shape())) {
         return false;
       }
       const auto fx = x.reconstruction->f32(), fy = y.reconstruction->f32();
@@ -426,18 +432,27 @@ class tst_StudioRuns : public QObject {
     QVERIFY2(e.ok, qPrintable(e.error));
     QCOMPARE(e.settings.async_tiles, std::string("auto"));
     QVERIFY(!e.async_tiles);
-    QVERIFY2(e.async_tiles_note.startsWith("does not apply: exact tiling"), qPrintable(e.async_tiles_note));
+    QVERIFY2(e.async_tiles_note.startsWith("does not apply: exact tiling"),
+             qPrintable(e.async_tiles_note));
 
     // The report's run table and report.json.
-    const WrittenReport rep = write_and_read_report("async-tiles-report", {ons.at(2), ons.at(3), e});
+    const WrittenReport rep =
+        write_and_read_report("async-tiles-report", {ons.at(2), ons.at(3), e});
     QVERIFY2(rep.markdown.contains("| Async tiles | on | off | does not apply: exact tiling"),
              qPrintable(rep.markdown));
     const QJsonArray& runs = rep.runs;
     QCOMPARE(runs.size(), 3);
     QCOMPARE(runs.at(0).toObject().value("async_tiles").toObject().value("used").toBool(), true);
     QCOMPARE(runs.at(1).toObject().value("async_tiles").toObject().value("used").toBool(), false);
-    QCOMPARE(runs.at(1).toObject().value("async_tiles").toObject().value("note").toString(), QString("off"));
-    QVERIFY(runs.at(2).toObject().value("async_tiles").toObject().value("note").toString().contains("exact tiling"));
+    QCOMPARE(runs.at(1).toObject().value("async_tiles").toObject().value("note").toString(),
+             QString("off"));
+    QVERIFY(runs.at(2)
+                .toObject()
+                .value("async_tiles")
+                .toObject()
+                .value("note")
+                .toString()
+                .contains("exact tiling"));
     QCOMPARE(runs.at(0).toObject().value("settings").toObject().value("async_tiles").toString(),
              QString("auto"));
     QCOMPARE(runs.at(1).toObject().value("settings").toObject().value("async_tiles").toString(),
@@ -511,7 +526,9 @@ class tst_StudioRuns : public QObject {
   void optionsAndDisplay() {
     QString msg;
     int code = -1;
-    auto o = parse_studio_options({"seedvae-studio", "--demo", "--ab", "--frames", "9", "--sample-size", "96x64"}, &msg, &code);
+    auto o = parse_studio_options(
+        {"seedvae-studio", "--demo", "--ab", "--frames", "9", "--sample-size", "96x64"}, &msg,
+        &code);
     QVERIFY(o.has_value());
     QVERIFY(o->demo && o->ab && !o->headless);
     QCOMPARE(o->frames, 9);

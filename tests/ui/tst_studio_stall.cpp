@@ -56,7 +56,8 @@ class tst_StudioStall : public QObject {
                                          CompareView::Mode::kSideBySide, CompareView::Mode::kRight};
       w->setViewMode(modes[step % 4]);
       w->view()->zoomBy(step % 2 ? 0.8 : 1.25);
-      if (w->scrubber()->available() > 1) w->scrubber()->setPosition(step % w->scrubber()->available());
+      if (w->scrubber()->available() > 1)
+        w->scrubber()->setPosition(step % w->scrubber()->available());
       ++step;
     });
 
@@ -73,15 +74,19 @@ class tst_StudioStall : public QObject {
     user.stop();
     gaps.finish();
     const std::vector<Gap> long_gaps = gaps.longGaps();
-    qInfo("longest GUI event-loop gap: %.1f ms over %.1f s of runs (%lld ticks, %d user steps, "
-          "%lld frames dropped by the latest-frame channel); %zu gaps of 20 ms or more",
-          gaps.longestWall(), gaps.seconds(), static_cast<long long>(gaps.ticks()), step,
-          w->controller()->droppedFrames(), long_gaps.size());
-    for (size_t i = 0; i < std::min<size_t>(long_gaps.size(), 10); ++i) qInfo("  gap %s", qPrintable(long_gaps[i].describe()));
-    if (!gaps.attributes()) qInfo("run-queue wait and steal are not measured here: a gap counts whole");
+    qInfo(
+        "longest GUI event-loop gap: %.1f ms over %.1f s of runs (%lld ticks, %d user steps, "
+        "%lld frames dropped by the latest-frame channel); %zu gaps of 20 ms or more",
+        gaps.longestWall(), gaps.seconds(), static_cast<long long>(gaps.ticks()), step,
+        w->controller()->droppedFrames(), long_gaps.size());
+    for (size_t i = 0; i < std::min<size_t>(long_gaps.size(), 10); ++i)
+      qInfo("  gap %s", qPrintable(long_gaps[i].describe()));
+    if (!gaps.attributes())
+      qInfo("run-queue wait and steal are not measured here: a gap counts whole");
     QVERIFY(gaps.ticks() > 100);
     const Gap worst = gaps.longestOwn();
-    QVERIFY2(worst.own() < 100.0, qPrintable("the application stalled the GUI thread: " + worst.describe()));
+    QVERIFY2(worst.own() < 100.0,
+             qPrintable("the application stalled the GUI thread: " + worst.describe()));
   }
 
  private:
