@@ -49,18 +49,7 @@ Result<std::unique_ptr<Backend>> make_backend(const RunOptions& r) {
                               "\" (choose fp32, tf32, fp16 or bf16)");
     }
     o.precision = *p;
-    o.autotune = r.autotune;
-    o.autotune_cache = r.autotune_cache;
-    o.channels_last = r.channels_last;
-    o.fused_gn_silu = r.fused_gn_silu;
-    o.fused_attention = r.fused_attention;
-    o.caching_allocator = r.caching_allocator;
-    o.buffer_reuse = r.buffer_reuse;
-    o.fuse_bias = r.fuse_bias;
-    o.offload_state = r.offload_state;
-    o.offload_window_mib = r.offload_window_mib;
-    o.cuda_graphs = r.cuda_graphs;
-    o.workspace_mib = r.cudnn_workspace_mib;
+    static_cast<CudaSwitches&>(o) = r;  // the switches are one struct in both
     return gpu::create_cuda_backend(o);
 #else
     return unsupported("this build has no CUDA backend (configure with -DSEEDVAE_WITH_CUDA=ON)");

@@ -16,46 +16,13 @@ std::string choice_help(const OptionSpec& s) {
   return std::string(s.help) + " [" + c + "]";
 }
 
-// A validator that checks a value as set_option() does (kind, range, choices), so the command
-// line refuses exactly what presets refuse.
+// A validator that checks a value as presets are checked (kind, range, choices).
 CLI::Validator option_check(const OptionSpec& spec) {
   return CLI::Validator(
       [&spec](std::string& text) -> std::string {
-        RunOptions scratch;
-        OptionValue v;
-        switch (spec.kind) {
-          case OptionKind::kBool: return {};
-          case OptionKind::kInt: {
-            try {
-              size_t used = 0;
-              v = std::stoi(text, &used);
-              if (used != text.size()) return "not a whole number: " + text;
-            } catch (...) {
-              return "not a whole number: " + text;
-            }
-            break;
-          }
-          case OptionKind::kReal: {
-            try {
-              size_t used = 0;
-              v = std::stod(text, &used);
-              if (used != text.size()) return "not a number: " + text;
-            } catch (...) {
-              return "not a number: " + text;
-            }
-            break;
-          }
-          case OptionKind::kChoice:
-          case OptionKind::kText: v = text; break;
-          case OptionKind::kSize: {
-            auto p = PixelSize::parse(text);
-            if (!p.is_ok()) return p.status().message();
-            v = *p;
-            break;
-          }
-        }
-        const Status st = set_option(scratch, spec, v);
-        return st.is_ok() ? std::string() : st.message();
+        if (spec.kind == OptionKind::kBool) return {};
+        const auto v = parse_option_value(spec, text);
+        return v.is_ok() ? std::string() : v.status().message();
       },
       "", std::string(spec.key));
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/backend/cuda_switches.h"
 #include "core/base/status.h"
 
 namespace seedvae::gpu {
@@ -54,44 +55,13 @@ enum class Precision : uint8_t {
 std::string_view precision_name(Precision p);
 std::optional<Precision> precision_from_name(std::string_view s);
 
-// Every optimization is a switch so its effect on time, memory and output can be measured
-// (docs/gpu-notes.md). Defaults are the fast configuration.
-struct CudaOptions {
+// The backend's options: the switches every front end offers (core/backend/cuda_switches.h),
+// the device and precision, and the settings only tests and the benchmark driver use.
+struct CudaOptions : CudaSwitches {
   int device = 0;
   Precision precision = Precision::kFp32;
-  // cuDNN: time every algorithm once per convolution shape (true) or take cuDNN's heuristic.
-  bool autotune = true;
-  // Where autotune results persist (per GPU, driver and cuDNN version): "auto" = the user cache
-  // directory ($SEEDVAE_CACHE_DIR, $XDG_CACHE_HOME/seedvae or ~/.cache/seedvae), "" = nowhere,
-  // otherwise a file path.
-  std::string autotune_cache = "auto";
-  // Activations in NDHWC (channels-last: tensor-core convolutions, contiguous frames) or NCDHW.
-  bool channels_last = true;
-  // GroupNorm and SiLU in one pass, or GroupNorm then a separate SiLU pass.
-  bool fused_gn_silu = true;
-  // Flash-style attention (O(tokens) memory) or materialised scores via cuBLAS.
-  bool fused_attention = true;
-  // Caching allocator (reuses freed blocks) or plain cudaMalloc/cudaFree per tensor.
-  bool caching_allocator = true;
-  // Buffer reuse: outputs that feed a causal convolution get spare frames in front, so causal
-  // padding writes the context frames in place instead of copying the whole tensor (NDHWC only).
-  bool buffer_reuse = true;
-  // Fused bias: a cuDNN convolution's bias is not added in a pass of its own but by its
-  // consumer (GroupNorm statistics/apply, or the residual add); other consumers add it first.
-  bool fuse_bias = true;
-  // Causal-state offload: the frames each causal convolution carries to the next chunk (16 GiB
-  // at 1080p in bf16) wait in pinned host memory instead of on the device, copied out and
-  // prefetched back on two copy streams while the GPU computes; at most offload_window_mib of
-  // them are back on the device ahead of use. Slices smaller than offload_min_bytes stay.
-  bool offload_state = false;
-  int offload_window_mib = 1024;
+  // State slices smaller than this stay on the device when offload_state is on.
   int64_t offload_min_bytes = int64_t{16} << 20;
-  // CUDA graphs: VaeModel records a chunk's work once per chunk shape and state addresses and
-  // replays it for later chunks (one launch instead of ~250). Needs the state on the device
-  // (refused with offload_state); chunks with block observers run without.
-  bool cuda_graphs = false;
-  // cuDNN workspace limit per convolution.
-  int workspace_mib = 512;
   // The most device memory the caching allocator reserves, in MiB (0: as much as the card has):
   // runs as if the card had only this much (`seedvae_gpu_bench --memory-limit-mib`), so a memory
   // target is shown to hold for reserved memory, not only for live tensors (cuDNN and cuBLAS

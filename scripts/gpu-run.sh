@@ -18,7 +18,7 @@
 # plus the default row), HIRES_VARIANTS ('|'-separated --hires-chunk arguments, default
 # "1|2|1 --offload-state|2 --offload-state"), HIRES_VERIFY (0: skip the fp32 pieces golden
 # check), HIRES_512_CHUNKS (default "0 2"; "" for none), BENCH_VARIANT (bench options for a
-# second run of each bench size, e.g. "--no-async-tiles"), VERIFY_PRECISIONS (default
+# second run of each bench size, e.g. "--async-tiles off"), VERIFY_PRECISIONS (default
 # "fp32 bf16 fp16 tf32"), VERIFY_VARIANT (more verify options for a second run of each precision,
 # e.g. "--lean-convs"), EXTRA_BENCH ('|'-separated bench argument lists for the extra phase,
 # e.g. "--size 1920x1080 --offload-state --offload-window-mib 256").

@@ -158,7 +158,7 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
     if (!presets_->currentText().isEmpty()) emit deletePresetRequested(presets_->currentText());
   });
 
-  setSettings(catalog_->normalized(RunOptions{}));
+  setSettings(catalog_->normalized(RunOptions()));
   setPresetNames({});
 }
 

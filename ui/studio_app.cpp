@@ -318,7 +318,7 @@ void HeadlessJob::run(const WeightsInfo& weights) {
   err(QStringLiteral("model: %1, %2, %3 parameters\n")
           .arg(weights.config, weights.dtype)
           .arg(weights.parameters));
-  RunOptions a = catalog_->normalized(RunOptions{});
+  RunOptions a = catalog_->normalized(RunOptions());
   if (!options_.preset.isEmpty()) {
     QString error;
     auto s = SettingsStore::read_preset_file(options_.preset, &error);

@@ -225,7 +225,7 @@ const std::vector<OptionSpec>& table() {
          .kind = OptionKind::kInt,
          .help = "Largest scratch buffer one cuDNN convolution may use. More lets cuDNN pick "
                  "faster algorithms; it adds to the peak memory.",
-         .member = &RunOptions::cudnn_workspace_mib,
+         .member = &RunOptions::workspace_mib,
          .minimum = 0,
          .maximum = 1 << 20,
          .backends = kCudaBackend});
@@ -555,6 +555,54 @@ std::string to_json(const RunOptions& o) {
   return j.dump();
 }
 
+Result<OptionValue> parse_option_value(const OptionSpec& spec, std::string_view text) {
+  const std::string t(text);
+  OptionValue v;
+  switch (spec.kind) {
+    case OptionKind::kBool:
+      if (t == "true" || t == "on" || t == "1") {
+        v = true;
+      } else if (t == "false" || t == "off" || t == "0") {
+        v = false;
+      } else {
+        return invalid_argument(std::string(spec.key) + ": not on or off: " + t);
+      }
+      break;
+    case OptionKind::kInt:
+    case OptionKind::kReal: {
+      const char* end = t.data() + t.size();
+      std::from_chars_result r{};
+      if (spec.kind == OptionKind::kInt) {
+        int i = 0;
+        r = std::from_chars(t.data(), end, i);
+        v = i;
+      } else {
+        double d = 0;
+        r = std::from_chars(t.data(), end, d);
+        v = d;
+      }
+      const bool whole = r.ec == std::errc() && r.ptr == end;
+      if (!whole || t.empty()) {
+        return invalid_argument(std::string(spec.key) + ": not a " +
+                                (spec.kind == OptionKind::kInt ? "whole number" : "number") + ": " +
+                                t);
+      }
+      break;
+    }
+    case OptionKind::kChoice:
+    case OptionKind::kText: v = t; break;
+    case OptionKind::kSize: {
+      auto p = PixelSize::parse(t);
+      if (!p.is_ok()) return p.status();
+      v = *p;
+      break;
+    }
+  }
+  RunOptions scratch;
+  SEEDVAE_TRY(set_option(scratch, spec, v));
+  return v;
+}
+
 namespace {
 
 // A preset value as the option's kind, or nullopt (with the reason) when it has another type.
@@ -706,7 +754,10 @@ std::string backend_key(const RunOptions& o) {
     const uint8_t mine = o.backend == "cuda" ? kCudaBackend : kCpuBackend;
     if (s.group != OptionGroup::kEngine && s.group != OptionGroup::kCuda) continue;
     if ((s.backends & mine) == 0 || s.key == "backend" || s.key == "precision") continue;
-    k += ";" + std::string(s.key) + "=" + format_option_value(option_value(o, s));
+    k += ';';  // appended piece by piece: GCC 12 warns (-Wrestrict) on ";" + std::string here
+    k += s.key;
+    k += '=';
+    k += format_option_value(option_value(o, s));
   }
   return k;
 }

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/backend/cuda_switches.h"
 #include "core/base/status.h"
 #include "core/schedule/streaming.h"
 #include "core/schedule/tiled.h"
@@ -30,25 +31,15 @@ struct PixelSize {
   static Result<PixelSize> parse(std::string_view text);
 };
 
-struct RunOptions {
+// The CUDA engine's switches are the base CudaSwitches (shared with the CUDA backend's options);
+// a pointer to one of its members converts to a pointer to a RunOptions member, so the table
+// lists them like the others.
+struct RunOptions : CudaSwitches {
   // ---- engine ----
   std::string backend = "cpu";  // cpu | cuda
   int device = 0;               // CUDA device index
   int threads = 0;              // CPU threads, 0 = automatic
   std::string precision = "fp32";
-  // ---- CUDA engine (gpu/cuda_backend.h CudaOptions; docs/gpu-notes.md) ----
-  bool autotune = true;
-  std::string autotune_cache = "auto";
-  bool channels_last = true;
-  bool fused_gn_silu = true;
-  bool fused_attention = true;
-  bool caching_allocator = true;
-  bool buffer_reuse = true;
-  bool fuse_bias = true;
-  bool offload_state = false;
-  int offload_window_mib = 1024;
-  bool cuda_graphs = false;
-  int cudnn_workspace_mib = 512;
   // ---- temporal streaming (StreamOptions, ChunkOptions) ----
   int chunk_latents = 1;
   int hires_chunk_frames = 0;
@@ -118,6 +109,9 @@ const OptionSpec* find_option(std::string_view key);
 OptionValue option_value(const RunOptions& o, const OptionSpec& spec);
 // Sets the option, checking its kind, range and choices ("chunk_latents: -3 is below 0").
 Status set_option(RunOptions& o, const OptionSpec& spec, const OptionValue& value);
+// A value as the command line writes it ("bf16", "512x512", "2.5", "3"; a bool: true/false,
+// on/off, 1/0), checked as set_option() checks it.
+Result<OptionValue> parse_option_value(const OptionSpec& spec, std::string_view text);
 // "bf16", "512x512", "on", "2.5" (how a value reads in a preset, a label and the CLI).
 std::string format_option_value(const OptionValue& value);
 bool option_is_default(const RunOptions& o, const OptionSpec& spec);

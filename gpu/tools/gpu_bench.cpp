@@ -7,13 +7,11 @@
 //   seedvae_gpu_bench ablate --size WxH ...       each toggle flipped alone from the default:
 //                                                 time, peak memory, max abs vs an fp32 reference
 //
-// Toggles (verify, bench): --precision fp32|tf32|fp16|bf16, --no-autotune, --no-channels-last,
-// --no-fused-gn, --no-fused-attention, --no-caching-allocator, --no-buffer-reuse,
-// --workspace-mib N, --autotune-cache PATH, --offload-state, --offload-window-mib N,
-// --cuda-graphs, --census (what was live at the memory peak), --memory-limit-mib N (reserve at
-// most N MiB, as on a smaller card); bench:
-// --no-async-tiles (StreamOptions::async_tiles), --lone-head (StreamOptions::lone_head);
-// verify and bench: --lean-convs (ChunkOptions::lean_convs).
+// Run options (verify, bench): every flag of `seedvae`'s options table (core/pipeline/
+// run_options.cpp: --precision, --no-autotune, --offload-state, --cudnn-workspace-mib N,
+// --chunk N, --lean-convs, --tiling ..., `seedvae bench --help` lists them), with bf16 as the
+// default precision; and the driver's diagnostics --census (what was live at the memory peak)
+// and --memory-limit-mib N (reserve at most N MiB, as on a smaller card).
 // Results are printed and written as JSON (--json).
 //
 // bench also measures each stage's device time (CUDA events, the stage telemetry's device_ms):
@@ -35,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/pipeline/bench.h"
+#include "core/pipeline/run_options.h"
 #include "core/pipeline/verify.h"
 #include "core/schedule/streaming.h"
 #include "core/schedule/tiled.h"
@@ -71,24 +70,42 @@ int fail(const Status& s) {
   return 1;
 }
 
-Result<CudaOptions> options_from(const Args& a) {
+// The run options through the options table, so the driver takes the CLI's flags: "--flag
+// VALUE", a switch "--flag" or its "--no-..." form. Backend cuda, default precision bf16; other
+// arguments are the driver's own.
+Result<RunOptions> run_options_from(const Args& a) {
+  RunOptions r;
+  r.backend = "cuda";
+  r.precision = "bf16";
+  for (const OptionSpec& spec : run_option_table()) {
+    const std::string flag(spec.flag);
+    Result<OptionValue> v = OptionValue(true);
+    if (spec.kind == OptionKind::kBool) {
+      if (!spec.negative_flag.empty() && a.flag(std::string(spec.negative_flag))) {
+        v = OptionValue(false);
+      } else if (!a.flag(flag)) {
+        continue;
+      }
+    } else if (a.flag(flag)) {
+      v = parse_option_value(spec, a.get(flag, ""));
+    } else {
+      continue;
+    }
+    if (!v) return v.status();
+    SEEDVAE_TRY(set_option(r, spec, *v));
+  }
+  SEEDVAE_TRY(validate(r));
+  return r;
+}
+
+// The backend's options: the run's switches, device and precision, and the diagnostics.
+Result<CudaOptions> cuda_options_from(const RunOptions& r, const Args& a) {
   CudaOptions o;
-  o.device = a.geti("--device", 0);
-  const auto p = gpu::precision_from_name(a.get("--precision", "bf16"));
-  if (!p) return invalid_argument("unknown --precision");
+  static_cast<CudaSwitches&>(o) = r;
+  o.device = r.device;
+  const auto p = gpu::precision_from_name(r.precision);
+  if (!p) return invalid_argument("unknown --precision " + r.precision);
   o.precision = *p;
-  o.autotune = !a.flag("--no-autotune");
-  o.channels_last = !a.flag("--no-channels-last");
-  o.fused_gn_silu = !a.flag("--no-fused-gn");
-  o.fused_attention = !a.flag("--no-fused-attention");
-  o.caching_allocator = !a.flag("--no-caching-allocator");
-  o.buffer_reuse = !a.flag("--no-buffer-reuse");
-  o.offload_state = a.flag("--offload-state");
-  o.offload_window_mib = a.geti("--offload-window-mib", o.offload_window_mib);
-  o.cuda_graphs = a.flag("--cuda-graphs");
-  o.fuse_bias = !a.flag("--no-fused-bias");
-  o.workspace_mib = a.geti("--workspace-mib", 512);
-  o.autotune_cache = a.get("--autotune-cache", "auto");
   o.memory_census = a.flag("--census");
   o.memory_limit_mib = a.geti("--memory-limit-mib", 0);
   return o;
@@ -178,22 +195,22 @@ int cmd_rates(const Args& a) {
 // ---- verify --------------------------------------------------------------------------------
 
 int cmd_verify(const Args& a) {
-  auto o = options_from(a);
+  auto run = run_options_from(a);
+  if (!run) return fail(run.status());
+  auto o = cuda_options_from(*run, a);
   if (!o) return fail(o.status());
   auto b = gpu::create_cuda_backend(*o);
   if (!b) return fail(b.status());
   std::printf("verify: %s\n", (*b)->name().c_str());
   VerifyOptions vo;
+  // fp32 uses --tolerance; tf32, fp16 and bf16 use the bounds of VerifyOptions::run.precision (the
+  // golden README's tf32 bound, PyTorch's own low-precision error from the manifest).
+  vo.run = *run;
   vo.reference_dir = a.get("--reference", "");
   const std::string cfg = a.get("--config", "");
   if (!cfg.empty()) vo.configs = {cfg};
-  // fp32 uses --tolerance; tf32, fp16 and bf16 use the bounds of VerifyOptions::run.precision (the
-  // golden README's tf32 bound, PyTorch's own low-precision error from the manifest).
-  vo.run.precision = std::string(gpu::precision_name(o->precision));
   vo.tolerance = std::stod(a.get("--tolerance", "1e-4"));
   vo.intermediates = !a.flag("--no-intermediates");
-  vo.run.hires_chunk_frames = a.geti("--hires-chunk", 0);
-  vo.run.lean_convs = a.flag("--lean-convs");
   Json rows = Json::array();
   auto rep = run_verify(**b, vo, [&](const VerifyRow& r) {
     std::printf("  %-5s %-28s %-5s max abs %.3e rms %.3e %s\n", r.config.c_str(), r.tensor.c_str(),
@@ -315,22 +332,20 @@ Result<std::vector<StageDevice>> stage_device_times(Backend& b, const VaeWeights
 }
 
 int cmd_bench(const Args& a) {
-  auto o = options_from(a);
+  auto run = run_options_from(a);
+  if (!run) return fail(run.status());
+  auto o = cuda_options_from(*run, a);
   if (!o) return fail(o.status());
   BenchOptions bo;
+  bo.run = *run;
   if (!parse_size(a.get("--size", "512x512"), &bo.width, &bo.height)) {
     return fail(invalid_argument("--size WxH"));
   }
   bo.frames = a.geti("--frames", 17);
   bo.repeats = a.geti("--repeats", 3);
   bo.warmup = a.geti("--warmup", 1);
-  bo.run.chunk_latents = a.geti("--chunk", 1);
-  bo.run.hires_chunk_frames = a.geti("--hires-chunk", 0);
   bo.encode = !a.flag("--no-encode");
   bo.decode = !a.flag("--no-decode");
-  bo.run.async_tiles = a.flag("--no-async-tiles") ? "off" : "auto";
-  bo.run.lone_head = a.flag("--lone-head");
-  bo.run.lean_convs = a.flag("--lean-convs");
   const VaeWeights w = load_weights_for(a);
   auto b = gpu::create_cuda_backend(*o);
   if (!b) return fail(b.status());

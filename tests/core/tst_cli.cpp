@@ -110,6 +110,33 @@ class tst_Cli : public QObject {
     QVERIFY2(bad.err.contains("reference, uniform"), qPrintable(bad.err));
   }
 
+  // Values read as the command line and the GPU benchmark driver write them, checked as presets
+  // are: kind, range and choices.
+  void optionValuesParseAsTheCommandLineWritesThem() {
+    using seedvae::find_option;
+    using seedvae::OptionValue;
+    using seedvae::parse_option_value;
+    auto parse = [](const char* key, const char* text) {
+      const seedvae::OptionSpec* spec = find_option(key);
+      if (!spec) qFatal("no option %s", key);
+      return parse_option_value(*spec, text);
+    };
+    QCOMPARE(std::get<std::string>(*parse("precision", "bf16")), std::string("bf16"));
+    QVERIFY(!parse("precision", "fp8").is_ok());
+    QCOMPARE(std::get<int>(*parse("chunk_latents", "3")), 3);
+    QVERIFY(!parse("chunk_latents", "3x").is_ok());
+    QVERIFY(!parse("chunk_latents", "-3").is_ok());  // below the table's minimum
+    QVERIFY(!parse("chunk_latents", "").is_ok());
+    QCOMPARE(std::get<double>(*parse("budget_gb", "7.5")), 7.5);
+    QVERIFY(!parse("budget_gb", "lots").is_ok());
+    QCOMPARE(std::get<seedvae::PixelSize>(*parse("tile", "512x256")),
+             (seedvae::PixelSize{512, 256}));
+    QVERIFY(!parse("tile", "512").is_ok());
+    QCOMPARE(std::get<bool>(*parse("lean_convs", "on")), true);
+    QCOMPARE(std::get<bool>(*parse("autotune", "0")), false);
+    QVERIFY(!parse("autotune", "maybe").is_ok());
+  }
+
   // `seedvae bench` runs each op as a job does: the tiling, tile, overlap and memory budget it
   // accepts take effect, and its JSON says which tiling ran.
   void benchHonoursTilingAndBudget() {

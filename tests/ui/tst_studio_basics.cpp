@@ -65,7 +65,7 @@ RunOptions every_option_changed() {
   s.offload_state = true;
   s.offload_window_mib = 256;
   s.cuda_graphs = true;
-  s.cudnn_workspace_mib = 128;
+  s.workspace_mib = 128;
   s.chunk_latents = 2;
   s.hires_chunk_frames = 3;
   s.lone_head = true;
@@ -108,7 +108,7 @@ class tst_StudioBasics : public QObject {
     QVERIFY2(warnings.isEmpty(), qPrintable(warnings.join("; ")));
     QCOMPARE(back, s);
     QVERIFY(settings_summary(s).contains("lean_convs"));
-    QVERIFY(!settings_summary(RunOptions{}).contains("lean"));
+    QVERIFY(!settings_summary(RunOptions()).contains("lean"));
 
     QJsonObject old;
     old["backend"] = "cuda";
@@ -121,7 +121,7 @@ class tst_StudioBasics : public QObject {
     const RunOptions upgraded = settings_from_json(old, &warnings);
     QVERIFY2(warnings.isEmpty(), qPrintable(warnings.join("; ")));
     QVERIFY(!upgraded.autotune);
-    QCOMPARE(upgraded.cudnn_workspace_mib, 64);
+    QCOMPARE(upgraded.workspace_mib, 64);
     QCOMPARE(upgraded.threads, 2);
     QCOMPARE(upgraded.tile, (PixelSize{256, 128}));
     QCOMPARE(upgraded.budget_gb, 2.0);

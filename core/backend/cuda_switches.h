@@ -1,0 +1,51 @@
+// The CUDA engine's switches, declared once. The options table (core/pipeline/run_options.h)
+// turns each into a command-line flag, a studio widget and a preset key; the CUDA backend
+// (gpu/cuda_backend.h CudaOptions) reads the same members. Both derive from this struct, so a
+// switch is one member here plus one row in the table. It lives in core, not in the job layer,
+// because gpu/ may depend on core only; nothing here needs a CUDA header. Every optimisation is
+// a switch so its effect on time, memory and output can be measured (docs/gpu-notes.md);
+// defaults are the fast configuration.
+#pragma once
+
+#include <string>
+
+namespace seedvae {
+
+struct CudaSwitches {
+  // cuDNN: time every algorithm once per convolution shape (true) or take cuDNN's heuristic.
+  bool autotune = true;
+  // Where autotune results persist (per GPU, driver and cuDNN version): "auto" = the user cache
+  // directory ($SEEDVAE_CACHE_DIR, $XDG_CACHE_HOME/seedvae or ~/.cache/seedvae), "" = nowhere,
+  // otherwise a file path.
+  std::string autotune_cache = "auto";
+  // Activations in NDHWC (channels-last: tensor-core convolutions, contiguous frames) or NCDHW.
+  bool channels_last = true;
+  // GroupNorm and SiLU in one pass, or GroupNorm then a separate SiLU pass.
+  bool fused_gn_silu = true;
+  // Flash-style attention (O(tokens) memory) or materialised scores via cuBLAS.
+  bool fused_attention = true;
+  // Caching allocator (reuses freed blocks) or plain cudaMalloc/cudaFree per tensor.
+  bool caching_allocator = true;
+  // Buffer reuse: outputs that feed a causal convolution get spare frames in front, so causal
+  // padding writes the context frames in place instead of copying the whole tensor (NDHWC only).
+  bool buffer_reuse = true;
+  // Fused bias: a cuDNN convolution's bias is not added in a pass of its own but by its
+  // consumer (GroupNorm statistics/apply, or the residual add); other consumers add it first.
+  bool fuse_bias = true;
+  // Causal-state offload: the frames each causal convolution carries to the next chunk (16 GiB
+  // at 1080p in bf16) wait in pinned host memory instead of on the device, copied out and
+  // prefetched back on two copy streams while the GPU computes; at most offload_window_mib of
+  // them are back on the device ahead of use.
+  bool offload_state = false;
+  int offload_window_mib = 1024;
+  // CUDA graphs: VaeModel records a chunk's work once per chunk shape and state addresses and
+  // replays it for later chunks (one launch instead of ~250). Needs the state on the device
+  // (refused with offload_state); chunks with block observers run without.
+  bool cuda_graphs = false;
+  // cuDNN workspace limit per convolution, MiB.
+  int workspace_mib = 512;
+
+  bool operator==(const CudaSwitches&) const = default;
+};
+
+}  // namespace seedvae
