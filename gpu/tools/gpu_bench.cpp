@@ -27,6 +27,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,29 @@ Result<RunOptions> run_options_from(const Args& a) {
   }
   SEEDVAE_TRY(validate(r));
   return r;
+}
+
+// Refuses a flag that is neither a run option nor one of the driver's own, so that a misspelt
+// switch never measures another configuration than the one asked for.
+Status check_flags(const Args& a) {
+  static const std::set<std::string> own{"--census",      "--config",      "--frames",
+                                         "--gemm-tflops", "--json",        "--memory-limit-mib",
+                                         "--no-decode",   "--no-encode",   "--no-intermediates",
+                                         "--only",        "--ref-latents", "--reference",
+                                         "--repeats",     "--size",        "--stage-device-runs",
+                                         "--tolerance",   "--warmup"};
+  for (const std::string& arg : a.v) {
+    if (arg.rfind("--", 0) != 0 || own.count(arg)) continue;
+    bool known = false;
+    for (const OptionSpec& spec : run_option_table()) {
+      known |= arg == spec.flag || arg == spec.negative_flag;
+    }
+    if (!known) {
+      return invalid_argument("unknown flag " + arg +
+                              " (run options as `seedvae bench --help` lists them)");
+    }
+  }
+  return {};
 }
 
 // The backend's options: the run's switches, device and precision, and the diagnostics.
@@ -650,14 +674,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: seedvae_gpu_bench rates|verify|bench|ablate [options]\n");
     return 64;
   }
+  Args a;
+  for (int i = 2; i < argc; ++i) a.v.emplace_back(argv[i]);
+  const std::string cmd = argv[1];
+  if (const Status st = check_flags(a); !st.is_ok()) {
+    std::fprintf(stderr, "error: %s\n", st.to_string().c_str());
+    return 64;
+  }
   const auto info = gpu::runtime_info();
   if (!info.error.empty()) {
     std::fprintf(stderr, "no CUDA device: %s\n", info.error.c_str());
     return 77;
   }
-  Args a;
-  for (int i = 2; i < argc; ++i) a.v.emplace_back(argv[i]);
-  const std::string cmd = argv[1];
   if (cmd == "rates") return cmd_rates(a);
   if (cmd == "verify") return cmd_verify(a);
   if (cmd == "bench") return cmd_bench(a);
