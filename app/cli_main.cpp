@@ -154,8 +154,7 @@ struct ModelArgs {
         return shared(std::move(w));
       }
     }
-    if (synthetic == "real") return shared(synthesize_weights(VaeConfig::real(), kRealSeed));
-    return shared(synthesize_weights(VaeConfig::tiny(), kTinySeed));
+    return shared(synthetic_weights(synthetic));
   }
 };
 

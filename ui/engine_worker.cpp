@@ -177,20 +177,6 @@ TileOverlay make_overlay(const JobResult& r) {
   return o;
 }
 
-JobInput job_input(const InputSpec& in) {
-  JobInput j;
-  if (!in.is_sample()) j.path = in.path.toStdString();
-  j.first_frame = in.first_frame;
-  j.max_frames = in.max_frames;
-  j.stride = in.stride;
-  j.resize_width = in.resize_width;
-  j.resize_height = in.resize_height;
-  j.sample_width = in.sample_width;
-  j.sample_height = in.sample_height;
-  j.sample_frames = in.sample_frames;
-  return j;
-}
-
 }  // namespace
 
 EngineWorker::EngineWorker(std::shared_ptr<const BackendCatalog> catalog,
@@ -221,7 +207,7 @@ void EngineWorker::run(const RunRequest& request) {
   summary.slot = request.slot;
   summary.settings = catalog_->normalized(request.settings);
   summary.store = request.store;
-  summary.input_name = request.input.display_name();
+  summary.input_name = input_display_name(request.input);
   emit runStarted(request.id, request.slot);
   const auto t0 = Clock::now();
   Status st;
@@ -249,9 +235,7 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
     if (req.weights_spec.is_builtin()) {
       if (!builtin_weights_ || builtin_name_ != req.weights_spec.builtin) {
         builtin_weights_ =
-            std::make_shared<VaeWeights>(req.weights_spec.builtin == QLatin1String("real")
-                                             ? synthesize_weights(VaeConfig::real(), kRealSeed)
-                                             : synthesize_weights(VaeConfig::tiny(), kTinySeed));
+            std::make_shared<VaeWeights>(synthetic_weights(req.weights_spec.builtin.toStdString()));
         builtin_name_ = req.weights_spec.builtin;
       }
       weights = builtin_weights_;
@@ -268,7 +252,7 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   job.kind = JobKind::kRoundTrip;
   job.weights = weights;
   job.options = sum.settings;
-  job.input = job_input(req.input);
+  job.input = req.input;
   job.predict = true;
   const QVector<BackendSpec> specs = catalog_->backends();
   const BackendSpec* spec = catalog_->find(specs, QString::fromStdString(sum.settings.backend));

@@ -214,8 +214,8 @@ qint64 InfoPanel::effectiveFrames() const {
   return count_->value() > 0 ? std::min<qint64>(n, count_->value()) : n;
 }
 
-InputSpec InfoPanel::inputSpec() const {
-  InputSpec s;
+JobInput InfoPanel::inputSpec() const {
+  JobInput s;
   const bool scaled = scale_->currentData().toInt() != 100;
   if (path_.isEmpty()) {
     s.sample_width = effectiveWidth();
@@ -223,7 +223,7 @@ InputSpec InfoPanel::inputSpec() const {
     s.sample_frames = static_cast<int>(effectiveFrames());
     return s;
   }
-  s.path = path_;
+  s.path = to_fs_path(path_);
   s.first_frame = first_->value();
   s.max_frames = count_->value() > 0 ? count_->value() : -1;
   s.stride = stride_->value();

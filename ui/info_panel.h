@@ -28,7 +28,7 @@ class InfoPanel : public QWidget {
   void setSpatialMultiple(int multiple);
 
   // The input the next run reads: the loaded source with the range and downscale applied.
-  InputSpec inputSpec() const;
+  JobInput inputSpec() const;
   void setRange(qint64 first, qint64 count, int stride, int scale_percent);
   // Frames and size the run will see (after range and downscale), for the predictor.
   int effectiveWidth() const;

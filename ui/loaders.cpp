@@ -45,8 +45,7 @@ Result<WeightsInfo> load_weights_info(const WeightsSpec& spec) {
   std::shared_ptr<VaeWeights> w;
   if (spec.is_builtin()) {
     const bool real = spec.builtin == QLatin1String("real");
-    w = std::make_shared<VaeWeights>(real ? synthesize_weights(VaeConfig::real(), kRealSeed)
-                                          : synthesize_weights(VaeConfig::tiny(), kTinySeed));
+    w = std::make_shared<VaeWeights>(synthetic_weights(real ? "real" : "tiny"));
     info.synthetic = true;
     info.source = QStringLiteral(
                       "built-in: synthetic %1 weights (seed %2; a trained demo model "

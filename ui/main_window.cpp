@@ -1157,7 +1157,7 @@ ReportJob MainWindow::reportJob(const QString& directory) {
                                        .arg(video_->width)
                                        .arg(video_->height)
                                        .arg(video_->frames)
-                                 : info_panel_->inputSpec().display_name();
+                                 : input_display_name(info_panel_->inputSpec());
   job.charts.insert(QStringLiteral("memory"), charts_->render(QStringLiteral("memory")));
   job.charts.insert(QStringLiteral("timing"), charts_->render(QStringLiteral("timing")));
   job.diff_gain = gain_spin_->value();

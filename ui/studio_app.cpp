@@ -186,9 +186,9 @@ RunOptions demo_b_settings(const RunOptions& a, int width, int height) {
   return b;
 }
 
-InputSpec input_from_options(const StudioOptions& o) {
-  InputSpec in;
-  in.path = o.input;
+JobInput input_from_options(const StudioOptions& o) {
+  JobInput in;
+  in.path = to_fs_path(o.input);
   in.sample_width = o.sample_width;
   in.sample_height = o.sample_height;
   in.sample_frames = o.frames > 0 ? o.frames : 17;
@@ -250,7 +250,7 @@ HeadlessJob::HeadlessJob(std::shared_ptr<const BackendCatalog> catalog, StudioOp
     job.runs = {*run_};
     job.weights = weights_;
     job.weights.weights.reset();
-    job.input_description = input_from_options(options_).display_name();
+    job.input_description = input_display_name(input_from_options(options_));
     job.charts.insert(QStringLiteral("memory"), charts_->render(QStringLiteral("memory")));
     job.charts.insert(QStringLiteral("timing"), charts_->render(QStringLiteral("timing")));
     job.write_video = !options_.no_video;
@@ -272,7 +272,7 @@ HeadlessJob::HeadlessJob(std::shared_ptr<const BackendCatalog> catalog, StudioOp
     job.runs = {job.ab->a, job.ab->b};
     job.weights = weights_;
     job.weights.weights.reset();
-    job.input_description = input_from_options(options_).display_name();
+    job.input_description = input_display_name(input_from_options(options_));
     job.charts.insert(QStringLiteral("memory"), charts_->render(QStringLiteral("memory")));
     job.charts.insert(QStringLiteral("timing"), charts_->render(QStringLiteral("timing")));
     job.write_video = !options_.no_video;
@@ -305,7 +305,7 @@ void HeadlessJob::start() {
   WeightsSpec spec = options_.weights.isEmpty() ? default_weights_spec()
                                                 : WeightsSpec{options_.weights, QString()};
   err(QStringLiteral("seedvae-studio (headless): weights %1, input %2\n")
-          .arg(spec.display_name(), input_from_options(options_).display_name()));
+          .arg(spec.display_name(), input_display_name(input_from_options(options_))));
   loader_->loadWeights(spec);
 }
 
@@ -340,10 +340,11 @@ void HeadlessJob::run(const WeightsInfo& weights) {
   int w = r.input.sample_width, h = r.input.sample_height;
   qint64 frames = r.input.sample_frames;
   if (!r.input.is_sample()) {
-    auto info = probe_video(r.input.path);
+    const QString path = from_fs_path(r.input.path);
+    auto info = probe_video(path);
     if (!info) {
       err(QStringLiteral("cannot open %1: %2\n")
-              .arg(r.input.path, QString::fromStdString(info.status().to_string())));
+              .arg(path, QString::fromStdString(info.status().to_string())));
       finish(3);
       return;
     }

@@ -55,7 +55,7 @@ bool display_available();
 // Slot B of the demo comparison: slot A with reference-compatible blend tiling of about half the
 // frame (so the tile overlay and the seams have something to show).
 RunOptions demo_b_settings(const RunOptions& a, int width, int height);
-InputSpec input_from_options(const StudioOptions& o);
+JobInput input_from_options(const StudioOptions& o);
 
 // The headless job: loads the weights, runs (or runs A/B) through the same RunController the
 // window uses, feeds a hidden ChartsPanel, writes the report, prints its folder. finished(code):

@@ -41,33 +41,22 @@ QString option_unavailable_reason(const RunOptions& o, std::string_view key) {
 
 // ---- inputs -----------------------------------------------------------------------------------
 
-QString InputSpec::display_name() const {
-  if (is_sample()) {
+QString input_display_name(const JobInput& in) {
+  if (in.is_sample()) {
     return QStringLiteral("built-in sample clip %1x%2x%3")
-        .arg(sample_width)
-        .arg(sample_height)
-        .arg(sample_frames);
+        .arg(in.sample_width)
+        .arg(in.sample_height)
+        .arg(in.sample_frames);
   }
-  return QFileInfo(path).fileName();
+  return from_fs_path(in.path.filename());
 }
 
-QJsonObject InputSpec::to_json() const {
-  QJsonObject j{{"first_frame", first_frame},
-                {"max_frames", max_frames},
-                {"stride", stride},
-                {"resize_width", resize_width},
-                {"resize_height", resize_height}};
-  if (is_sample()) {
-    j["sample"] =
-        QJsonObject{{"width", sample_width}, {"height", sample_height}, {"frames", sample_frames}};
-  } else {
-    j["path"] = path;
-  }
-  return j;
+std::filesystem::path to_fs_path(const QString& path) {
+  return std::filesystem::path(path.toStdU16String());
 }
 
-QString InputSpec::cache_key() const {
-  return QString::fromUtf8(QJsonDocument(to_json()).toJson(QJsonDocument::Compact));
+QString from_fs_path(const std::filesystem::path& path) {
+  return QString::fromStdU16String(path.u16string());
 }
 
 QString WeightsSpec::display_name() const {

@@ -12,10 +12,12 @@
 #include <QString>
 #include <QVariant>
 #include <QVector>
+#include <filesystem>
 #include <limits>
 #include <memory>
 
 #include "core/base/cancel.h"
+#include "core/pipeline/job.h"
 #include "core/pipeline/run_options.h"
 #include "core/tensor/host_tensor.h"
 
@@ -47,19 +49,13 @@ QString option_unavailable_reason(const RunOptions& settings, std::string_view k
 // ---- inputs -----------------------------------------------------------------------------------
 
 // Which frames of which source the run reads. An empty path is the built-in sample clip.
-struct InputSpec {
-  QString path;
-  int sample_width = 256, sample_height = 256, sample_frames = 17;
-  qint64 first_frame = 0;
-  qint64 max_frames = -1;  // -1: to the end
-  int stride = 1;
-  int resize_width = 0, resize_height = 0;  // 0: keep (one of them 0: aspect ratio)
-
-  bool is_sample() const { return path.isEmpty(); }
-  QString display_name() const;
-  QString cache_key() const;
-  QJsonObject to_json() const;
-};
+// What a run reads is the job layer's JobInput (core/pipeline/job.h): a file, image directory or
+// pattern with a frame range, stride and resize, or (empty path) the built-in sample clip.
+// "ladybird.mp4" or "built-in sample clip 256x256x17".
+QString input_display_name(const JobInput& input);
+// Qt strings to file-system paths and back without loss on any platform (UTF-16 on Windows).
+std::filesystem::path to_fs_path(const QString& path);
+QString from_fs_path(const std::filesystem::path& path);
 
 // Built-in weights are the synthetic tiny configuration until a trained demo model ships (then
 // `path` points to it and `builtin` names it).
@@ -96,7 +92,7 @@ struct VideoInfoData {
 struct RunRequest {
   quint64 id = 0;
   QString slot;  // "" for a single run, "A" or "B" for a comparison
-  InputSpec input;
+  JobInput input;
   WeightsSpec weights_spec;
   std::shared_ptr<const VaeWeights> weights;  // loaded already (GUI), or null: the worker loads
   RunOptions settings;

@@ -12,6 +12,10 @@
 namespace seedvae {
 
 struct CudaSwitches {
+  // Written out rather than defaulted: with an implicit constructor GCC 12 reports the strings of
+  // value-initialised aggregates that derive from this struct as maybe uninitialized (a false
+  // positive, -Wmaybe-uninitialized).
+  CudaSwitches() {}  // NOLINT(modernize-use-equals-default)
   // cuDNN: time every algorithm once per convolution shape (true) or take cuDNN's heuristic.
   bool autotune = true;
   // Where autotune results persist (per GPU, driver and cuDNN version): "auto" = the user cache

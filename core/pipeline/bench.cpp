@@ -99,6 +99,7 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
     BenchOpResult op;
     op.op = enc ? "encode" : "decode";
     std::map<std::string, std::vector<double>> stage_runs;
+    TileRunReport tiles;  // of the last run (every run tiles alike)
     // Warm-up runs, then `repeats` timed runs without telemetry (the op totals), then one run
     // with stage telemetry, which synchronises after every block (the per-stage split).
     for (int i = 0; i < o.warmup + o.repeats + 1; ++i) {
@@ -107,7 +108,7 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
       const bool staged = i == o.warmup + o.repeats;
       model.set_telemetry(staged ? &times : nullptr);
       backend.reset_peak();
-      TileRunReport tiles;
+      tiles = TileRunReport();
       TileHooks th;
       th.report = &tiles;
       std::string note;
@@ -119,21 +120,22 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       model.set_telemetry(nullptr);
       for (const auto& [k, v] : times.ms) stage_runs[k].push_back(v);
-      op.tiling = std::string(tiling_mode_name(tiles.mode));
-      op.tiles = static_cast<int64_t>(std::max<size_t>(1, tiles.rects.size()));
       op.plan_note = note;
-      if (tiles.mode != TilingMode::kOff) {
-        auto spec = resolve_tile(o.run, c, enc, o.height, o.width, o.frames, nullptr);
-        if (spec.is_ok()) {
-          op.tile_w = spec->tile_w;
-          op.tile_h = spec->tile_h;
-          op.overlap_w = tiles.mode == TilingMode::kBlend ? spec->overlap_w : 0;
-          op.overlap_h = tiles.mode == TilingMode::kBlend ? spec->overlap_h : 0;
-        }
-      }
       if (!measured) continue;
       op.runs_ms.push_back(ms);
       op.peak_bytes = std::max(op.peak_bytes, backend.memory_stats().peak_bytes);
+    }
+    op.tiling = std::string(tiling_mode_name(tiles.mode));
+    op.tiles = static_cast<int64_t>(std::max<size_t>(1, tiles.rects.size()));
+    if (tiles.mode != TilingMode::kOff) {
+      // The tile the runs used: resolved as encode_clip/decode_clip resolve it (with a budget,
+      // the planner's choice).
+      SEEDVAE_ASSIGN_OR_RETURN(const TileSpec spec,
+                               resolve_tile(o.run, c, enc, o.height, o.width, o.frames, nullptr));
+      op.tile_w = spec.tile_w;
+      op.tile_h = spec.tile_h;
+      op.overlap_w = tiles.mode == TilingMode::kBlend ? spec.overlap_w : 0;
+      op.overlap_h = tiles.mode == TilingMode::kBlend ? spec.overlap_h : 0;
     }
     op.total_ms = median(op.runs_ms);
     for (const auto& [k, v] : flops) op.tflop += v / 1e12;

@@ -26,6 +26,22 @@ double seconds_since(Clock::time_point t0) {
 
 constexpr float kDitScale = 0.9152f;  // SeedVR2's DiT latent space: (latent - 0) * 0.9152
 
+// What the reader reads of a file input.
+media::ReadOptions read_options(const JobInput& in) {
+  media::ReadOptions ro;
+  ro.first_frame = in.first_frame;
+  ro.max_frames = in.max_frames;
+  ro.stride = in.stride;
+  ro.resize_width = in.resize_width;
+  ro.resize_height = in.resize_height;
+  return ro;
+}
+
+// Frames are padded to a multiple of this (the model's factor, or the larger one asked for).
+int spatial_multiple(const JobSpec& job) {
+  return std::max(job.weights->config.spatial_factor(), job.options.spatial_multiple);
+}
+
 }  // namespace
 
 double JobResult::ms_per_frame() const {
@@ -219,14 +235,13 @@ namespace {
 // What identifies a read clip: the input and how it is padded.
 std::string clip_key(const JobSpec& job) {
   const JobInput& in = job.input;
-  const int multiple = std::max(job.weights->config.spatial_factor(), job.options.spatial_multiple);
   return (in.is_sample()
               ? "sample " + std::to_string(in.sample_width) + "x" +
                     std::to_string(in.sample_height) + "x" + std::to_string(in.sample_frames)
               : in.path.string() + "|" + std::to_string(in.first_frame) + "|" +
                     std::to_string(in.max_frames) + "|" + std::to_string(in.stride) + "|" +
                     std::to_string(in.resize_width) + "x" + std::to_string(in.resize_height)) +
-         "|" + std::to_string(multiple) + "|" + job.options.temporal_pad;
+         "|" + std::to_string(spatial_multiple(job)) + "|" + job.options.temporal_pad;
 }
 
 }  // namespace
@@ -234,8 +249,6 @@ std::string clip_key(const JobSpec& job) {
 // Reads (or reuses) the job's input clip without frame prefetch: padded, and the original kept.
 Status Session::State::read_input(const JobSpec& job, const JobCallbacks& cb, JobResult& r) {
   const RunOptions& o = job.options;
-  const VaeConfig& cfg = job.weights->config;
-  const int multiple = std::max(cfg.spatial_factor(), o.spatial_multiple);
   const JobInput& in = job.input;
   const std::string key = clip_key(job);
   if (clip && clip->key == key) {
@@ -253,18 +266,13 @@ Status Session::State::read_input(const JobSpec& job, const JobCallbacks& cb, Jo
     video = media::make_sample_clip(in.sample_width, in.sample_height, in.sample_frames);
     c.input.fps = 24;
   } else {
-    media::ReadOptions ro;
-    ro.first_frame = in.first_frame;
-    ro.max_frames = in.max_frames;
-    ro.stride = in.stride;
-    ro.resize_width = in.resize_width;
-    ro.resize_height = in.resize_height;
-    SEEDVAE_ASSIGN_OR_RETURN(media::Clip read, media::read_clip(in.path, ro, cb.cancel));
+    SEEDVAE_ASSIGN_OR_RETURN(media::Clip read,
+                             media::read_clip(in.path, read_options(in), cb.cancel));
     video = std::move(read.video);
     c.input.fps = read.fps;
   }
   const Shape& s = video.shape();
-  c.input.plan = media::plan_padding(s[2], s[3], s[4], multiple);
+  c.input.plan = media::plan_padding(s[2], s[3], s[4], spatial_multiple(job));
   SEEDVAE_ASSIGN_OR_RETURN(c.padded, media::apply_padding(video, c.input.plan, pad));
   c.input.original = std::make_shared<const HostTensor>(std::move(video));
   clip = std::move(c);
@@ -315,12 +323,8 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     if (r.prefetch) {
       clip.reset();
       media::VideoSourceOptions so;
-      so.read.first_frame = job.input.first_frame;
-      so.read.max_frames = job.input.max_frames;
-      so.read.stride = job.input.stride;
-      so.read.resize_width = job.input.resize_width;
-      so.read.resize_height = job.input.resize_height;
-      so.spatial_multiple = std::max(cfg.spatial_factor(), o.spatial_multiple);
+      so.read = read_options(job.input);
+      so.spatial_multiple = spatial_multiple(job);
       SEEDVAE_ASSIGN_OR_RETURN(so.temporal_pad, media::temporal_pad_from_name(o.temporal_pad));
       so.prefetch = true;
       std::tie(so.first_chunk_frames, so.chunk_frames) =
@@ -426,9 +430,7 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
       if (seams.is_ok()) r.seams = std::move(*seams);
     }
   }
-  r.peak_bytes = backend->memory_stats().peak_bytes;
-  m.set_telemetry(nullptr);
-  m.set_observer({});
+  r.peak_bytes = backend->memory_stats().peak_bytes;  // Session::run detaches the hooks
   if (encodes) r.latent = std::move(latent);
 
   // ---- trim, clamp, metrics ----

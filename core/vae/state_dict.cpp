@@ -125,6 +125,11 @@ HostTensor synthesize_tensor(const std::string& name, const Shape& shape, uint64
 
 }  // namespace
 
+VaeWeights synthetic_weights(std::string_view name) {
+  return name == "real" ? synthesize_weights(VaeConfig::real(), kRealSeed)
+                        : synthesize_weights(VaeConfig::tiny(), kTinySeed);
+}
+
 VaeWeights synthesize_weights(const VaeConfig& config, uint64_t seed) {
   VaeWeights w;
   w.config = config;

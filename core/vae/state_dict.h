@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "core/base/status.h"
 #include "core/io/safetensors.h"
@@ -44,6 +45,9 @@ std::filesystem::path find_demo_weights(const std::filesystem::path& exe_dir);
 VaeWeights synthesize_weights(const VaeConfig& config, uint64_t seed);
 constexpr uint64_t kTinySeed = 20250601;
 constexpr uint64_t kRealSeed = 20251601;
+// The synthetic weights by name: "real" (the SeedVR2 configuration) or otherwise "tiny", each
+// with the seed of the reference data.
+VaeWeights synthetic_weights(std::string_view name);
 
 // Writes the weights as a safetensors checkpoint in `dtype`, with the configuration in
 // __metadata__ (atomic).

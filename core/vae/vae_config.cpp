@@ -146,7 +146,8 @@ std::string VaeConfig::to_string() const {
 std::map<std::string, std::string> VaeConfig::to_metadata() const {
   std::string ch;
   for (size_t i = 0; i < block_out_channels.size(); ++i) {
-    ch += (i ? "," : "") + std::to_string(block_out_channels[i]);
+    if (i) ch += ',';
+    ch += std::to_string(block_out_channels[i]);
   }
   return {{"seedvae.block_out_channels", ch},
           {"seedvae.latent_channels", std::to_string(latent_channels)},

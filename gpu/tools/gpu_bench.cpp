@@ -184,15 +184,19 @@ void write_json(const Args& a, const Json& j) {
 VaeWeights load_weights_for(const Args& a) {
   const std::string cfg = a.get("--config", "real");
   const auto t0 = Clock::now();
-  VaeWeights w = cfg == "tiny" ? synthesize_weights(VaeConfig::tiny(), kTinySeed)
-                               : synthesize_weights(VaeConfig::real(), kRealSeed);
+  VaeWeights w = synthetic_weights(cfg == "tiny" ? "tiny" : "real");
   std::fprintf(stderr, "weights: synthetic %s (%.1f s)\n", cfg.c_str(),
                std::chrono::duration<double>(Clock::now() - t0).count());
   return w;
 }
 
-bool parse_size(const std::string& s, int* w, int* h) {
-  return std::sscanf(s.c_str(), "%dx%d", w, h) == 2;
+// --size WxH (default 512x512).
+bool parse_size(const Args& a, int* w, int* h) {
+  const auto s = PixelSize::parse(a.get("--size", "512x512"));
+  if (!s.is_ok() || s->width <= 0 || s->height <= 0) return false;
+  *w = static_cast<int>(s->width);
+  *h = static_cast<int>(s->height);
+  return true;
 }
 
 // ---- rates ---------------------------------------------------------------------------------
@@ -362,7 +366,7 @@ int cmd_bench(const Args& a) {
   if (!o) return fail(o.status());
   BenchOptions bo;
   bo.run = *run;
-  if (!parse_size(a.get("--size", "512x512"), &bo.width, &bo.height)) {
+  if (!parse_size(a, &bo.width, &bo.height)) {
     return fail(invalid_argument("--size WxH"));
   }
   bo.frames = a.geti("--frames", 17);
@@ -483,8 +487,7 @@ struct Row {
 
 int cmd_ablate(const Args& a) {
   int width = 0, height = 0;
-  if (!parse_size(a.get("--size", "512x512"), &width, &height))
-    return fail(invalid_argument("--size"));
+  if (!parse_size(a, &width, &height)) return fail(invalid_argument("--size"));
   const int frames = a.geti("--frames", 17);
   const int repeats = a.geti("--repeats", 2);
   const VaeWeights w = load_weights_for(a);

@@ -60,8 +60,8 @@ inline std::unique_ptr<MainWindow> make_window(const QTemporaryDir& dir,
 }
 
 // Input spec of a small sample clip.
-inline InputSpec sample_input(int w, int h, int frames) {
-  InputSpec in;
+inline JobInput sample_input(int w, int h, int frames) {
+  JobInput in;
   in.sample_width = w;
   in.sample_height = h;
   in.sample_frames = frames;

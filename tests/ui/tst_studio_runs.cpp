@@ -30,7 +30,7 @@ using namespace seedvae::ui::test;
 class tst_StudioRuns : public QObject {
   Q_OBJECT
 
-  RunRequest request(const InputSpec& in, int chunk) {
+  RunRequest request(const JobInput& in, int chunk) {
     RunRequest r;
     r.input = in;
     r.weights = weights_;
@@ -286,8 +286,8 @@ class tst_StudioRuns : public QObject {
   void prefetchMatchesWholeClipRead() {
     // 60x44 pads to 64x48 and 11 frames to 13: spatial and temporal padding on both paths.
     const QString video = write_sample_video(dir_, "prefetch-clip", 60, 44, 11);
-    InputSpec in;
-    in.path = video;
+    JobInput in;
+    in.path = to_fs_path(video);
     auto run_once = [&](RunController& c, const RunRequest& r) {
       QSignalSpy finished(&c, &RunController::runFinished);
       if (c.start(r) == 0) return RunSummary{};
@@ -464,8 +464,8 @@ class tst_StudioRuns : public QObject {
   // file fails with the reader's error.
   void cancelDuringPrefetchedRun() {
     const QString video = write_sample_video(dir_, "prefetch-long", 128, 128, 41);
-    InputSpec in;
-    in.path = video;
+    JobInput in;
+    in.path = to_fs_path(video);
     RunController c(std::make_shared<CpuCatalog>());
     QSignalSpy progress(&c, &RunController::progressChanged);
     QSignalSpy finished(&c, &RunController::runFinished);
@@ -514,7 +514,7 @@ class tst_StudioRuns : public QObject {
 
     // Errors arrive as before: a missing input fails the run with the reader's message.
     RunRequest missing = request(in, 1);
-    missing.input.path = dir_.filePath("no-such-clip");
+    missing.input.path = to_fs_path(dir_.filePath("no-such-clip"));
     QVERIFY(c.start(missing) != 0);
     QVERIFY(finished.wait(60000));
     const RunSummary failed = finished.last().first().value<RunSummary>();
