@@ -50,6 +50,7 @@ Result<std::unique_ptr<Backend>> make_backend(const RunOptions& r) {
     }
     o.precision = *p;
     static_cast<CudaSwitches&>(o) = r;  // the switches are one struct in both
+    o.budget_bytes = budget_bytes(r);
     return gpu::create_cuda_backend(o);
 #else
     return unsupported("this build has no CUDA backend (configure with -DSEEDVAE_WITH_CUDA=ON)");

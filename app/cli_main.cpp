@@ -4,19 +4,25 @@
 // the round trip run as jobs of the job layer (core/pipeline/job.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "app/backends.h"
 #include "app/run_options_cli.h"
 #include "core/base/atomic_file.h"
 #include "core/base/cancel.h"
 #include "core/base/progress.h"
+#include "core/io/output_path.h"
 #include "core/io/safetensors.h"
 #include "core/media/video_io.h"
 #include "core/pipeline/bench.h"
@@ -27,6 +33,7 @@
 #include "core/schedule/seam_metrics.h"
 #include "core/vae/state_dict.h"
 #if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #else
@@ -42,7 +49,8 @@ using Json = nlohmann::json;
 constexpr const char* kExitCodes =
     "Exit codes: 0 success; 1 verification failed; 2 bad command line; 3 bad input (unreadable,\n"
     "malformed or mismatched file); 4 out of memory; 5 device error; 6 unsupported in this build;\n"
-    "7 I/O error writing output; 70 internal error; 130 cancelled (Ctrl-C).";
+    "7 I/O error writing output; 70 internal error; 130, 143, 129 cancelled by SIGINT (Ctrl-C),\n"
+    "SIGTERM, SIGHUP (a second signal ends the process at once).";
 
 enum Exit {
   kOk = 0,
@@ -73,15 +81,50 @@ int exit_code(const Status& s) {
   return kInternal;
 }
 
+std::atomic<int> g_signal{0};  // the termination signal received, 0 if none
+
 int fail(const Status& s) {
   std::cerr << "seedvae: " << s.to_string() << "\n";
+  if (s.code() == StatusCode::kCancelled && g_signal != 0) return 128 + g_signal;
   return exit_code(s);
 }
 
 CancelToken g_cancel;
+
+#if defined(__unix__) || defined(__APPLE__)
+// SIGINT, SIGTERM and SIGHUP are blocked in every thread and taken by one thread with sigwait(),
+// outside signal-handler context: the first cancels the job (it stops within one chunk or tile,
+// and every temporary file is removed as the stack unwinds; the exit code is then 128 + the
+// signal); a second ends the process at once, after removing the temporaries still alive.
+void handle_termination_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any other thread exists: they inherit it
+  std::thread([set] {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0) continue;
+      int none = 0;
+      if (g_signal.compare_exchange_strong(none, sig)) {
+        g_cancel.request();
+        continue;
+      }
+      remove_live_temporaries();
+      std::fprintf(stderr, "seedvae: terminated by a second signal\n");
+      std::_Exit(128 + sig);
+    }
+  }).detach();
+}
+#else
 extern "C" void on_sigint(int) {
+  g_signal = SIGINT;
   g_cancel.request();
 }
+void handle_termination_signals() {
+  std::signal(SIGINT, on_sigint);
+}
+#endif
 
 // Prints "decode 3/5" on stderr: one updating line on a terminal, one line per report otherwise;
 // silent with --quiet.
@@ -159,6 +202,37 @@ struct ModelArgs {
 };
 
 // ---- the input of encode and roundtrip ----------------------------------------------------
+
+std::optional<long long> whole_number(const std::string& t) {
+  long long v = 0;
+  const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (r.ec != std::errc() || r.ptr != t.data() + t.size() || t.empty()) return std::nullopt;
+  return v;
+}
+
+// A whole number of at least `min` (CLI11's own range checks print the limits of a double).
+CLI::Validator at_least(long long min, const std::string& meaning) {
+  return CLI::Validator(
+      [min, meaning](std::string& t) -> std::string {
+        const auto v = whole_number(t);
+        if (v && *v >= min) return {};
+        return "must be a whole number of at least " + std::to_string(min) + " (" + meaning +
+               "), got " + t;
+      },
+      "", "at least " + std::to_string(min));
+}
+
+// An existing file or directory, or a printf frame pattern (frames/%05d.png) whose files the
+// reader finds.
+CLI::Validator existing_path_or_pattern() {
+  return CLI::Validator(
+      [](std::string& t) -> std::string {
+        std::error_code ec;
+        if (std::filesystem::exists(t, ec) || media::is_frame_pattern(t)) return {};
+        return "no such file, directory or frame pattern: " + t;
+      },
+      "", "PATH");
+}
 struct InputArgs {
   std::string input;
   bool sample_clip = false;
@@ -172,10 +246,20 @@ struct InputArgs {
     c->add_flag("--sample-clip", sample_clip,
                 "use the built-in synthetic sample clip instead of a file")
         ->excludes(in);
-    in->check(CLI::ExistingPath);
-    c->add_option("--first", first, "first frame to read")->check(CLI::NonNegativeNumber);
-    c->add_option("--frames", frames, "number of frames to read (-1: all)");
-    c->add_option("--stride", stride, "read every n-th frame")->check(CLI::PositiveNumber);
+    in->check(existing_path_or_pattern());
+    c->add_option("--first", first, "first frame to read")
+        ->check(at_least(0, "the index of the first frame to read, from 0"));
+    c->add_option("--frames", frames, "number of frames to read (-1: all)")
+        ->check(CLI::Validator(
+            [](std::string& t) -> std::string {
+              const auto v = whole_number(t);
+              return v && (*v == -1 || *v >= 1)
+                         ? std::string()
+                         : "must be -1 (all frames) or a number of frames of at least 1, got " + t;
+            },
+            "", "frames"));
+    c->add_option("--stride", stride, "read every n-th frame")
+        ->check(at_least(1, "read every n-th frame; 1 reads every frame"));
     c->add_option("--size", size, "resize frames to WxH before encoding (the sample clip's size)");
   }
 
@@ -242,7 +326,8 @@ int cmd_info(const std::vector<std::string>& paths, bool json) {
   for (const auto& p : paths) {
     const std::filesystem::path path(p);
     Json item{{"path", p}};
-    if (path.extension() == ".safetensors") {
+    const std::string ext = path.extension().string();
+    if (ext == ".safetensors" || ext == ".pt" || ext == ".pth" || ext == ".ckpt") {
       auto file = SafetensorsFile::open(path);
       if (!file) {
         item["error"] = file.status().to_string();
@@ -378,6 +463,7 @@ int cmd_decode(const std::string& input, const ModelArgs& mo, const std::string&
   JobSpec job;
   job.kind = JobKind::kDecode;
   job.latent = std::make_shared<const HostTensor>(std::move(file->latent));
+  job.latent_path = input;
   job.latent_plan = file->plan;
   job.latent_fps = fps_override > 0 ? fps_override : file->fps;
   job.output = output;
@@ -476,7 +562,7 @@ int cmd_plan(const PlanArgs& pa, const RunOptions& run, bool json) {
   req.spec = {run.tile.height, run.tile.width, run.overlap.height, run.overlap.width};
   req.auto_tile = run.tile == PixelSize{} && req.mode != TilingMode::kOff;
   req.chunk_latents = std::max(1, run.chunk_latents);
-  req.budget_bytes = static_cast<int64_t>(run.budget_gb * (1 << 30));
+  req.budget_bytes = budget_bytes(run);
   auto rep = plan(req);
   if (!rep) return fail(rep.status());
   if (json) {
@@ -492,6 +578,21 @@ int cmd_plan(const PlanArgs& pa, const RunOptions& run, bool json) {
 }
 
 // ---- bench ----------------------------------------------------------------------------------
+
+// What bench checks before it allocates or computes: its options, the host memory of its clip,
+// and its report's path (not the weights file, its directory writable).
+Status check_bench_run(const BenchOptions& bo, const VaeWeights& weights,
+                       const std::string& output) {
+  SEEDVAE_TRY(validate(bo.run));
+  SEEDVAE_TRY(check_host_memory(bo.run, weights.config, bo.width, bo.height, bo.frames));
+  if (output.empty()) return Status::ok();
+  std::error_code ec;
+  std::vector<PathInput> inputs;
+  if (std::filesystem::is_regular_file(weights.source, ec)) {
+    inputs.push_back({weights.source, "weights", false});
+  }
+  return check_output_path(output, inputs);
+}
 int cmd_bench(const ModelArgs& mo, BenchOptions bo, const std::string& size,
               const std::string& output) {
   if (!size.empty()) {
@@ -503,8 +604,18 @@ int cmd_bench(const ModelArgs& mo, BenchOptions bo, const std::string& size,
   bo.run = mo.run;
   auto weights = mo.load();
   if (!weights) return fail(weights.status());
+  if (Status s = check_bench_run(bo, **weights, output); !s) return fail(s);
   auto backend = make_backend(bo.run);
   if (!backend) return fail(backend.status());
+  // The automatic schedule, as a job chooses it; a new backend when the offload turns on.
+  auto remake = choose_bench_schedule(bo, (*weights)->config, **backend);
+  if (!remake) return fail(remake.status());
+  if (!bo.schedule_note.empty() && !mo.quiet) std::cerr << "plan: " << bo.schedule_note << "\n";
+  if (*remake) {
+    backend->reset();
+    backend = make_backend(bo.run);
+    if (!backend) return fail(backend.status());
+  }
   if (!mo.quiet) {
     std::cerr << "bench: " << (*backend)->name() << ", " << (*weights)->config.to_string() << ", "
               << bo.width << "x" << bo.height << "x" << bo.frames << ", " << describe(bo.run)
@@ -514,22 +625,21 @@ int cmd_bench(const ModelArgs& mo, BenchOptions bo, const std::string& size,
   if (!r) return fail(r.status());
   const std::string j = bench_json(*r, (*weights)->source);
   if (!output.empty()) {
-    AtomicFile out(output);
-    {
-      std::ofstream f(out.temp_path());
-      f << j << "\n";
-      if (!f) return fail(io_error("cannot write " + output));
-    }
-    if (Status st = out.commit(); !st) return fail(st);
+    if (Status st = write_file_atomic(output, j + "\n"); !st) return fail(st);
   }
   if (mo.json) {
     std::cout << j << "\n";
     return kOk;
   }
   for (const auto& op : r->ops) {
-    std::printf("%s: %.1f ms (%.2f ms/frame), %.3f TFLOP, %.1f GFLOP/s, peak %.0f MiB, tiling %s",
+    std::printf("%s: %.1f ms (%.2f ms/frame), %.3f TFLOP, %.1f GFLOP/s, peak %.0f MiB live",
                 op.op.c_str(), op.total_ms, op.ms_per_frame, op.tflop, op.tflops_per_s * 1000,
-                mib(op.peak_bytes), op.tiling.c_str());
+                mib(op.peak_bytes));
+    if (op.reserved_peak_bytes >= 0)
+      std::printf(", %.0f MiB reserved", mib(op.reserved_peak_bytes));
+    if (op.device_peak_bytes >= 0) std::printf(", %.0f MiB device", mib(op.device_peak_bytes));
+    if (op.host_peak_bytes >= 0) std::printf(", host %.0f MiB", mib(op.host_peak_bytes));
+    std::printf(", tiling %s", op.tiling.c_str());
     if (op.tiling != "off") {
       std::printf(" %lldx%lld (%lld tiles)", static_cast<long long>(op.tile_w),
                   static_cast<long long>(op.tile_h), static_cast<long long>(op.tiles));
@@ -551,6 +661,7 @@ int cmd_make_weights(const std::string& which, uint64_t seed, const std::string&
   if (!dtype || *dtype == DType::kF64) {
     return fail(invalid_argument("--dtype must be fp16, bf16 or fp32"));
   }
+  if (Status s = check_output_path(output, {}); !s) return fail(s);
   const VaeWeights w = synthesize_weights(cfg, seed);
   if (Status s = save_weights(output, w, *dtype, {{"seedvae.seed", std::to_string(seed)}}); !s) {
     return fail(s);
@@ -563,10 +674,12 @@ int cmd_make_weights(const std::string& which, uint64_t seed, const std::string&
 }  // namespace
 }  // namespace seedvae::app
 
-int main(int argc, char** argv) {
+namespace {
+
+int cli_main(int argc, char** argv) {
   using namespace seedvae;
   using namespace seedvae::app;
-  std::signal(SIGINT, on_sigint);
+  handle_termination_signals();
 
   CLI::App app{"seedvae " SEEDVAE_VERSION ": encode, decode and verify with the SeedVR2 video VAE",
                "seedvae"};
@@ -685,6 +798,18 @@ int main(int argc, char** argv) {
                    OptionGroup::kTiling, OptionGroup::kMemory});
   planc->add_flag("--json", plan_json, "machine-readable output");
 
+  // A first argument that is no option and no subcommand: name it and list the subcommands (CLI11
+  // would only say that a subcommand is required).
+  const std::vector<CLI::App*> subcommands = app.get_subcommands({});
+  if (argc > 1 && argv[1][0] != '-' &&
+      std::none_of(subcommands.begin(), subcommands.end(),
+                   [&](const CLI::App* c) { return c->check_name(argv[1]); })) {
+    std::string names;
+    for (const CLI::App* c : subcommands) names += (names.empty() ? "" : ", ") + c->get_name();
+    std::cerr << "seedvae: unknown subcommand '" << argv[1] << "'; the subcommands are: " << names
+              << "\nRun with --help for more information.\n";
+    return kUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -710,4 +835,25 @@ int main(int argc, char** argv) {
   if (dec->parsed()) return cmd_decode(dec_in, dec_mo, dec_out, dec_fps);
   if (rt->parsed()) return cmd_roundtrip(rt_in, rt_mo, rt_out);
   return kUsage;
+}
+
+}  // namespace
+
+// No exception leaves the program: whatever escapes a command (the engine returns Status values;
+// this is the last resort) is reported with its exit code.
+int main(int argc, char** argv) {
+  using seedvae::app::Exit;
+  try {
+    return cli_main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "seedvae: out of memory: a host allocation failed; use a smaller size, fewer "
+                 "frames or tiling\n";
+    return Exit::kOom;
+  } catch (const std::exception& e) {
+    std::cerr << "seedvae: internal error: " << e.what() << "\n";
+    return Exit::kInternal;
+  } catch (...) {
+    std::cerr << "seedvae: internal error: unknown exception\n";
+    return Exit::kInternal;
+  }
 }

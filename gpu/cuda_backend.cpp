@@ -7,6 +7,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "gpu/allocator.h"
@@ -125,7 +127,33 @@ Result<std::unique_ptr<Backend>> CudaBackend::create(const CudaOptions& o) {
   std::unique_ptr<CudaBackend> b(new CudaBackend());
   b->opt_ = o;
   b->owner_ = std::this_thread::get_id();
+  // The baseline of the device-level budget and peak: the card's use by everything but this
+  // process. The first backend on a card reads it before cudaSetDevice creates the context and
+  // measures the context; the context outlives its backends, so a later one (a job that turned
+  // the offload on) subtracts that context from the card's use at its own start.
+  static std::mutex context_mu;
+  static std::map<int, int64_t> context_bytes;  // per device, -1 until measured
+  char bus[64] = {};
+  int64_t context = -1;
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, o.device) == cudaSuccess) {
+    b->probe_ = DeviceMemoryProbe::open(bus, &b->probe_note_);
+    if (b->probe_) {
+      const int64_t used = b->probe_->used_bytes();
+      std::lock_guard<std::mutex> lock(context_mu);
+      auto it = context_bytes.find(o.device);
+      context = it == context_bytes.end() ? -1 : it->second;
+      b->baseline_bytes_ = used < 0 ? -1 : used - std::max<int64_t>(context, 0);
+      b->probe_note_ = "nvml";
+    }
+  } else {
+    cudaGetLastError();
+    b->probe_note_ = "the PCI bus id of device " + std::to_string(o.device) + " is unknown";
+  }
   SEEDVAE_CUDA_TRY(cudaSetDevice(o.device), "selecting CUDA device " + std::to_string(o.device));
+  if (b->probe_ && b->baseline_bytes_ >= 0 && context < 0) {
+    std::lock_guard<std::mutex> lock(context_mu);
+    context_bytes[o.device] = std::max<int64_t>(0, b->probe_->used_bytes() - b->baseline_bytes_);
+  }
   cudaDeviceProp p{};
   SEEDVAE_CUDA_TRY(cudaGetDeviceProperties(&p, o.device), "querying the device");
   b->sms_ = p.multiProcessorCount;
@@ -150,7 +178,6 @@ Result<std::unique_ptr<Backend>> CudaBackend::create(const CudaOptions& o) {
   }
   b->alloc_ = std::make_shared<DeviceAllocator>(o.caching_allocator, s);
   b->alloc_->set_census(o.memory_census);
-  b->alloc_->set_reserve_limit(int64_t{o.memory_limit_mib} << 20);
   // Out of room, state prefetched ahead of use goes back to the host copy it came from.
   b->alloc_->set_reclaim([raw = b.get()] { return raw->evict_prefetched(); });
   SEEDVAE_ASSIGN_OR_RETURN(b->gemm_, Gemm::create(s, b->alloc_));
@@ -179,7 +206,54 @@ Result<std::unique_ptr<Backend>> CudaBackend::create(const CudaOptions& o) {
   b->name_ = "cuda:" + std::to_string(o.device) + " " + p.name + " (" + describe_options(o) +
              "; cuDNN " + std::to_string(b->conv_->version()) + ", cuBLASLt " +
              std::to_string(b->gemm_->version()) + ")";
+  SEEDVAE_TRY(b->apply_budget());
   return std::unique_ptr<Backend>(std::move(b));
+}
+
+Status CudaBackend::apply_budget() {
+  const CudaOptions& o = opt_;
+  size_t free_b = 0, total_b = 0;
+  SEEDVAE_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b), "querying the device's memory");
+  if (probe_ && baseline_bytes_ >= 0) {
+    const int64_t now = probe_->used_bytes();
+    fixed_bytes_ = now >= baseline_bytes_ ? now - baseline_bytes_ : -1;
+  }
+  // Free memory before this backend: NVML's baseline, else (no NVML) the runtime's free memory
+  // now plus what the context is assumed to take (nothing).
+  const int64_t free_before = baseline_bytes_ >= 0 && probe_
+                                  ? probe_->total_bytes() - baseline_bytes_
+                                  : static_cast<int64_t>(free_b);
+  budget_bytes_ = o.budget_bytes > 0    ? o.budget_bytes
+                  : o.budget_bytes == 0 ? free_before - CudaOptions::kBudgetMargin
+                                        : 0;
+  int64_t limit = int64_t{o.memory_limit_mib} << 20;
+  if (budget_bytes_ > 0) {
+    const int64_t reserve =
+        budget_bytes_ - std::max<int64_t>(fixed_bytes_, 0) - CudaOptions::kLibraryAllowance;
+    if (reserve < (int64_t{256} << 20)) {
+      return out_of_memory(
+          "a device budget of " + format_bytes(budget_bytes_) + " leaves no room on " +
+          device_name_ + ": the CUDA context and library handles take " +
+          format_bytes(std::max<int64_t>(fixed_bytes_, 0)) + " and their kernels up to " +
+          format_bytes(CudaOptions::kLibraryAllowance) + " (" + format_bytes(free_before) + " of " +
+          format_bytes(static_cast<int64_t>(total_b)) + " was free)");
+    }
+    limit = limit > 0 ? std::min(limit, reserve) : reserve;
+  }
+  reserve_limit_ = limit;
+  alloc_->set_reserve_limit(limit);
+  if (budget_bytes_ > 0) {
+    name_ += "; budget " + format_bytes(budget_bytes_) +
+             (o.budget_bytes > 0 ? std::string(" (--budget-gb)")
+                                 : " (free " + format_bytes(free_before) + " - 0.5 GiB)") +
+             ", reserve at most " + format_bytes(limit);
+  }
+  return Status::ok();
+}
+
+std::function<int64_t()> CudaBackend::device_memory_probe() const {
+  if (!probe_) return {};
+  return [p = probe_] { return p->used_bytes(); };
 }
 
 CudaBackend::~CudaBackend() {
@@ -220,6 +294,11 @@ CudaBackendReport CudaBackend::report() const {
   r.driver_allocs = a.driver_allocs;
   r.cache_hits = a.cache_hits;
   r.stream_waits = a.stream_waits;
+  r.device_baseline_bytes = baseline_bytes_;
+  r.fixed_bytes = fixed_bytes_;
+  r.budget_bytes = budget_bytes_;
+  r.reserve_limit_bytes = reserve_limit_;
+  r.device_probe = probe_note_;
   const ConvAlgoStats c = conv_->stats();
   r.conv_searched = c.searched;
   r.conv_heuristic = c.heuristic;

@@ -38,6 +38,10 @@ RuntimeInfo runtime_info();
 std::vector<DeviceInfo> list_devices();
 // "13.0" from 13000.
 std::string format_cuda_version(int v);
+// Allocates device memory until only `leave_free_bytes` of the card are free (or as close as
+// 2 MiB steps allow), so a large card looks small to other processes; freed with the handle.
+// For a helper process of the benchmark (`seedvae_gpu_bench hold`), as another application.
+Result<std::shared_ptr<void>> hold_device_memory(int device, int64_t leave_free_bytes);
 // For --version: the CUDA runtime, cuDNN and cuBLAS versions loaded at run time and those this
 // build was compiled against, and the driver's ("none" without one). Initialises no device.
 std::string version_report();
@@ -67,6 +71,15 @@ struct CudaOptions : CudaSwitches {
   // target is shown to hold for reserved memory, not only for live tensors (cuDNN and cuBLAS
   // workspaces come from this allocator too; the CUDA context and library handles are outside).
   int memory_limit_mib = 0;
+  // The device-level budget in bytes: everything the backend takes from the card -- the CUDA
+  // context and library handles (measured through NVML at creation), the kernels the libraries
+  // load on first use (kLibraryAllowance) and the allocator's reserve (weights, activations,
+  // causal state, cuDNN/cuBLAS workspaces, cache). The reserve is capped at what remains, so the
+  // allocator trims its cache before it grows past the budget. 0: the card's free memory at
+  // creation minus kBudgetMargin, so other applications keep working; -1: no budget.
+  int64_t budget_bytes = 0;
+  static constexpr int64_t kBudgetMargin = int64_t{512} << 20;
+  static constexpr int64_t kLibraryAllowance = int64_t{256} << 20;
   // Testing: largest element count per cuDNN call (0: 2^31 - 1), to exercise temporal splitting.
   int64_t max_conv_elements = 0;
   // Diagnostic: remember what every live allocation is, so the report can list what was live at
@@ -100,6 +113,10 @@ struct CudaBackendReport {
   int64_t reserved_bytes = 0, peak_reserved_bytes = 0;
   int64_t driver_allocs = 0, cache_hits = 0;
   int64_t stream_waits = 0;  // reused blocks freed in stream order whose copy was still running
+  // Device level: the card's use before the backend existed, what its context and library
+  // handles took, the budget it enforces and the reserve cap that follows (-1/0: unknown/none).
+  int64_t device_baseline_bytes = -1, fixed_bytes = -1, budget_bytes = 0, reserve_limit_bytes = 0;
+  std::string device_probe;  // "nvml" or why the device-level numbers are unavailable
   int64_t conv_searched = 0, conv_heuristic = 0, conv_cache_loaded = 0;
   std::string autotune_cache_file;
   int64_t fused_attention_calls = 0, materialised_attention_calls = 0;

@@ -46,13 +46,48 @@ RuntimeInfo runtime_info() {
     info.error = "no CUDA device found";
   }
   if (info.error.empty()) {
-    cublasHandle_t h = nullptr;
-    if (cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) {
-      cublasGetVersion(h, &info.cublas_version);
-      cublasDestroy(h);
+    // From the library's properties, not a handle: a handle would create the device's context,
+    // which a backend created later must find absent to measure what its own context takes.
+    int major = 0, minor = 0, patch = 0;
+    if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+        cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+        cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS) {
+      info.cublas_version = major * 10000 + minor * 100 + patch;
     }
   }
   return info;
+}
+
+Result<std::shared_ptr<void>> hold_device_memory(int device, int64_t leave_free_bytes) {
+  if (cudaSetDevice(device) != cudaSuccess) {
+    cudaGetLastError();
+    return unsupported("cannot select CUDA device " + std::to_string(device));
+  }
+  auto blocks = std::shared_ptr<std::vector<void*>>(new std::vector<void*>, [](auto* v) {
+    for (void* p : *v) cudaFree(p);
+    delete v;
+  });
+  // In 256 MiB steps, then smaller ones, until the free memory is down to the target.
+  for (int64_t step = int64_t{256} << 20; step >= (int64_t{2} << 20);) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+      cudaGetLastError();
+      return unsupported("cannot query the memory of CUDA device " + std::to_string(device));
+    }
+    const int64_t excess = static_cast<int64_t>(free_b) - leave_free_bytes;
+    if (excess < step) {
+      step /= 2;
+      continue;
+    }
+    void* p = nullptr;
+    if (cudaMalloc(&p, static_cast<size_t>(step)) != cudaSuccess) {
+      cudaGetLastError();
+      step /= 2;
+      continue;
+    }
+    blocks->push_back(p);
+  }
+  return std::static_pointer_cast<void>(blocks);
 }
 
 std::vector<DeviceInfo> list_devices() {

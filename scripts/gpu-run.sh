@@ -8,7 +8,8 @@
 #                                       oneDNN (xz) and the golden data into build-gpu/dist
 #                                       (~35 MB; DIST_CLI=0: without the CLI, ~34 MB)
 #   scripts/gpu-run.sh [phase ...]      (on the GPU machine) phases: info tests verify bench
-#                                       hires extra ablate cli demo (default: all)
+#                                       hires extra small ablate cli demo (default: all but
+#                                       small)
 #
 # Environment: OUT (results folder, default /tmp/seedvae-out), DIST (default build-gpu/dist),
 # BUILD (default build-gpu), GOLDEN_SRC (default ../shared/golden), BUDGET_S (stop starting new
@@ -21,7 +22,10 @@
 # second run of each bench size, e.g. "--async-tiles off"), VERIFY_PRECISIONS (default
 # "fp32 bf16 fp16 tf32"), VERIFY_VARIANT (more verify options for a second run of each precision,
 # e.g. "--lean-convs"), EXTRA_BENCH ('|'-separated bench argument lists for the extra phase,
-# e.g. "--size 1920x1080 --offload-state --offload-window-mib 256").
+# e.g. "--size 1920x1080 --offload-state --offload-window-mib 256"), SMALL_CARD ('|'-separated
+# "GiB:bench arguments": the bench with only GiB of the card left free by a helper process),
+# TESTS (which GPU tests the tests phase runs, default "ops model telemetry allocator"),
+# EXTRA_REPEATS (timed runs of each extra bench, default 3).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -135,16 +139,25 @@ if phase info; then
   tail -1 "$LOGS/rates.log"
 fi
 
+want_test() { case " ${TESTS:-ops model telemetry allocator} " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 if phase tests; then
-  step test_ops 300 "$BIN/test_gpu_backend_ops"
-  grep -E "^(FAIL|SKIP)|passed,|FAILED" "$LOGS/test_ops.log" | head -40
-  sed -n '/worst error/,$p' "$LOGS/test_ops.log"
-  step test_model 240 "$BIN/test_gpu_model"
-  grep -E "^(FAIL|PASS|SKIP)|passed,|FAILED" "$LOGS/test_model.log" | head -30
-  step test_telemetry 120 "$BIN/test_gpu_telemetry"
-  grep -E "^(FAIL|PASS|SKIP)|passed,|FAILED" "$LOGS/test_telemetry.log" | head -30
-  step test_allocator 60 "$BIN/test_gpu_allocator"
-  grep -E "^(FAIL|PASS|SKIP)|passed,|FAILED" "$LOGS/test_allocator.log" | head -10
+  if want_test ops; then
+    step test_ops 300 "$BIN/test_gpu_backend_ops"
+    grep -E "^(FAIL|SKIP)|passed,|FAILED" "$LOGS/test_ops.log" | head -40
+    sed -n '/worst error/,$p' "$LOGS/test_ops.log"
+  fi
+  if want_test model; then
+    step test_model 240 "$BIN/test_gpu_model"
+    grep -E "^(FAIL|PASS|SKIP)|passed,|FAILED" "$LOGS/test_model.log" | head -30
+  fi
+  if want_test telemetry; then
+    step test_telemetry 120 "$BIN/test_gpu_telemetry"
+    grep -E "^(FAIL|PASS|SKIP)|passed,|FAILED" "$LOGS/test_telemetry.log" | head -30
+  fi
+  if want_test allocator; then
+    step test_allocator 60 "$BIN/test_gpu_allocator"
+    grep -E "^(FAIL|PASS|SKIP)|passed,|FAILED" "$LOGS/test_allocator.log" | head -10
+  fi
 fi
 
 if phase verify; then
@@ -220,9 +233,36 @@ if phase extra; then
     [ -n "$v" ] || continue
     tag=$(echo "$v" | tr -d ' -')
     # shellcheck disable=SC2086
-    step "bench_extra_$tag" 240 "$BIN/seedvae_gpu_bench" bench --precision bf16 --repeats 3 --warmup 1 \
+    step "bench_extra_$tag" 240 "$BIN/seedvae_gpu_bench" bench --precision bf16 \
+      --repeats "${EXTRA_REPEATS:-3}" --warmup 1 \
       $v --json "$WORK/bench_extra_$tag.json"
     grep -E "^(encode|decode|memory)|error" "$LOGS/bench_extra_$tag.log"
+  done
+fi
+
+if phase small; then
+  # SMALL_CARD: '|'-separated "GiB:bench arguments" entries. Each runs the bench while a helper
+  # process (`seedvae_gpu_bench hold`) keeps all but GiB of the card, as another application
+  # would: the engine's default budget is then that free memory minus its margin.
+  IFS='|' read -r -a smalls <<< "${SMALL_CARD:-}"
+  for v in "${smalls[@]}"; do
+    [ -n "$v" ] || continue
+    gib=${v%%:*}
+    args=${v#*:}
+    tag=$(echo "free${gib}_$args" | tr -d ' -')
+    fifo=$WORK/hold.fifo
+    rm -f "$fifo" && mkfifo "$fifo"
+    "$BIN/seedvae_gpu_bench" hold --leave-free-gib "$gib" < "$fifo" > "$LOGS/hold_$tag.log" 2>&1 &
+    holder=$!
+    exec 9> "$fifo"  # the holder keeps its memory until this end closes
+    for _ in $(seq 1 60); do grep -q holding "$LOGS/hold_$tag.log" && break; sleep 0.5; done
+    cat "$LOGS/hold_$tag.log"
+    # shellcheck disable=SC2086
+    step "small_$tag" 300 "$BIN/seedvae_gpu_bench" bench --precision bf16 --repeats 1 --warmup 1 \
+      --stage-device-runs 0 $args --json "$WORK/small_$tag.json"
+    exec 9>&-
+    wait "$holder"
+    grep -E "^(encode|decode)|error" "$LOGS/small_$tag.log"
   done
 fi
 

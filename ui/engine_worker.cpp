@@ -208,6 +208,7 @@ void EngineWorker::run(const RunRequest& request) {
   summary.settings = catalog_->normalized(request.settings);
   summary.store = request.store;
   summary.input_name = input_display_name(request.input);
+  summary.input = request.input;
   emit runStarted(request.id, request.slot);
   const auto t0 = Clock::now();
   Status st;
@@ -330,6 +331,7 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   sum.prefetch_note = qstr(r.prefetch_note);
   sum.async_tiles = r.async_tiles;
   sum.async_tiles_note = qstr(r.async_tiles_note);
+  sum.plan_note = qstr(r.plan_note);
   sum.ms_per_frame = r.ms_per_frame();
   sum.reconstruction = r.reconstruction;
   if (r.quality) {
@@ -417,7 +419,9 @@ void EngineWorker::writeVideo(const RunSummary& run, const QString& path) {
   wo.fps = run.fps > 0 ? run.fps : 24;
   Status st;
   try {
-    st = media::write_clip(path.toStdString(), *run.reconstruction, wo);
+    st = check_output_against(to_fs_path(path), JobKind::kRoundTrip, run.input,
+                              run.weights_source.toStdString());
+    if (st.is_ok()) st = media::write_clip(to_fs_path(path), *run.reconstruction, wo);
   } catch (const std::exception& e) {
     st = internal_error(e.what());
   }

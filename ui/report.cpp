@@ -1,15 +1,16 @@
 #include "ui/report.h"
 
+#include <QBuffer>
 #include <QDateTime>
 #include <QDir>
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QPainter>
-#include <QSaveFile>
 #include <QSysInfo>
 #include <cmath>
 
+#include "core/io/output_path.h"
 #include "core/media/video_io.h"
 #include "ui/channels.h"
 #include "ui/charts_panel.h"
@@ -34,13 +35,17 @@ QString tag_of(const RunSummary& r) {
   return r.slot.isEmpty() ? QStringLiteral("run") : r.slot;
 }
 
+// Every report file is written whole or not at all, each write and the flush to the device
+// checked (core/io/output_path.h): a full disk leaves no empty or truncated file.
+bool save_bytes(const QString& path, const QByteArray& data, QString* error) {
+  const Status st = write_file_atomic(
+      to_fs_path(path), std::as_bytes(std::span<const char>(data.constData(), data.size())));
+  if (!st.is_ok()) *error = QString::fromStdString(st.to_string());
+  return st.is_ok();
+}
+
 bool save_text(const QString& path, const QByteArray& data, QString* error) {
-  QSaveFile f(path);
-  if (!f.open(QIODevice::WriteOnly) || f.write(data) != data.size() || !f.commit()) {
-    *error = QStringLiteral("cannot write %1: %2").arg(path, f.errorString());
-    return false;
-  }
-  return true;
+  return save_bytes(path, data, error);
 }
 
 QString md_cell(QString s) {
@@ -113,6 +118,7 @@ QJsonObject run_summary_json(const RunSummary& r, bool with_telemetry) {
                               {"read_overlapped", r.read_overlap_s}}},
       {"prefetch", QJsonObject{{"used", r.prefetch}, {"note", r.prefetch_note}}},
       {"async_tiles", QJsonObject{{"used", r.async_tiles}, {"note", r.async_tiles_note}}},
+      {"plan_note", r.plan_note},
       {"ms_per_frame", r.ms_per_frame},
       {"peak_engine_bytes", r.peak_bytes},
       {"weight_bytes", r.weight_bytes},
@@ -192,10 +198,15 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
   QStringList warnings;
   auto save_image = [&](const QImage& img, const QString& rel) {
     if (img.isNull()) return;
-    if (img.save(dir.filePath(rel), "PNG")) {
+    QByteArray png;
+    QBuffer buffer(&png);
+    QString error;
+    if (!buffer.open(QIODevice::WriteOnly) || !img.save(&buffer, "PNG")) {
+      warnings << QStringLiteral("could not encode %1").arg(rel);
+    } else if (save_bytes(dir.filePath(rel), png, &error)) {
       res.files << rel;
     } else {
-      warnings << QStringLiteral("could not write %1").arg(rel);
+      warnings << QStringLiteral("could not write %1: %2").arg(rel, error);
     }
   };
 
@@ -248,8 +259,10 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
       const QString rel = QStringLiteral("reconstruction_%1%2").arg(tag_of(r), job.video_extension);
       media::WriteOptions wo;
       wo.fps = r.fps > 0 ? r.fps : 24;
-      const Status st =
-          media::write_clip(dir.filePath(rel).toStdString(), *r.reconstruction, wo, cancel);
+      const std::filesystem::path path = to_fs_path(dir.filePath(rel));
+      Status st =
+          check_output_against(path, JobKind::kRoundTrip, r.input, r.weights_source.toStdString());
+      if (st.is_ok()) st = media::write_clip(path, *r.reconstruction, wo, cancel);
       if (st.is_ok()) {
         res.files << rel;
       } else {
@@ -319,6 +332,9 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
   row("Async tiles", [](const RunSummary& r) {
     if (r.async_tiles) return QStringLiteral("on");
     return r.async_tiles_note.isEmpty() ? QStringLiteral("—") : r.async_tiles_note;
+  });
+  row("Memory plan", [](const RunSummary& r) {
+    return r.plan_note.isEmpty() ? QStringLiteral("as set") : r.plan_note;
   });
   row("Peak engine memory (weights included)",
       [](const RunSummary& r) { return format_bytes(r.peak_bytes); });

@@ -433,7 +433,7 @@ qint64 SettingsPanel::availableBytes() const {
       if (d.index == dev) free = d.free_bytes;
     }
   }
-  const auto budget = static_cast<qint64>(settings().budget_gb * 1024.0 * 1024.0 * 1024.0);
+  const auto budget = static_cast<qint64>(seedvae::budget_bytes(settings()));
   if (budget > 0) return free >= 0 ? std::min(free, budget) : budget;
   return free;
 }

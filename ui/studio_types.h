@@ -158,6 +158,7 @@ struct RunSummary {
   QString backend_name;
   QString weights_source;
   QString input_name;
+  JobInput input;             // what the run read (saving its output is checked against it)
   int width = 0, height = 0;  // original frame size (after downscale)
   int padded_width = 0, padded_height = 0;
   qint64 frames = 0, padded_frames = 0;
@@ -176,6 +177,8 @@ struct RunSummary {
   // "does not apply: " + async_tiles_unavailable_reason()).
   bool async_tiles = false;
   QString async_tiles_note;
+  // What the memory budget chose (the automatic schedule or a tile) and why; empty: as set.
+  QString plan_note;
   qint64 peak_bytes = 0;  // backend allocator peak (weights included)
   qint64 weight_bytes = 0;
   qint64 predicted_peak_bytes = -1;

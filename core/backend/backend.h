@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -64,6 +65,16 @@ struct MemoryStats {
   int64_t peak_bytes = 0;          // since the last reset_peak()
   int64_t device_used_bytes = -1;  // device-wide, -1 where unknown (CPU)
   int64_t device_total_bytes = -1;
+  // Device level (-1 where unknown): what the backend's allocator holds from the driver now and at
+  // its peak since reset_peak() (live tensors + cache + library workspaces), the device-wide use
+  // before the backend existed (the baseline a device-level peak is measured from), what the
+  // context and library handles took at creation, and the device-level budget the backend
+  // enforces (context, handles and reserve together; 0: none).
+  int64_t reserved_bytes = -1;
+  int64_t peak_reserved_bytes = -1;
+  int64_t device_baseline_bytes = -1;
+  int64_t fixed_bytes = -1;
+  int64_t budget_bytes = 0;
 };
 
 class Backend {
@@ -173,6 +184,12 @@ class Backend {
   virtual Status synchronize() { return Status::ok(); }
   virtual MemoryStats memory_stats() const = 0;
   virtual void reset_peak() = 0;
+  // Device-wide used bytes, callable from any thread while the owner runs (the CUDA backend reads
+  // NVML, which touches neither its context nor its stream), so a sampler can catch the
+  // device-level peak between two ops; empty where the backend has no device.
+  virtual std::function<int64_t()> device_memory_probe() const { return {}; }
+  // Returns cached device memory to the driver (between two measured ops); default: nothing.
+  virtual void release_cached_memory() {}
 
   // Device time of a span of queued work, for telemetry (called only while a TelemetrySink is
   // installed, so it costs nothing otherwise). begin_device_span() marks the current end of the

@@ -15,8 +15,10 @@ BackendMemoryModel BackendMemoryModel::cuda() {
   m.max_weight_packs = 1;
   m.conv_scratch_bytes = 0;
   m.attention_buffers = false;  // flash-style kernel: O(tokens x head_dim) scratch
-  m.fixed_bytes = 512ll << 20;  // CUDA context, cuDNN/cuBLAS workspaces (to be calibrated)
-  m.exact_host_overhead = 0.5;  // PCIe transfers of every layer's tiles (to be calibrated)
+  m.inplace_group_norm = true;
+  m.upload_staging = true;
+  m.fixed_bytes = 512ll << 20;  // context and handles: 0.52 GiB on an H100 (NVML)
+  m.exact_host_overhead = 0.5;  // PCIe transfers of every layer's tiles (not calibrated)
   return m;
 }
 
@@ -24,29 +26,34 @@ struct CountingBackend::Counters {
   int64_t current = 0, peak = 0;
   int64_t weights = 0, weight_peak = 0;
   std::string label, peak_label;  // the op being run, and the one at the last peak
+  // Offloaded state (BackendMemoryModel::offload_state): bytes on the host, their peak, the
+  // largest slice, and the prefetch window.
+  int64_t away = 0, away_peak = 0, largest_away = 0, window = 0;
 
+  // What the device holds: live tensors plus the state prefetched ahead of use.
+  int64_t device() const {
+    return window < 0 ? current : current + std::min(away, std::max(window, largest_away));
+  }
+  void touch(int64_t extra = 0) {
+    if (device() + extra > peak) {
+      peak = device() + extra;
+      peak_label = label;
+    }
+  }
   void add(int64_t bytes, bool weight) {
     current += bytes;
     if (weight) {
       weights += bytes;
       weight_peak = std::max(weight_peak, weights);
     }
-    if (current > peak) {
-      peak = current;
-      peak_label = label;
-    }
+    touch();
   }
   void remove(int64_t bytes, bool weight) {
     current -= bytes;
     if (weight) weights -= bytes;
   }
   // Memory held only while the current op runs.
-  void transient(int64_t bytes) {
-    if (current + bytes > peak) {
-      peak = current + bytes;
-      peak_label = label;
-    }
-  }
+  void transient(int64_t bytes) { touch(bytes); }
 };
 
 namespace {
@@ -59,7 +66,30 @@ class CountedStorage final : public Storage {
       : bytes_(bytes), weight_(weight), counters_(std::move(counters)) {
     counters_->add(bytes_, weight_);
   }
-  ~CountedStorage() override { counters_->remove(bytes_, weight_); }
+  ~CountedStorage() override {
+    if (away_) {
+      counters_->away -= bytes_;
+    } else {
+      counters_->remove(bytes_, weight_);
+    }
+  }
+
+  // The state offload: the bytes move to the host, and back when an op reads them.
+  void offload() {
+    if (away_ || weight_) return;
+    away_ = true;
+    counters_->remove(bytes_, false);
+    counters_->away += bytes_;
+    counters_->away_peak = std::max(counters_->away_peak, counters_->away);
+    counters_->largest_away = std::max(counters_->largest_away, bytes_);
+  }
+  void fetch() {
+    if (!away_) return;
+    away_ = false;
+    counters_->away -= bytes_;
+    counters_->add(bytes_, false);
+  }
+  int64_t bytes() const { return bytes_; }
 
   void pack(double copies) {
     if (packed_ || !weight_) return;
@@ -74,6 +104,7 @@ class CountedStorage final : public Storage {
   int64_t bytes_;
   bool weight_;
   bool packed_ = false;
+  bool away_ = false;
   std::shared_ptr<CountingBackend::Counters> counters_;
 };
 
@@ -84,7 +115,27 @@ CountingBackend::CountingBackend(DType activation_dtype, BackendMemoryModel mode
     : dtype_(activation_dtype),
       model_(std::move(model)),
       weight_element_bytes_(weight_element_bytes),
-      counters_(std::make_shared<Counters>()) {}
+      counters_(std::make_shared<Counters>()) {
+  if (model_.offload_state) counters_->window = model_.offload_window_bytes;
+}
+
+void CountingBackend::fetch(const Tensor& t) {
+  if (auto* cs = dynamic_cast<CountedStorage*>(t.storage.get())) cs->fetch();
+}
+
+Status CountingBackend::offload_hint(const Tensor& t) {
+  if (!model_.offload_state) return Status::ok();
+  auto* cs = dynamic_cast<CountedStorage*>(t.storage.get());
+  if (cs && cs->bytes() >= model_.offload_min_bytes) cs->offload();
+  return Status::ok();
+}
+
+int64_t CountingBackend::offloaded_bytes() const {
+  return counters_->away;
+}
+int64_t CountingBackend::offloaded_peak_bytes() const {
+  return counters_->away_peak;
+}
 
 Tensor CountingBackend::make(Shape shape, const char* op) {
   counters_->label = std::string(op) + " " + shape.to_string();
@@ -97,7 +148,9 @@ Tensor CountingBackend::make(Shape shape, const char* op) {
 }
 
 Tensor CountingBackend::declare(const Shape& shape) {
-  return make(shape, "upload");
+  Tensor t = make(shape, "upload");
+  if (model_.upload_staging && dtype_ != DType::kF32) counters_->transient(shape.numel() * 4);
+  return t;
 }
 
 Tensor CountingBackend::declare_weight(const Shape& shape) {
@@ -128,6 +181,7 @@ Status CountingBackend::download_frames(const Tensor& t, HostTensor& dst, int64_
 
 Result<Tensor> CountingBackend::conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
                                        const Conv3dParams& p) {
+  fetch(x);
   SEEDVAE_ASSIGN_OR_RETURN(const Shape out, conv3d_output_shape(x.shape, w.shape, p));
   SEEDVAE_TRY(check_conv3d_bias(b, w.shape));
   if (auto* ws = dynamic_cast<CountedStorage*>(w.storage.get())) {
@@ -142,37 +196,55 @@ Result<Tensor> CountingBackend::conv3d(const Tensor& x, const Tensor& w, const T
 }
 
 Result<Tensor> CountingBackend::causal_pad(const Tensor& x, const Tensor* memory, int frames) {
+  fetch(x);
+  if (memory) fetch(*memory);
   SEEDVAE_ASSIGN_OR_RETURN(const Shape out,
                            causal_pad_shape(x.shape, memory ? &memory->shape : nullptr, frames));
   return make(out, "causal_pad");
 }
 
 Result<Tensor> CountingBackend::slice_frames(const Tensor& x, int64_t begin, int64_t end) {
+  fetch(x);
   SEEDVAE_ASSIGN_OR_RETURN(const Shape out, slice_frames_shape(x.shape, begin, end));
   return make(out, "slice_frames");
 }
 
 Result<Tensor> CountingBackend::concat_frames(const Tensor& a, const Tensor& b) {
+  fetch(a);
+  fetch(b);
   SEEDVAE_ASSIGN_OR_RETURN(const Shape out, concat_frames_shape(a.shape, b.shape));
   return make(out, "concat_frames");
 }
 
 Status CountingBackend::copy_frames_into(Tensor& dst, int64_t dst_frame, const Tensor& src,
                                          int64_t src_frame, int64_t count) {
+  fetch(dst);
+  fetch(src);
   return check_frame_copy(dst.shape, dst_frame, src.shape, src_frame, count);
 }
 
 Result<Tensor> CountingBackend::group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                            const GroupNormParams& p) {
+  fetch(x);
   SEEDVAE_TRY(check_group_norm(x.shape, gamma, beta, p));
   return make(x.shape, "group_norm");
 }
 
+Status CountingBackend::group_norm_inplace(Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                           const GroupNormParams& p) {
+  if (!model_.inplace_group_norm) return Backend::group_norm_inplace(x, gamma, beta, p);
+  fetch(x);
+  return check_group_norm(x.shape, gamma, beta, p);
+}
+
 Status CountingBackend::add_inplace(Tensor& acc, const Tensor& x) {
+  fetch(acc);
+  fetch(x);
   return check_add(acc.shape, x.shape);
 }
 
 Result<Tensor> CountingBackend::depth_to_space(const Tensor& x, int z, bool drop_frame_1, int) {
+  fetch(x);
   SEEDVAE_ASSIGN_OR_RETURN(const Shape s, depth_to_space_shape(x.shape, z, drop_frame_1));
   return make(s, "depth_to_space");
 }
@@ -196,13 +268,14 @@ Result<Tensor> CountingBackend::attention(const Tensor& x, const AttentionWeight
 
 MemoryStats CountingBackend::memory_stats() const {
   MemoryStats m;
-  m.current_bytes = counters_->current;
   m.peak_bytes = counters_->peak;
+  m.current_bytes = counters_->device();
   return m;
 }
 
 void CountingBackend::reset_peak() {
-  counters_->peak = counters_->current;
+  counters_->peak = counters_->device();
+  counters_->away_peak = counters_->away;
   counters_->weight_peak = counters_->weights;
   counters_->peak_label = counters_->label;
 }

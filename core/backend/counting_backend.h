@@ -30,13 +30,27 @@ struct BackendMemoryModel {
   // The attention keeps fp32 GroupNorm, q/k/v/out and score-block buffers while it runs (the CPU
   // kernel); the CUDA backend's flash-style kernel needs O(tokens x head_dim) scratch.
   bool attention_buffers = true;
+  // GroupNorm in place (Backend::group_norm_inplace) writes over its input (the CUDA kernel);
+  // otherwise it makes a new tensor, as the CPU backend does.
+  bool inplace_group_norm = false;
+  // An fp32 host tensor uploaded as bf16/fp16 activations passes through an fp32 device buffer
+  // of its size, converted from there (the CUDA backend); held while the upload runs.
+  bool upload_staging = false;
   int64_t fixed_bytes = 0;  // context/runtime overhead outside the allocator (planner: added)
+  // The CUDA backend's state offload (CudaSwitches::offload_state): a slice of causal state the
+  // model hints (Backend::offload_hint) leaves the device until an op reads it again; while any
+  // state is away, up to offload_window_bytes of it (at least the largest slice) is back on the
+  // device ahead of use. A negative window counts none: the CUDA backend drops prefetched state
+  // when an allocation finds no room, so it is memory a run under a budget can do without.
+  bool offload_state = false;
+  int64_t offload_min_bytes = int64_t{16} << 20;
+  int64_t offload_window_bytes = int64_t{1} << 30;
   // Exact tiling: host work (GroupNorm statistics, window extraction, transfers) as a fraction of
   // the convolution time (the planner's time model); measured on the CPU backend.
   double exact_host_overhead = 0.15;
 
   static BackendMemoryModel cpu();
-  static BackendMemoryModel cuda();  // uncalibrated until measured on a GPU
+  static BackendMemoryModel cuda();  // calibrated on an H100 (ARCHITECTURE.md, the planner)
 };
 
 class CountingBackend final : public Backend {
@@ -68,10 +82,13 @@ class CountingBackend final : public Backend {
                           int64_t count) override;
   Result<Tensor> group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                             const GroupNormParams& p) override;
+  Status group_norm_inplace(Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const GroupNormParams& p) override;
   Status add_inplace(Tensor& acc, const Tensor& x) override;
   Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1,
                                 int context_frames = 2) override;
   Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) override;
+  Status offload_hint(const Tensor& t) override;
 
   // Every byte the modelled backend would hold: activations and weights (with their packed
   // copies), as a real backend's allocator counts them.
@@ -84,6 +101,9 @@ class CountingBackend final : public Backend {
   double flops() const { return flops_; }
   void reset_flops() { flops_ = 0; }
   void add_flops(double f) { flops_ += f; }
+  // Causal state offloaded to the host now and at its peak (BackendMemoryModel::offload_state).
+  int64_t offloaded_bytes() const;
+  int64_t offloaded_peak_bytes() const;
   // Live parameter bytes (packed copies included) and their peak since the last reset_peak().
   int64_t weight_bytes() const;
   int64_t weight_peak_bytes() const;
@@ -95,6 +115,8 @@ class CountingBackend final : public Backend {
 
  private:
   Tensor make(Shape shape, const char* op);
+  // An op reads `t`: offloaded state comes back to the device.
+  void fetch(const Tensor& t);
 
   DType dtype_;
   BackendMemoryModel model_;

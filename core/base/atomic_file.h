@@ -28,4 +28,9 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// Removes the temporaries of every AtomicFile alive now (files, or directories of a PNG
+// sequence, with their contents). For a process that ends without unwinding its stack (the CLI
+// on a second termination signal), where no destructor would remove them.
+void remove_live_temporaries();
+
 }  // namespace seedvae

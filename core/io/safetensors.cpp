@@ -357,6 +357,23 @@ struct Contents {
   std::map<std::string, std::string> metadata;
 };
 
+// PyTorch checkpoints (.pt, .pth, .ckpt) are the usual wrong file: torch.save writes a zip archive
+// ("PK\x03\x04"; a legacy one, a bare pickle: 0x80 then the protocol 2..5). They are recognised
+// and named instead of failing as a safetensors header; they are not read (unpickling runs code).
+Status check_not_a_pickle(std::span<const std::byte> image, const std::string& who) {
+  auto at = [&](size_t i) { return static_cast<unsigned char>(image[i]); };
+  const bool zip = at(0) == 'P' && at(1) == 'K' && at(2) == 3 && at(3) == 4;
+  const bool pickle = at(0) == 0x80 && at(1) >= 2 && at(1) <= 5;
+  if (!zip && !pickle) return Status::ok();
+  return invalid_argument(
+      who + ": this is a PyTorch checkpoint (" +
+      (zip ? std::string("a zip archive, as torch.save writes .pt/.pth/.ckpt files")
+           : std::string("a pickle, as older torch.save wrote .pt/.pth/.ckpt files")) +
+      "), not a safetensors file. SeedVAE reads safetensors only; convert it with PyTorch: "
+      "safetensors.torch.save_file(torch.load(path, weights_only=True), \"vae.safetensors\") "
+      "(the state dict, under \"state_dict\" in some checkpoints)");
+}
+
 // Validates `impl.image` and fills the tables. `who` names the file in every message.
 Status parse_image(Contents& impl, const std::string& who) {
   const std::span<const std::byte> image = impl.image;
@@ -366,6 +383,7 @@ Status parse_image(Contents& impl, const std::string& who) {
     return corrupt("file of " + std::to_string(image.size()) +
                    " bytes is too short for the 8-byte header length (truncated)");
   }
+  SEEDVAE_TRY(check_not_a_pickle(image, who));
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) {
     header_len = (header_len << 8) | static_cast<uint64_t>(image[static_cast<size_t>(i)]);

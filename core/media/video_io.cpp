@@ -30,6 +30,7 @@
 #include <opencv2/videoio/registry.hpp>
 
 #include "core/base/atomic_file.h"
+#include "core/io/output_path.h"
 
 namespace seedvae::media {
 
@@ -349,15 +350,6 @@ cv::Mat maybe_resize(const cv::Mat& rgb, const cv::Size& target) {
 
 // Physical memory of the machine in bytes (0 when unknown). Reading more frames than fit is refused
 // with kOutOfMemory instead of inviting the OOM killer.
-int64_t physical_memory_bytes() {
-#if defined(__unix__) || defined(__APPLE__)
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page > 0) return static_cast<int64_t>(pages) * page;
-#endif
-  return 0;
-}
-
 // Accumulates decoded frames, checks they all share one size and packs them into the clip tensor.
 class FrameCollector {
  public:
@@ -681,6 +673,60 @@ bool is_frame_name(const std::string& n) {
                      [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
+// Why a write failed when the OS did not say: a full file system ("no space left on device")
+// when the directory has less room than `need` bytes.
+std::string space_reason(const fs::path& dir, int64_t need) {
+  std::error_code ec;
+  const fs::space_info sp = fs::space(dir.empty() ? fs::path(".") : dir, ec);
+  if (!ec && static_cast<int64_t>(sp.available) < need) {
+    return ": no space left on device (" + std::to_string(sp.available >> 10) + " KiB free in " +
+           quoted(dir.empty() ? fs::path(".") : dir) + ")";
+  }
+  return {};
+}
+
+// Decodes every frame of a written video: a file that does not open, holds fewer frames than
+// written or frames of another size is incomplete.
+Status verify_written_video(const fs::path& written, const fs::path& dest, const std::string& codec,
+                            int64_t frames, cv::Size size) {
+  const int64_t frame_bytes = int64_t{3} * size.width * size.height;
+  auto incomplete = [&](const std::string& what) {
+    return io_error("the " + codec + " video " + quoted(dest) + " was not written completely (" +
+                    what + ")" + space_reason(dest.parent_path(), frame_bytes + (1 << 20)));
+  };
+  std::error_code ec;
+  if (fs::file_size(written, ec) == 0 || ec) return incomplete("the file is empty");
+  cv::VideoCapture cap;
+  if (!cap.open(written.string(), has_ffmpeg() ? cv::CAP_FFMPEG : cv::CAP_ANY) || !cap.isOpened()) {
+    return incomplete("it cannot be opened");
+  }
+  int64_t n = 0;
+  cv::Mat f;
+  while (cap.read(f) && !f.empty()) {
+    if (f.cols < size.width || f.rows < size.height) {
+      return incomplete("frame " + std::to_string(n) + " is " + size_str(f.size()));
+    }
+    ++n;
+  }
+  if (n != frames) {
+    return incomplete(std::to_string(n) + " of " + std::to_string(frames) + " frames readable");
+  }
+  return Status::ok();
+}
+
+// Encodes one 8-bit BGR frame as PNG (or `ext`) in memory and writes it with every write and the
+// final flush checked: OpenCV's imwrite does not report a failed flush (a full disk leaves an
+// empty or truncated image).
+Status write_image_file(const fs::path& path, const cv::Mat& bgr, const std::string& ext,
+                        const std::vector<int>& params, bool atomic) {
+  std::vector<uchar> bytes;
+  if (!cv::imencode(ext, bgr, bytes, params)) {
+    return io_error("cannot encode image " + quoted(path) + " as " + ext);
+  }
+  const auto span = std::as_bytes(std::span<const uchar>(bytes));
+  return atomic ? write_file_atomic(path, span) : write_file(path, span);
+}
+
 Status write_video(const fs::path& dest, const HostTensor& v, const WriteOptions& o,
                    const CancelToken* cancel) {
   const std::string e = ext_of(dest);
@@ -736,17 +782,13 @@ Status write_video(const fs::path& dest, const HostTensor& v, const WriteOptions
     }
   }
   writer.release();
-  std::error_code ec;
-  const auto bytes = fs::file_size(file.temp_path(), ec);
-  if (ec || bytes == 0) {
-    return io_error("the " + codec + " writer produced no output for " + quoted(dest) +
-                    (ec ? ": " + ec.message() : std::string()));
-  }
+  // OpenCV's video writers report no failed write (a full disk leaves a truncated file behind a
+  // successful release()), so the file is read back before it replaces the destination.
+  SEEDVAE_TRY(verify_written_video(file.temp_path(), dest, codec, T, size));
   return file.commit();
 }
 
 Status write_single_image(const fs::path& dest, const HostTensor& v, const WriteOptions& o) {
-  AtomicFile file(dest);
   cv::Mat bgr;
   frame_to_bgr8(v.data<float>(), 1, v.shape().h(), v.shape().w(), 0, bgr);
   std::vector<int> params;
@@ -755,10 +797,7 @@ Status write_single_image(const fs::path& dest, const HostTensor& v, const Write
     params = {cv::IMWRITE_JPEG_QUALITY,
               static_cast<int>(std::lround(100.0 - o.crf_like_quality * 100.0 / 51.0))};
   }
-  if (!cv::imwrite(file.temp_path().string(), bgr, params)) {
-    return io_error("cannot write image " + quoted(dest));
-  }
-  return file.commit();
+  return write_image_file(dest, bgr, e, params, /*atomic=*/true);
 }
 
 Status write_png_dir(const fs::path& dest, const HostTensor& v, const CancelToken* cancel) {
@@ -790,8 +829,8 @@ Status write_png_dir(const fs::path& dest, const HostTensor& v, const CancelToke
   for (int64_t t = 0; t < T; ++t) {
     SEEDVAE_TRY(check_cancel(cancel));
     frame_to_bgr8(v.data<float>(), T, H, W, t, bgr);
-    const fs::path f = file.temp_path() / frame_name(t);
-    if (!cv::imwrite(f.string(), bgr)) return io_error("cannot write frame " + quoted(f));
+    SEEDVAE_TRY(write_image_file(file.temp_path() / frame_name(t), bgr, ".png", {}, false)
+                    .with_context("writing " + quoted(dest)));
   }
   if (!existed) return file.commit();
 
@@ -807,6 +846,48 @@ Status write_png_dir(const fs::path& dest, const HostTensor& v, const CancelToke
   }
   fs::remove_all(aside, ec);
   return Status::ok();
+}
+
+// What write_clip() makes of a destination, from its name alone.
+struct Destination {
+  enum Form { kVideo, kImage, kPngDirectory } form = kPngDirectory;
+  fs::path path;  // without trailing separators
+};
+
+Result<Destination> classify_destination(const fs::path& destination) {
+  if (destination.empty()) return invalid_argument("no output path given");
+  Destination d;
+  d.path = destination;
+  bool as_dir = false;
+  while (!d.path.has_filename() && d.path.has_relative_path()) {  // "out/frames/" -> "out/frames"
+    d.path = d.path.parent_path();
+    as_dir = true;
+  }
+  if (!d.path.has_filename() || d.path.filename() == "." || d.path.filename() == "..") {
+    return invalid_argument("cannot write a clip to " + quoted(destination) +
+                            ": name a file or a new directory");
+  }
+  const std::string e = ext_of(d.path);
+  if (as_dir || e.empty()) return d;
+  if (is_video_write_ext(e)) {
+    d.form = Destination::kVideo;
+    return d;
+  }
+  if (is_image_ext(e)) {
+    d.form = Destination::kImage;
+    return d;
+  }
+  if (is_unwritable_video_ext(e)) {
+    return unsupported("writing " + e + " is not supported; use .mp4, .mov, .avi, .mkv or a " +
+                       "directory of PNG frames");
+  }
+  std::error_code ec;
+  if (fs::is_directory(d.path, ec)) return d;  // an existing directory of any name: PNG frames
+  return invalid_argument(
+      "unknown output extension '" + e + "' in " + quoted(destination) +
+      ": write a video (.mp4, .m4v, .mov, .avi, .mkv), one image (.png, .jpg, .bmp, .tif, .webp, "
+      "...; a 1-frame clip) or a directory of PNG frames (a name without extension, or ending "
+      "in '/')");
 }
 
 Status write_impl(const fs::path& destination, const HostTensor& video, const WriteOptions& o,
@@ -828,39 +909,27 @@ Status write_impl(const fs::path& destination, const HostTensor& video, const Wr
     v = &f32;
   }
 
-  fs::path dest = destination;
-  bool as_dir = false;
-  while (!dest.has_filename() && dest.has_relative_path()) {  // "out/frames/" -> "out/frames"
-    dest = dest.parent_path();
-    as_dir = true;
-  }
-  if (!dest.has_filename() || dest.filename() == "." || dest.filename() == "..") {
-    return invalid_argument("cannot write a clip to " + quoted(destination) +
-                            ": name a file or a new directory");
-  }
-  fs::path parent = dest.parent_path();
+  SEEDVAE_ASSIGN_OR_RETURN(const Destination d, classify_destination(destination));
+  fs::path parent = d.path.parent_path();
   if (parent.empty()) parent = ".";
   std::error_code ec;
   if (!fs::is_directory(parent, ec)) {
-    return not_found("output directory " + quoted(parent) + " does not exist");
+    return not_found("cannot write " + quoted(destination) + ": no such directory " +
+                     quoted(parent));
   }
-
-  const std::string e = ext_of(dest);
-  if (!as_dir && is_video_write_ext(e)) return write_video(dest, *v, o, cancel);
-  if (!as_dir && is_image_ext(e)) {
-    if (v->shape().t() != 1) {
-      return invalid_argument(quoted(destination) + " names a single image but the clip has " +
-                              std::to_string(v->shape().t()) +
-                              " frames; give a directory name (frames are written as "
-                              "frame_00000.png, ...) or a video file (.mp4, .avi, .mkv)");
-    }
-    return write_single_image(dest, *v, o);
+  switch (d.form) {
+    case Destination::kVideo: return write_video(d.path, *v, o, cancel);
+    case Destination::kImage:
+      if (v->shape().t() != 1) {
+        return invalid_argument(quoted(destination) + " names a single image but the clip has " +
+                                std::to_string(v->shape().t()) +
+                                " frames; give a directory name (frames are written as "
+                                "frame_00000.png, ...) or a video file (.mp4, .avi, .mkv)");
+      }
+      return write_single_image(d.path, *v, o);
+    case Destination::kPngDirectory: break;
   }
-  if (!as_dir && is_unwritable_video_ext(e)) {
-    return unsupported("writing " + e + " is not supported; use .mp4, .mov, .avi, .mkv or a " +
-                       "directory of PNG frames");
-  }
-  return write_png_dir(dest, *v, cancel);
+  return write_png_dir(d.path, *v, cancel);
 }
 
 template <typename F>
@@ -948,6 +1017,23 @@ Status write_clip(const fs::path& destination, const HostTensor& video, const Wr
 
 bool is_writable_video_extension(const fs::path& path) {
   return is_video_write_ext(ext_of(path));
+}
+
+Status check_clip_destination(const fs::path& destination) {
+  return classify_destination(destination).status();
+}
+
+bool is_frame_pattern(const fs::path& path) {
+  return parse_pattern(path.filename().string()).has_value();
+}
+
+int64_t physical_memory_bytes() {
+#if defined(__unix__) || defined(__APPLE__)
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) return static_cast<int64_t>(pages) * page;
+#endif
+  return 0;
 }
 
 }  // namespace seedvae::media

@@ -124,17 +124,35 @@ struct WriteOptions {
 //     odd width or height is padded to even by repeating the last column or row, so such a file
 //     reads back one pixel larger. .avi and PNG keep any size exactly.)
 //   * .png (and other single-image extensions) with T == 1 -> one image file;
-//   * any other name, or a name ending in '/', -> a directory of frame_00000.png, frame_00001.png,
-//     ... (lossless). An existing destination directory is replaced only when it is empty or holds
-//     nothing but frame_NNNNN.png files (a previous output); otherwise kInvalidArgument.
+//   * a name without extension, or ending in '/', or an existing directory of another name ->
+//     a directory of frame_00000.png, frame_00001.png, ... (lossless). An existing destination
+//     directory is replaced only when it is empty or holds nothing but frame_NNNNN.png files (a
+//     previous output); otherwise kInvalidArgument.
 //   * other known video extensions (.webm .gif .wmv ...) -> kUnsupported.
+//   * any other extension -> kInvalidArgument listing the known ones (check_clip_destination).
 // Atomic: everything is written under a temporary sibling name (same extension) and renamed onto
-// the destination at the end; on any failure or cancel nothing is left behind. The parent
-// directory must exist (kNotFound otherwise).
+// the destination at the end; on any failure or cancel nothing is left behind and an existing
+// destination is untouched. Every image file is written and flushed to the device with each
+// write checked, and a video file is read back (every frame decoded) before it replaces the
+// destination, so a full disk is kIoError naming the path ("no space left on device") instead of
+// a truncated file. The parent directory must exist (kNotFound otherwise).
 Status write_clip(const std::filesystem::path& destination, const HostTensor& video,
                   const WriteOptions& options = {}, const CancelToken* cancel = nullptr);
 
 // Video container extensions write_clip() encodes (".mp4", ...), lower case.
 bool is_writable_video_extension(const std::filesystem::path& path);
+
+// Whether write_clip() knows the form of `destination` by its name (a video extension, an image
+// extension, no extension or a trailing '/' for a PNG directory, or an existing directory).
+// Checked before a job computes anything: an unknown extension is kInvalidArgument listing the
+// known ones, a video container it cannot write kUnsupported; the name alone decides.
+Status check_clip_destination(const std::filesystem::path& destination);
+
+// Whether `path` is a printf frame pattern ("frames/%05d.png") that probe() and read_clip()
+// expand; it need not match any file.
+bool is_frame_pattern(const std::filesystem::path& path);
+
+// The machine's physical memory in bytes; 0 where unknown.
+int64_t physical_memory_bytes();
 
 }  // namespace seedvae::media

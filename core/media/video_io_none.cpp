@@ -54,4 +54,16 @@ bool is_writable_video_extension(const std::filesystem::path&) {
   return false;
 }
 
+Status check_clip_destination(const std::filesystem::path& destination) {
+  return no_video(destination, "write");
+}
+
+bool is_frame_pattern(const std::filesystem::path&) {
+  return false;
+}
+
+int64_t physical_memory_bytes() {
+  return 0;
+}
+
 }  // namespace seedvae::media

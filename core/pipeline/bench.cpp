@@ -1,13 +1,18 @@
 #include "core/pipeline/bench.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "core/backend/counting_backend.h"
+#include "core/base/process_memory.h"
 #include "core/pipeline/job.h"
 #include "core/pipeline/prediction.h"
 #include "core/schedule/streaming.h"
@@ -30,6 +35,54 @@ class StageTimes final : public TelemetrySink {
  public:
   void on_stage(const StageSample& s) override { ms[s.stage] += s.wall_ms; }
   std::map<std::string, double> ms;
+};
+
+// Samples the card's used memory every millisecond on a thread of its own while an op runs
+// (Backend::device_memory_probe reads NVML there, so the owner thread is not disturbed), keeping
+// the maximum: the device-level peak, transient library allocations included.
+class DevicePeakSampler {
+ public:
+  explicit DevicePeakSampler(std::function<int64_t()> probe) : probe_(std::move(probe)) {
+    if (!probe_) return;
+    take();
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!stop_) {
+        lock.unlock();
+        take();
+        lock.lock();
+        cv_.wait_for(lock, std::chrono::milliseconds(1), [this] { return stop_; });
+      }
+    });
+  }
+  ~DevicePeakSampler() { stop(); }
+  // Stops sampling; the peak used bytes seen (-1 without a probe).
+  int64_t stop() {
+    if (thread_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+      }
+      cv_.notify_all();
+      thread_.join();
+      take();
+    }
+    return peak_.load();
+  }
+
+ private:
+  void take() {
+    const int64_t v = probe_();
+    int64_t p = peak_.load();
+    while (v > p && !peak_.compare_exchange_weak(p, v)) {
+    }
+  }
+  std::function<int64_t()> probe_;
+  std::atomic<int64_t> peak_{-1};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 double median(std::vector<double> v) {
@@ -100,6 +153,10 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
     op.op = enc ? "encode" : "decode";
     std::map<std::string, std::vector<double>> stage_runs;
     TileRunReport tiles;  // of the last run (every run tiles alike)
+    // Each op starts from an empty cache, so its device-level peak is its own.
+    backend.release_cached_memory();
+    const bool host_reset = reset_peak_rss();
+    DevicePeakSampler sampler(backend.device_memory_probe());
     // Warm-up runs, then `repeats` timed runs without telemetry (the op totals), then one run
     // with stage telemetry, which synchronises after every block (the per-stage split).
     for (int i = 0; i < o.warmup + o.repeats + 1; ++i) {
@@ -123,8 +180,18 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
       op.plan_note = note;
       if (!measured) continue;
       op.runs_ms.push_back(ms);
-      op.peak_bytes = std::max(op.peak_bytes, backend.memory_stats().peak_bytes);
+      const MemoryStats ms_now = backend.memory_stats();
+      op.peak_bytes = std::max(op.peak_bytes, ms_now.peak_bytes);
+      op.reserved_peak_bytes = std::max(op.reserved_peak_bytes, ms_now.peak_reserved_bytes);
     }
+    const int64_t device_peak = sampler.stop();
+    const MemoryStats after = backend.memory_stats();
+    if (device_peak >= 0 && after.device_baseline_bytes >= 0) {
+      op.device_peak_bytes = device_peak - after.device_baseline_bytes;
+    }
+    op.fixed_bytes = after.fixed_bytes;
+    op.budget_bytes = after.budget_bytes;
+    if (host_reset) op.host_peak_bytes = peak_rss_bytes();
     op.tiling = std::string(tiling_mode_name(tiles.mode));
     op.tiles = static_cast<int64_t>(std::max<size_t>(1, tiles.rects.size()));
     if (tiles.mode != TilingMode::kOff) {
@@ -149,14 +216,30 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
   return r;
 }
 
+Result<bool> choose_bench_schedule(BenchOptions& o, const VaeConfig& config,
+                                   const Backend& backend) {
+  SEEDVAE_ASSIGN_OR_RETURN(ScheduleChoice c,
+                           choose_schedule(o.run, config, o.encode, o.decode, o.height, o.width,
+                                           o.frames, backend.memory_stats().budget_bytes));
+  if (c.note.empty()) return false;
+  const bool remake = backend_key(c.options) != backend_key(o.run);
+  o.run = c.options;
+  o.schedule_note = c.note;
+  return remake;
+}
+
 std::string bench_json(const BenchResult& r, const std::string& weights_source) {
   using Json = nlohmann::ordered_json;
+  auto mib_or_null = [](int64_t bytes) {
+    return bytes < 0 ? Json(nullptr) : Json(static_cast<double>(bytes) / (1 << 20));
+  };
   const BenchOptions& o = r.options;
   Json j{{"backend", r.backend}, {"config", r.config},   {"weights", weights_source},
          {"width", o.width},     {"height", o.height},   {"frames", o.frames},
          {"warmup", o.warmup},   {"repeats", o.repeats}, {"version", SEEDVAE_VERSION}};
   j["options"] = Json::parse(to_json(o.run));
   j["settings"] = describe(o.run);
+  j["schedule"] = o.schedule_note.empty() ? "as set" : o.schedule_note;
   // Flat copies of the streaming choices, as earlier reports had them.
   const StreamOptions so = stream_options(o.run);
   j["chunk_latents"] = so.chunk_latents;
@@ -166,20 +249,26 @@ std::string bench_json(const BenchResult& r, const std::string& weights_source) 
   j["lean_convs"] = so.lean_convs;
   j["ops"] = Json::array();
   for (const auto& op : r.ops) {
-    j["ops"].push_back({{"op", op.op},
-                        {"total_ms", op.total_ms},
-                        {"ms_per_frame", op.ms_per_frame},
-                        {"tflop", op.tflop},
-                        {"tflops_per_s", op.tflops_per_s},
-                        {"gflops_per_s", op.tflops_per_s * 1000},
-                        {"peak_mib", static_cast<double>(op.peak_bytes) / (1 << 20)},
-                        {"runs_ms", op.runs_ms},
-                        {"tiling",
-                         {{"mode", op.tiling},
-                          {"tile", {{"w", op.tile_w}, {"h", op.tile_h}}},
-                          {"overlap", {{"w", op.overlap_w}, {"h", op.overlap_h}}},
-                          {"tiles", op.tiles},
-                          {"plan", op.plan_note}}}});
+    j["ops"].push_back(
+        {{"op", op.op},
+         {"total_ms", op.total_ms},
+         {"ms_per_frame", op.ms_per_frame},
+         {"tflop", op.tflop},
+         {"tflops_per_s", op.tflops_per_s},
+         {"gflops_per_s", op.tflops_per_s * 1000},
+         {"peak_mib", static_cast<double>(op.peak_bytes) / (1 << 20)},
+         {"reserved_peak_mib", mib_or_null(op.reserved_peak_bytes)},
+         {"device_peak_mib", mib_or_null(op.device_peak_bytes)},
+         {"fixed_mib", mib_or_null(op.fixed_bytes)},
+         {"budget_mib", op.budget_bytes > 0 ? mib_or_null(op.budget_bytes) : Json(nullptr)},
+         {"host_peak_mib", mib_or_null(op.host_peak_bytes)},
+         {"runs_ms", op.runs_ms},
+         {"tiling",
+          {{"mode", op.tiling},
+           {"tile", {{"w", op.tile_w}, {"h", op.tile_h}}},
+           {"overlap", {{"w", op.overlap_w}, {"h", op.overlap_h}}},
+           {"tiles", op.tiles},
+           {"plan", op.plan_note}}}});
   }
   j["stages"] = Json::array();
   for (const auto& st : r.stages) {

@@ -25,6 +25,8 @@ struct BenchOptions {
   int repeats = 3;  // median over repeats
   bool encode = true;
   bool decode = true;
+  // What the automatic schedule chose (choose_bench_schedule); empty: the options as given.
+  std::string schedule_note;
 };
 
 struct BenchStage {
@@ -42,6 +44,15 @@ struct BenchOpResult {
   double tflop = 0;         // analytic FLOPs of the whole op (the untiled model's work)
   double tflops_per_s = 0;
   int64_t peak_bytes = 0;  // backend allocator peak during the op (weights included)
+  // Device level (-1 where the backend cannot tell): the allocator's reserve at its peak, and the
+  // card's used memory at its sampled peak minus its use before the backend existed (context,
+  // library handles and kernels, reserve: what the card must have free); the backend's fixed
+  // part (context and handles) and the device budget it enforced.
+  int64_t reserved_peak_bytes = -1;
+  int64_t device_peak_bytes = -1;
+  int64_t fixed_bytes = -1;
+  int64_t budget_bytes = 0;
+  int64_t host_peak_bytes = -1;  // the process's peak resident set during the op
   std::vector<double> runs_ms;
   // The tiling the op ran with (after the budget's choice of tile).
   std::string tiling = "off";
@@ -60,6 +71,12 @@ struct BenchResult {
 
 Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights,
                               const BenchOptions& options);
+
+// The automatic schedule of the benchmark's ops, as a job would choose it (choose_schedule,
+// core/pipeline/prediction.h) within the device budget of `backend`: updates options.run and
+// options.schedule_note. True when the backend must be made again (the state offload turned on).
+Result<bool> choose_bench_schedule(BenchOptions& options, const VaeConfig& config,
+                                   const Backend& backend);
 
 // The benchmark's JSON report (`seedvae bench --json`): the options of the run, every op with
 // its tiling, and the stages.

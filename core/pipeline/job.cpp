@@ -1,11 +1,15 @@
 #include "core/pipeline/job.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <new>
 #include <tuple>
 
+#include "core/io/output_path.h"
 #include "core/io/safetensors.h"
 #include "core/media/prefetch.h"
 #include "core/media/sample_clip.h"
@@ -40,6 +44,19 @@ media::ReadOptions read_options(const JobInput& in) {
 // Frames are padded to a multiple of this (the model's factor, or the larger one asked for).
 int spatial_multiple(const JobSpec& job) {
   return std::max(job.weights->config.spatial_factor(), job.options.spatial_multiple);
+}
+
+// The padded size of a job's input frames, from its first frame read apart (one frame decoded).
+Result<std::pair<int64_t, int64_t>> padded_frame_size(const JobSpec& job) {
+  media::ReadOptions ro = read_options(job.input);
+  ro.max_frames = 1;
+  SEEDVAE_ASSIGN_OR_RETURN(media::FrameReader reader, media::FrameReader::open(job.input.path, ro));
+  SEEDVAE_ASSIGN_OR_RETURN(const HostTensor first, reader.read(1));
+  if (first.shape().rank() != 5)
+    return corrupt_data("no frame to read in " + job.input.path.string());
+  const media::PadPlan p =
+      media::plan_padding(1, first.shape()[3], first.shape()[4], spatial_multiple(job));
+  return std::make_pair(p.padded_height, p.padded_width);
 }
 
 }  // namespace
@@ -97,6 +114,104 @@ Result<bool> use_prefetch(const RunOptions& o, const JobInput& input, std::strin
   if (reason.empty()) return true;
   if (o.prefetch == "on") return invalid_argument("--prefetch on does not apply: " + reason);
   return false;
+}
+
+// ---- checks before any work -------------------------------------------------------------------
+
+Status check_job_paths(const JobSpec& job) {
+  return check_output_against(job.output, job.kind, job.input,
+                              job.weights ? job.weights->source : std::string(), job.latent_path);
+}
+
+Status check_output_against(const std::filesystem::path& output, JobKind kind,
+                            const JobInput& input, const std::string& weights_source,
+                            const std::filesystem::path& latent_path) {
+  namespace fs = std::filesystem;
+  if (output.empty()) return Status::ok();
+  if (kind == JobKind::kEncode) {
+    std::string ext = output.extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (ext != ".safetensors") {
+      return invalid_argument("an encode writes a latent as a .safetensors file; the output '" +
+                              output.string() + "' has " +
+                              (ext.empty() ? std::string("no extension") : "the extension " + ext));
+    }
+  } else {
+    SEEDVAE_TRY(media::check_clip_destination(output));
+  }
+  std::vector<PathInput> inputs;
+  std::error_code ec;
+  if (kind != JobKind::kDecode && !input.is_sample()) {
+    const fs::path& in = input.path;
+    if (!fs::exists(in, ec) && media::is_frame_pattern(in)) {
+      const fs::path dir = in.parent_path().empty() ? fs::path(".") : in.parent_path();
+      inputs.push_back({dir, "input frame directory", true});
+    } else {
+      inputs.push_back({in, "input", fs::is_directory(in, ec)});
+    }
+  }
+  if (!latent_path.empty()) inputs.push_back({latent_path, "latent", false});
+  if (!weights_source.empty() && fs::is_regular_file(weights_source, ec)) {
+    inputs.push_back({weights_source, "weights", false});
+  }
+  return check_output_path(output, inputs);
+}
+
+Status check_host_memory(const RunOptions& o, const VaeConfig& config, int64_t width,
+                         int64_t height, int64_t frames) {
+  const int64_t have = media::physical_memory_bytes();
+  if (have <= 0 || width <= 0 || height <= 0 || frames <= 0) return Status::ok();
+  constexpr double kGiB = double(int64_t{1} << 30);
+  const media::PadPlan p = media::plan_padding(
+      frames, height, width, std::max(config.spatial_factor(), o.spatial_multiple));
+  // At least one fp32 copy of the padded clip; in doubles, so that no size overflows.
+  const double clip = 3.0 * 4.0 * static_cast<double>(p.padded_frames) *
+                      static_cast<double>(p.padded_height) * static_cast<double>(p.padded_width);
+  double buffers = clip, engine = 0;
+  if (auto pred = predict_memory(o, config, width, height, frames); pred.is_ok()) {
+    buffers = std::max(clip, static_cast<double>(pred->host_bytes));
+    if (o.backend == "cpu") engine = static_cast<double>(pred->engine_bytes);
+  }
+  const double need = buffers + engine;
+  if (need <= static_cast<double>(have)) return Status::ok();
+  auto gib = [&](double bytes) {
+    char t[32];
+    std::snprintf(t, sizeof t, "%.1f GiB", bytes / kGiB);
+    return std::string(t);
+  };
+  return out_of_memory("a " + std::to_string(width) + "x" + std::to_string(height) + " clip of " +
+                       std::to_string(frames) + (frames == 1 ? " frame" : " frames") + " needs " +
+                       gib(need) + " of host memory (frame buffers " + gib(buffers) +
+                       (engine > 0 ? ", the CPU engine " + gib(engine) : std::string()) +
+                       "); this machine has " + gib(static_cast<double>(have)) +
+                       ": choose a smaller size or fewer frames" +
+                       (engine > 0 ? std::string(", or spatial tiling") : std::string()));
+}
+
+Status check_finite_weights(const VaeWeights& weights) {
+  for (const auto& [name, t] : weights.tensors) {
+    // Exponent bits all set: infinite or NaN, in the tensor's own format (no conversion).
+    int64_t bad = -1;
+    const int64_t n = t.numel();
+    if (t.dtype() == DType::kF32) {
+      const auto* v = t.data<uint32_t>();
+      for (int64_t i = 0; i < n && bad < 0; ++i) bad = (v[i] & 0x7f800000u) == 0x7f800000u ? i : -1;
+    } else if (t.dtype() == DType::kF16 || t.dtype() == DType::kBF16) {
+      const uint16_t mask = t.dtype() == DType::kF16 ? 0x7c00 : 0x7f80;
+      const auto* v = t.data<uint16_t>();
+      for (int64_t i = 0; i < n && bad < 0; ++i) bad = (v[i] & mask) == mask ? i : -1;
+    }
+    if (bad >= 0) {
+      const float value = t.to(DType::kF32).f32()[static_cast<size_t>(bad)];
+      return corrupt_data(
+          "the weights " + weights.source + " hold a non-finite value (" +
+          (std::isnan(value) ? std::string("NaN") : std::string(value > 0 ? "+inf" : "-inf")) +
+          ") in tensor " + name + " at element " + std::to_string(bad) +
+          "; every output would be NaN");
+    }
+  }
+  return Status::ok();
 }
 
 // ---- latent files ------------------------------------------------------------------------------
@@ -204,6 +319,7 @@ Status Session::State::ensure_engine(const RunOptions& o,
   }
   if (!model || model_weights != weights) {
     model.reset();
+    SEEDVAE_TRY(check_finite_weights(*weights));
     SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(*backend, *weights));
     model.emplace(std::move(m));
     model_weights = weights;
@@ -211,10 +327,32 @@ Status Session::State::ensure_engine(const RunOptions& o,
   return Status::ok();
 }
 
+namespace {
+
+// What a job checks before it reads, allocates or computes anything: the output path, and the
+// host memory of the sizes known in advance (the sample clip's, a latent's decoded frames).
+Status preflight(const JobSpec& job) {
+  SEEDVAE_TRY(check_job_paths(job));
+  const VaeConfig& cfg = job.weights->config;
+  if (job.kind != JobKind::kDecode && job.input.is_sample()) {
+    const JobInput& in = job.input;
+    return check_host_memory(job.options, cfg, in.sample_width, in.sample_height, in.sample_frames);
+  }
+  if (job.kind == JobKind::kDecode && job.latent && job.latent->shape().rank() == 5) {
+    const Shape& ls = job.latent->shape();
+    return check_host_memory(job.options, cfg, ls[4] * cfg.spatial_factor(),
+                             ls[3] * cfg.spatial_factor(), (ls[2] - 1) * cfg.temporal_factor() + 1);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Status Session::run(const JobSpec& job, const JobCallbacks& cb, JobResult& result) {
   result = JobResult{};
   if (!job.weights) return invalid_argument("the job has no weights");
   SEEDVAE_TRY(validate(job.options));
+  SEEDVAE_TRY(preflight(job));
   Status st;
   try {
     st = s_->run(job, cb, result);
@@ -282,7 +420,7 @@ Status Session::State::read_input(const JobSpec& job, const JobCallbacks& cb, Jo
 
 Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult& r) {
   const auto t0 = Clock::now();
-  const RunOptions& o = job.options;
+  RunOptions o = job.options;  // the automatic schedule may change the memory options
   const VaeWeights& weights = *job.weights;
   const VaeConfig& cfg = weights.config;
   auto phase = [&](std::string_view p) {
@@ -290,18 +428,7 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   };
   if (cb.cancel) SEEDVAE_TRY(cb.cancel->check());
   SEEDVAE_TRY(ensure_engine(o, job.weights));
-  VaeModel& m = *model;
-  r.backend_name = backend->name();
   r.weights_source = weights.source;
-  r.weight_bytes = backend->memory_stats().current_bytes;
-  const StreamOptions stream = stream_options(o);
-  r.async_tiles = stream.async_tiles;
-  if (!r.async_tiles) {
-    r.async_tiles_note =
-        o.async_tiles == "off"
-            ? "off"
-            : "does not apply: " + option_not_applicable(o, *find_option("async_tiles"));
-  }
   const bool encodes = job.kind != JobKind::kDecode;
   const bool decodes = job.kind != JobKind::kEncode;
   auto predict = [&](const media::PadPlan& p) {
@@ -358,6 +485,44 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     r.plan.width = std::clamp<int64_t>(r.plan.width, 1, r.plan.padded_width);
     r.fps = job.latent_fps;
     predict(r.plan);
+  }
+
+  // ---- the automatic schedule: the planner's peak against the backend's device budget ----
+  std::string schedule_note;
+  if (o.backend == "cuda" && o.auto_schedule &&
+      find_option("auto_schedule")->not_applicable(o).empty()) {
+    int64_t h = r.plan.padded_height, w = r.plan.padded_width, t = r.plan.padded_frames;
+    if (encodes && clip) {
+      const Shape& s = clip->padded.shape();
+      t = s[2];
+      h = s[3];
+      w = s[4];
+    } else if (encodes) {
+      // Frames still to come from the prefetch thread: the size from a first frame read apart
+      // (the peak is a chunk's, so the clip's length does not matter).
+      SEEDVAE_ASSIGN_OR_RETURN(std::tie(h, w), padded_frame_size(job));
+      t = 17;
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(
+        ScheduleChoice choice,
+        choose_schedule(o, cfg, encodes, decodes, h, w, t, backend->memory_stats().budget_bytes));
+    if (!choice.note.empty()) {
+      o = choice.options;
+      schedule_note = choice.note;
+      SEEDVAE_TRY(ensure_engine(o, job.weights));  // a new backend when the offload turns on
+      if (r.plan.padded_height > 0) predict(r.plan);
+    }
+  }
+  VaeModel& m = *model;
+  r.backend_name = backend->name();
+  r.weight_bytes = backend->memory_stats().current_bytes;
+  const StreamOptions stream = stream_options(o);
+  r.async_tiles = stream.async_tiles;
+  if (!r.async_tiles) {
+    r.async_tiles_note =
+        o.async_tiles == "off"
+            ? "off"
+            : "does not apply: " + option_not_applicable(o, *find_option("async_tiles"));
   }
 
   // ---- engine hooks: telemetry, and cancel after every block ----
@@ -429,6 +594,9 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
       auto seams = seam_metrics(decoded, r.tiles, nullptr);
       if (seams.is_ok()) r.seams = std::move(*seams);
     }
+  }
+  if (!schedule_note.empty()) {
+    r.plan_note = schedule_note + (r.plan_note.empty() ? "" : "; " + r.plan_note);
   }
   r.peak_bytes = backend->memory_stats().peak_bytes;  // Session::run detaches the hooks
   if (encodes) r.latent = std::move(latent);

@@ -60,6 +60,7 @@ struct JobSpec {
   // Decode: the raw VAE latent [1, C, t, h, w] and how its frames map to the video (the padding
   // to remove; LatentFile reads both from a file).
   std::shared_ptr<const HostTensor> latent;
+  std::filesystem::path latent_path;  // the file it came from, if any (never overwritten)
   media::PadPlan latent_plan;
   double latent_fps = 24;
   // Encode: the latent is the posterior mean, or mean + std * noise from `seed`; `dit_latent`
@@ -160,6 +161,31 @@ Result<HostTensor> encode_clip(VaeModel& model, const VaeWeights& weights, const
 Result<HostTensor> decode_clip(VaeModel& model, const VaeWeights& weights, const HostTensor& latent,
                                const RunOptions& options, const StreamHooks& hooks,
                                TileHooks* tile_hooks, std::string* note);
+
+// ---- checks a job makes before any work, for front ends that write or allocate by themselves --
+
+// The job's output: refused when it is (through links) the input, its frame directory, the
+// latent read or the weights file (kInvalidArgument), when its directory is missing (kNotFound)
+// or refuses new files (kIoError), and when its name is no form the job writes (an encode
+// writes .safetensors; a decode or round trip a video, an image or a PNG directory:
+// media::check_clip_destination). Nothing to check without an output.
+Status check_job_paths(const JobSpec& job);
+// The same checks for an output written apart from a job (the studio saving a reconstruction or
+// a report's video): `input` as the job read it, the weights' source (VaeWeights::source).
+Status check_output_against(const std::filesystem::path& output, JobKind kind,
+                            const JobInput& input, const std::string& weights_source,
+                            const std::filesystem::path& latent_path = {});
+
+// Refuses (kOutOfMemory, with the bytes needed and the machine's memory) a run over `frames`
+// frames of `width` x `height` source pixels whose host buffers (the padded clip and the
+// decoded output, and on the CPU backend the engine's activations, as predict_memory() counts
+// them) exceed the machine's physical memory, before anything is allocated.
+Status check_host_memory(const RunOptions& options, const VaeConfig& config, int64_t width,
+                         int64_t height, int64_t frames);
+
+// Refuses (kCorruptData, naming the first such tensor and element) weights holding NaN or
+// infinite values, which would turn every output into NaN.
+Status check_finite_weights(const VaeWeights& weights);
 
 // Whether frames are read ahead on a prefetch thread (RunOptions::prefetch): `why` says why not.
 // "on" where it does not apply is an error with the reason.

@@ -19,7 +19,7 @@ Result<TileSpec> resolve_tile(const RunOptions& o, const VaeConfig& config, bool
   PlanRequest req = plan_request(o, config, encode, height, width, frames);
   req.spec = spec;
   req.auto_tile = true;
-  req.budget_bytes = static_cast<int64_t>(o.budget_gb * (1 << 30));
+  req.budget_bytes = budget_bytes(o);
   SEEDVAE_ASSIGN_OR_RETURN(TilePlanReport rep, plan(req));
   if (!rep.fits) {
     return out_of_memory("nothing fits the memory budget of " + format_bytes(req.budget_bytes) +
@@ -50,6 +50,10 @@ PlanRequest plan_request(const RunOptions& o, const VaeConfig& config, bool enco
   req.exact_keep_weights = o.exact_keep_weights;
   req.activation_bytes = req.weight_bytes = precision_bytes(o);
   req.backend = o.backend == "cuda" ? BackendMemoryModel::cuda() : BackendMemoryModel::cpu();
+  if (o.backend == "cuda" && o.offload_state) {
+    req.backend.offload_state = true;
+    req.backend.offload_window_bytes = int64_t{o.offload_window_mib} << 20;
+  }
   return req;
 }
 
@@ -97,6 +101,61 @@ Result<MemoryPrediction> predict_memory(const RunOptions& o, const VaeConfig& co
                           (pd.h / sf) * (pd.w / sf) * 4;
   p.host_bytes = planner_host + 2 * source + 2 * padded_clip + moments;
   return p;
+}
+
+Result<ScheduleChoice> choose_schedule(const RunOptions& o, const VaeConfig& config, bool encode,
+                                       bool decode, int64_t height, int64_t width, int64_t frames,
+                                       int64_t budget_bytes) {
+  ScheduleChoice c{o, {}};
+  if (o.backend != "cuda" || !o.auto_schedule || budget_bytes <= 0 ||
+      !find_option("auto_schedule")->not_applicable(o).empty()) {
+    return c;
+  }
+  // Kernels the libraries load on first use come on top of the planner's peak (its fixed part
+  // is the context and handles); the CUDA backend keeps the same allowance out of its reserve.
+  // Under a reserve cap the caching allocator also needs room beyond the live bytes (it does not
+  // split blocks): a tenth of the planned activations and weights. Measured on an H100: the lean
+  // 512x512 decode planned at 2.24 GiB failed under a 2.49 GiB budget, the 1080p (10.36 GiB) and
+  // 720p (5.16 GiB) ones completed under 11.99 and 7.49 GiB.
+  constexpr int64_t kLibraryAllowance = int64_t{256} << 20;
+  auto peak = [&](const RunOptions& r) -> Result<int64_t> {
+    int64_t p = 0;
+    for (const bool enc : {true, false}) {
+      if ((enc && !encode) || (!enc && !decode)) continue;
+      PlanRequest req = plan_request(r, config, enc, height, width, frames);
+      // State prefetched ahead of use is dropped when an allocation finds no room: what must fit
+      // is the rest.
+      if (req.backend.offload_state) req.backend.offload_window_bytes = -1;
+      SEEDVAE_ASSIGN_OR_RETURN(const PlanEstimate e, estimate(req, req.spec, req.chunk_latents));
+      const int64_t engine = e.peak_bytes - req.backend.fixed_bytes;
+      p = std::max(p, e.peak_bytes + engine / 10);
+    }
+    return p + kLibraryAllowance;
+  };
+  SEEDVAE_ASSIGN_OR_RETURN(const int64_t as_given, peak(o));
+  if (as_given <= budget_bytes) return c;
+  const std::string over = "the planned peak of " + format_bytes(as_given) +
+                           " exceeds the device budget of " + format_bytes(budget_bytes);
+  RunOptions lean = o;
+  lean.offload_state = lean.lone_head = lean.lean_convs = true;
+  SEEDVAE_ASSIGN_OR_RETURN(const int64_t lean_peak, peak(lean));
+  if (lean_peak <= budget_bytes) {
+    c.options = lean;
+    c.note = over +
+             ": offloading the causal state with a lone head and lean convolutions "
+             "(the same output; planned peak " +
+             format_bytes(lean_peak) + ")";
+    return c;
+  }
+  RunOptions exact = o;
+  exact.tiling = "exact";
+  // The tile is the planner's largest within the budget less the same allowance and margin.
+  exact.budget_gb = static_cast<double>(budget_bytes - kLibraryAllowance) / 1.1 /
+                    static_cast<double>(int64_t{1} << 30);
+  c.options = exact;
+  c.note = over + ", and the offloaded lean schedule's " + format_bytes(lean_peak) +
+           " too: exact tiling with the largest tile that fits (the same output, slower)";
+  return c;
 }
 
 Result<BudgetFit> fit_to_budget(const RunOptions& o, const VaeConfig& config, int64_t width,

@@ -41,6 +41,20 @@ Result<TileSpec> resolve_tile(const RunOptions& options, const VaeConfig& config
 Result<MemoryPrediction> predict_memory(const RunOptions& options, const VaeConfig& config,
                                         int64_t width, int64_t height, int64_t frames);
 
+// The automatic schedule of a CUDA run (RunOptions::auto_schedule; it applies when the run is
+// untiled and no memory switch is set): the options as given when the planner's peak (context
+// included) of every op the job runs fits `budget_bytes`, the backend's device-level budget;
+// else the causal-state offload with a lone head and lean convolutions (the same output) when
+// that fits; else exact tiling with the planner's largest tile (the same output, much slower).
+// `note` says what was chosen and why (empty when nothing changed).
+struct ScheduleChoice {
+  RunOptions options;
+  std::string note;
+};
+Result<ScheduleChoice> choose_schedule(const RunOptions& options, const VaeConfig& config,
+                                       bool encode, bool decode, int64_t height, int64_t width,
+                                       int64_t frames, int64_t budget_bytes);
+
 // The planner's largest tile and temporal chunk (at most the options' chunk, or 4 for a whole-clip
 // chunk) whose predicted peak fits `budget_bytes`; an untiled setting is fitted with exact tiling,
 // which gives the untiled result. The decoder (the larger) picks; the encoder is checked with

@@ -93,6 +93,15 @@ std::string prefetch_rule(const RunOptions& o) {
   return "";
 }
 
+std::string auto_schedule_rule(const RunOptions& o) {
+  if (o.tiling != "off") return "tiling picks its own tile within the budget";
+  if (o.offload_state || o.lean_convs || o.lone_head || o.hires_chunk_frames > 0) {
+    return "the memory options (offload, lone head, lean convolutions, chunked upsampling) were "
+           "set by hand";
+  }
+  return "";
+}
+
 const std::vector<OptionSpec>& table() {
   static const std::vector<OptionSpec> t = [] {
     std::vector<OptionSpec> v;
@@ -360,13 +369,30 @@ const std::vector<OptionSpec>& table() {
          .label = "Memory budget (GiB)",
          .group = OptionGroup::kMemory,
          .kind = OptionKind::kReal,
-         .help = "The most memory the run may use. With tiling and no tile size, the planner picks "
-                 "the largest tile that fits; the studio checks its prediction against the smaller "
-                 "of this budget and the device's free memory. 0: none.",
+         .help = "The most device memory the run may take. On CUDA this bounds everything the "
+                 "engine takes from the card (context, library handles, weights, activations, "
+                 "causal state, workspaces and the allocator's cache), and the allocator "
+                 "enforces it; 0: the card's free memory minus 0.5 GiB. With tiling and no tile "
+                 "size, the planner picks the largest tile that fits; the studio checks its "
+                 "prediction against the smaller of this budget and the device's free memory.",
          .member = &RunOptions::budget_gb,
          .minimum = 0,
          .maximum = 1 << 20,
-         .special_text = "none"});
+         .special_text = "free memory"});
+    add({.key = "auto_schedule",
+         .flag = "--auto-schedule",
+         .negative_flag = "--no-auto-schedule",
+         .label = "Fit the schedule to the budget",
+         .group = OptionGroup::kMemory,
+         .kind = OptionKind::kBool,
+         .help = "Before an untiled CUDA run, the planner predicts its peak; when it exceeds the "
+                 "budget, the run offloads its causal state with a lone head and lean "
+                 "convolutions (the same output, slower), and when that does not fit either, it "
+                 "runs exact tiling with the largest tile that fits (the same output, much "
+                 "slower). The run's report says what was chosen and why. Off: run as set.",
+         .member = &RunOptions::auto_schedule,
+         .backends = kCudaBackend,
+         .not_applicable = auto_schedule_rule});
     // ---- input ----
     add({.key = "prefetch",
          .flag = "--prefetch",
@@ -474,6 +500,9 @@ Status set_option(RunOptions& o, const OptionSpec& spec, const OptionValue& valu
           }
           if (*v < spec.minimum || *v > spec.maximum) return out_of_range(std::to_string(*v));
         } else if constexpr (std::is_same_v<M, double>) {
+          if (!std::isfinite(*v)) {
+            return invalid_argument(name + ": " + number_text(*v) + " is not a finite number");
+          }
           if (!(*v >= spec.minimum && *v <= spec.maximum)) return out_of_range(number_text(*v));
         } else if constexpr (std::is_same_v<M, PixelSize>) {
           for (int64_t c : {v->width, v->height}) {
@@ -506,11 +535,42 @@ std::string option_not_applicable(const RunOptions& o, const OptionSpec& spec) {
   return spec.not_applicable ? spec.not_applicable(o) : std::string();
 }
 
+int64_t budget_bytes(const RunOptions& o) {
+  return o.budget_gb > 0 ? static_cast<int64_t>(o.budget_gb * static_cast<double>(int64_t{1} << 30))
+                         : 0;
+}
+
+namespace {
+
+// Tile and overlap sizes the table's ranges alone do not refuse.
+Status validate_tile_sizes(const RunOptions& o) {
+  const PixelSize& t = o.tile;
+  if ((t.width == 0) != (t.height == 0)) {
+    return invalid_argument("--tile " + t.to_string() +
+                            ": give both sides (at least 8x8), or 0x0 for the automatic tile");
+  }
+  if (t.width != 0 && (t.width < 8 || t.height < 8)) {
+    return invalid_argument("--tile " + t.to_string() +
+                            " is smaller than one latent pixel (8x8); give at least 8x8, or 0x0 "
+                            "for the automatic tile");
+  }
+  if (o.tiling == "blend" && t.width != 0 &&
+      (o.overlap.width >= t.width || o.overlap.height >= t.height)) {
+    return invalid_argument("--overlap " + o.overlap.to_string() + " must be smaller than --tile " +
+                            t.to_string() +
+                            " on both sides: blended tiles overlap by less than their size");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Status validate(const RunOptions& o) {
   for (const OptionSpec& s : table()) {
     RunOptions copy;
     SEEDVAE_TRY(set_option(copy, s, option_value(o, s)));
   }
+  SEEDVAE_TRY(validate_tile_sizes(o));
   if (o.lean_convs && o.cuda_graphs) {
     return invalid_argument(
         "--lean-convs and --cuda-graphs do not combine: recorded chunks update "

@@ -53,7 +53,11 @@ struct RunOptions : CudaSwitches {
   std::string tile_layout = "reference";  // reference | uniform
   bool exact_keep_weights = false;
   // ---- memory ----
-  double budget_gb = 0;  // 0: no budget
+  double budget_gb = 0;  // device budget, GiB; 0: the device's free memory minus a margin
+  // CUDA, untiled, no memory switch set: a run whose planned peak exceeds the budget switches to
+  // the state offload with a lone head and lean convolutions, else to exact tiling
+  // (choose_schedule, core/pipeline/prediction.h).
+  bool auto_schedule = true;
   // ---- input ----
   std::string prefetch = "auto";        // auto | on | off
   std::string temporal_pad = "mirror";  // mirror | repeat-last
@@ -117,6 +121,9 @@ std::string format_option_value(const OptionValue& value);
 bool option_is_default(const RunOptions& o, const OptionSpec& spec);
 // Why `spec` does not apply to `o`: another backend, or its not_applicable rule. Empty: applies.
 std::string option_not_applicable(const RunOptions& o, const OptionSpec& spec);
+
+// The device-level budget in bytes (RunOptions::budget_gb; 0 when none was given).
+int64_t budget_bytes(const RunOptions& options);
 
 // Refuses combinations that cannot run (with the reason and the flags to change): lean
 // convolutions with CUDA graphs; chunked upsampling, a lone head or lean convolutions with exact

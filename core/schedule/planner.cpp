@@ -51,7 +51,7 @@ struct StreamResult {
   std::string peak_at;
   double flops = 0;
   int64_t memory_bytes = 0;  // causal state at the end
-  int64_t host_peak = 0;     // exact tiling: the host's whole-frame tensors
+  int64_t host_peak = 0;     // exact tiling: the host's whole-frame tensors; else offloaded state
   int64_t tiles = 1;         // exact tiling: tiles of the output layer
 };
 
@@ -154,6 +154,7 @@ Result<StreamResult> simulate_stream(const PlanRequest& r, int64_t lat_h, int64_
   out.peak = device.memory_stats().peak_bytes;
   out.weight_peak = device.weight_peak_bytes();
   out.peak_at = tracker.at();
+  out.host_peak = device.offloaded_peak_bytes();
   return out;
 }
 
@@ -264,7 +265,7 @@ Result<PlanEstimate> estimate(const PlanRequest& r, const TileSpec& tile, int ch
     e.peak_at = whole.peak_at;
     e.flops = whole.flops;
     e.relative_time = 1.0;
-    e.host_bytes = 0;
+    e.host_bytes = whole.host_peak;  // the offloaded causal state (pinned)
   } else if (r.mode == TilingMode::kBlend) {
     SEEDVAE_ASSIGN_OR_RETURN(TilePlan plan, make_tile_plan(lat_h, lat_w, tile, r.layout, sf));
     e.tiles = static_cast<int64_t>(plan.tiles.size());

@@ -194,6 +194,7 @@ Status CudaBackend::conv_cudnn(const ConvProblem& p, const void* x, const void* 
   }
   Status st = conv_->run(q, xw, ww, yw, what);
   if (st.code() == StatusCode::kUnsupported) {
+    const std::string channels_last_error = st.message();
     // NCDHW detour: transpose input and weight, convolve, transpose the output back.
     BlockPtr xt, wt, yt;
     SEEDVAE_ASSIGN_OR_RETURN(xt, alloc_->allocate(in_pix * q.cin * es, what + " NCDHW input"));
@@ -205,7 +206,11 @@ Status CudaBackend::conv_cudnn(const ConvProblem& p, const void* x, const void* 
     ConvProblem r = q;
     r.layout = Layout::kNCDHW;
     st = conv_->run(r, xt->ptr, wt->ptr, yt->ptr, what + " (NCDHW detour)");
-    if (st.is_ok()) launch_transpose(et, yt->ptr, et, yw, 1, q.cout, out_pix, true, stream_);
+    if (st.is_ok()) {
+      launch_transpose(et, yt->ptr, et, yw, 1, q.cout, out_pix, true, stream_);
+    } else if (st.code() == StatusCode::kUnsupported) {
+      st = unsupported(channels_last_error + "; " + st.message());
+    }
   }
   SEEDVAE_TRY(st);
   if (ypad) launch_pad_channels(et, ypad->ptr, q.cout, y, p.cout, out_pix, stream_);

@@ -42,6 +42,7 @@
 #include "gpu/cublas/gemm.h"
 #include "gpu/cuda_backend.h"
 #include "gpu/cudnn/conv3d_cudnn.h"
+#include "gpu/device_memory.h"
 #include "gpu/kernels/kernel_args.h"
 
 namespace seedvae::gpu::detail {
@@ -201,6 +202,9 @@ class CudaBackend final : public Backend {
   DType activation_dtype() const override { return act_; }
 
   CudaBackendReport report() const;
+  // Measures what context and handles took and caps the allocator's reserve so the backend stays
+  // within CudaOptions::budget_bytes (an out-of-memory error when the budget leaves no room).
+  Status apply_budget();
 
   // ---- memory (memory.cpp) -----------------------------------------------------------------
   Result<Tensor> upload(const HostTensor& host) override;
@@ -241,6 +245,8 @@ class CudaBackend final : public Backend {
   Status synchronize() override;
   MemoryStats memory_stats() const override;
   void reset_peak() override { alloc_->reset_peak(); }
+  std::function<int64_t()> device_memory_probe() const override;
+  void release_cached_memory() override { alloc_->release_cached(); }
   int64_t begin_device_span() override;
   double end_device_span(int64_t span) override;
 
@@ -323,6 +329,12 @@ class CudaBackend final : public Backend {
   int sms_ = 108, cc_ = 80, smem_optin_ = 48 * 1024;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<DeviceAllocator> alloc_;
+  // Device level (CudaOptions::budget_bytes): the NVML probe of this card (null without NVML),
+  // the card's use before the context existed, what context and handles took, the budget and
+  // the reserve cap derived from it.
+  std::shared_ptr<DeviceMemoryProbe> probe_;
+  std::string probe_note_;
+  int64_t baseline_bytes_ = -1, fixed_bytes_ = -1, budget_bytes_ = 0, reserve_limit_ = 0;
   std::unique_ptr<Gemm> gemm_;
   std::unique_ptr<Conv3dCudnn> conv_;
   DType act_ = DType::kF32;

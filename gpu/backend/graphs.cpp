@@ -103,6 +103,11 @@ MemoryStats CudaBackend::memory_stats() const {
   const AllocatorStats a = alloc_->stats();
   m.current_bytes = a.live_bytes;
   m.peak_bytes = a.peak_live_bytes;
+  m.reserved_bytes = a.reserved_bytes;
+  m.peak_reserved_bytes = a.peak_reserved_bytes;
+  m.device_baseline_bytes = baseline_bytes_;
+  m.fixed_bytes = fixed_bytes_;
+  m.budget_bytes = budget_bytes_;
   size_t free_b = 0, total_b = 0;
   if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
     m.device_used_bytes = static_cast<int64_t>(total_b - free_b);

@@ -128,8 +128,9 @@ Status Conv3dCudnn::run(const ConvProblem& p, const void* x, const void* w, void
   const int64_t per_out = lim / std::max<int64_t>(1, p.cout * ohw);
   const int64_t per = std::min({to, per_in, per_out});
   if (per < 1) {
+    if (p.layout == Layout::kNDHWC) return run_bands(p, x, w, y, what);
     return unsupported(what + ": a single output frame of this convolution exceeds cuDNN's " +
-                       "32-bit indexing; use spatial tiles");
+                       "32-bit indexing in the NCDHW layout; use channels-last or spatial tiles");
   }
   const auto* xb = static_cast<const char*>(x);
   auto* yb = static_cast<char*>(y);
@@ -172,6 +173,67 @@ Status Conv3dCudnn::run(const ConvProblem& p, const void* x, const void* w, void
                                        tp * ohw * es, p.cout, cudaMemcpyDeviceToDevice, stream_),
                      what + " scatter");
   }
+  return Status::ok();
+}
+
+Status Conv3dCudnn::run_bands(const ConvProblem& p, const void* x, const void* w, void* y,
+                              const std::string& what) {
+  // One output frame at a time, in bands of output rows. A band's input window (kt frames of the
+  // band's rows plus the kernel's halo) is gathered into scratch with the rows outside the frame
+  // zeroed -- the convolution's own zero padding in H -- and convolved without H padding; in
+  // NDHWC the band's output rows of one frame are contiguous, so cuDNN writes them in place.
+  const int64_t to = p.out_t(), ho = p.out_h(), wo = p.out_w(), es = elem_size(p.type);
+  const int64_t in_row = p.w * p.cin, out_row = wo * p.cout;  // elements per row
+  // Scratch of at most 128 Mi elements, and every piece within 32-bit indexing.
+  const int64_t lim = std::min<int64_t>(options_.max_elements, int64_t{128} << 20);
+  const int64_t fit_rows = lim / (p.kt * in_row);  // input rows of kt frames within the limit
+  const int64_t by_in = fit_rows < p.kh ? 0 : (fit_rows - p.kh) / p.sh + 1;
+  const int64_t by_out = lim / out_row;
+  const int64_t band = std::min({ho, by_in, by_out});
+  if (band < 1) {
+    return unsupported(what + ": one output row of this convolution exceeds cuDNN's 32-bit " +
+                       "indexing; use spatial tiles");
+  }
+  const int64_t rows_max = (band - 1) * p.sh + p.kh;
+  SEEDVAE_ASSIGN_OR_RETURN(
+      BlockPtr xs,
+      alloc_->allocate(static_cast<size_t>(p.kt * rows_max * in_row * es), what + " input band"));
+  const auto* xb = static_cast<const char*>(x);
+  auto* yb = static_cast<char*>(y);
+  const int64_t frame_in = p.h * in_row * es;
+  for (int64_t o = 0; o < to; ++o) {
+    for (int64_t r0 = 0; r0 < ho; r0 += band) {
+      const int64_t r1 = std::min(ho, r0 + band);
+      const int64_t rows = (r1 - r0 - 1) * p.sh + p.kh;  // window rows
+      const int64_t y0 = r0 * p.sh - p.ph;               // first window row in the frame
+      const int64_t a = std::max<int64_t>(0, -y0), b = std::min(rows, p.h - y0);  // inside
+      const int64_t pitch = rows * in_row * es;
+      char* dst = static_cast<char*>(xs->ptr);
+      if (a > 0) {
+        SEEDVAE_CUDA_TRY(cudaMemset2DAsync(dst, pitch, 0, a * in_row * es, p.kt, stream_),
+                         what + " band pad");
+      }
+      if (b < rows) {
+        SEEDVAE_CUDA_TRY(cudaMemset2DAsync(dst + std::max(a, b) * in_row * es, pitch, 0,
+                                           (rows - std::max(a, b)) * in_row * es, p.kt, stream_),
+                         what + " band pad");
+      }
+      // One copy per frame: a 4K frame's pitch exceeds what cudaMemcpy2D accepts (2^31 bytes).
+      for (int64_t f = 0; f < p.kt && b > a; ++f) {
+        SEEDVAE_CUDA_TRY(cudaMemcpyAsync(dst + f * pitch + a * in_row * es,
+                                         xb + (o * p.st + f) * frame_in + (y0 + a) * in_row * es,
+                                         static_cast<size_t>((b - a) * in_row * es),
+                                         cudaMemcpyDeviceToDevice, stream_),
+                         what + " band gather");
+      }
+      ConvProblem q = p;
+      q.t = p.kt;
+      q.h = rows;
+      q.ph = 0;
+      SEEDVAE_TRY(run_piece(q, p.kt, 0, 0, dst, w, yb + (o * ho + r0) * out_row * es, what));
+    }
+  }
+  ++stats_.band_splits;
   return Status::ok();
 }
 

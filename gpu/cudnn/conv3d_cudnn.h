@@ -9,7 +9,8 @@
 // cuDNN indexes tensors with 32-bit integers, so large problems are split along output frames
 // into pieces whose input and output each hold < 2^31 elements; NDHWC pieces are contiguous, NCDHW
 // pieces are strided views (or, when even the full-tensor strides overflow, copied to compact
-// scratch and back).
+// scratch and back). When one output frame is still too large (a 256-channel frame at 4K with
+// its two causal frames), NDHWC convolutions run frame by frame in bands of rows (run_bands).
 #pragma once
 
 #include <cstdint>
@@ -50,9 +51,10 @@ struct ConvOptions {
 };
 
 struct ConvAlgoStats {
-  int64_t searched = 0;   // problems autotuned in this process
-  int64_t heuristic = 0;  // problems chosen by heuristic
-  int64_t loaded = 0;     // entries read from the persisted cache
+  int64_t searched = 0;     // problems autotuned in this process
+  int64_t heuristic = 0;    // problems chosen by heuristic
+  int64_t loaded = 0;       // entries read from the persisted cache
+  int64_t band_splits = 0;  // convolutions run in row bands (a frame beyond 32-bit indexing)
 };
 
 class Conv3dCudnn {
@@ -80,6 +82,10 @@ class Conv3dCudnn {
     int64_t workspace = 0;
   };
   struct Descs;
+  // A convolution one output frame of which exceeds 32-bit indexing (NDHWC): output frames one
+  // at a time, each in bands of rows gathered into scratch with their halo.
+  Status run_bands(const ConvProblem& p, const void* x, const void* w, void* y,
+                   const std::string& what);
   Status run_piece(const ConvProblem& p, int64_t t_in, int64_t x_cstride, int64_t y_cstride,
                    const void* x, const void* w, void* y, const std::string& what);
   void load_cache();

@@ -102,12 +102,15 @@ Result<RunOptions> run_options_from(const Args& a) {
 // Refuses a flag that is neither a run option nor one of the driver's own, so that a misspelt
 // switch never measures another configuration than the one asked for.
 Status check_flags(const Args& a) {
-  static const std::set<std::string> own{"--census",      "--config",      "--frames",
-                                         "--gemm-tflops", "--json",        "--memory-limit-mib",
-                                         "--no-decode",   "--no-encode",   "--no-intermediates",
-                                         "--only",        "--ref-latents", "--reference",
-                                         "--repeats",     "--size",        "--stage-device-runs",
-                                         "--tolerance",   "--warmup"};
+  static const std::set<std::string> own{"--census",         "--config",
+                                         "--frames",         "--gemm-tflops",
+                                         "--json",           "--memory-limit-mib",
+                                         "--leave-free-gib", "--no-decode",
+                                         "--no-encode",      "--no-intermediates",
+                                         "--only",           "--ref-latents",
+                                         "--reference",      "--repeats",
+                                         "--size",           "--stage-device-runs",
+                                         "--tolerance",      "--warmup"};
   for (const std::string& arg : a.v) {
     if (arg.rfind("--", 0) != 0 || own.count(arg)) continue;
     bool known = false;
@@ -132,6 +135,7 @@ Result<CudaOptions> cuda_options_from(const RunOptions& r, const Args& a) {
   o.precision = *p;
   o.memory_census = a.flag("--census");
   o.memory_limit_mib = a.geti("--memory-limit-mib", 0);
+  o.budget_bytes = budget_bytes(r);
   return o;
 }
 
@@ -377,6 +381,17 @@ int cmd_bench(const Args& a) {
   const VaeWeights w = load_weights_for(a);
   auto b = gpu::create_cuda_backend(*o);
   if (!b) return fail(b.status());
+  // The automatic schedule, as a job chooses it; a new backend when the offload turns on.
+  auto remake = choose_bench_schedule(bo, w.config, **b);
+  if (!remake) return fail(remake.status());
+  if (!bo.schedule_note.empty()) std::printf("plan: %s\n", bo.schedule_note.c_str());
+  if (*remake) {
+    b->reset();
+    o = cuda_options_from(bo.run, a);
+    if (!o) return fail(o.status());
+    b = gpu::create_cuda_backend(*o);
+    if (!b) return fail(b.status());
+  }
   std::printf("bench: %s, %dx%dx%d, chunk %d\n", (*b)->name().c_str(), bo.width, bo.height,
               bo.frames, bo.run.chunk_latents);
   auto r = run_bench(**b, w, bo);
@@ -387,6 +402,7 @@ int cmd_bench(const Args& a) {
   if (!sd) return fail(sd.status());
   const double gemm = std::stod(a.get("--gemm-tflops", "0"));
   Json j{{"backend", r->backend},
+         {"schedule", bo.schedule_note.empty() ? "as set" : bo.schedule_note},
          {"width", bo.width},
          {"height", bo.height},
          {"frames", bo.frames},
@@ -399,20 +415,30 @@ int cmd_bench(const Args& a) {
          {"stage_device_runs", stage_runs},
          {"report", rep}};
   for (const auto& op : r->ops) {
-    std::printf("%s %dx%d: %.1f ms (%.2f ms/frame), %.1f TFLOP, %.0f TFLOP/s%s, peak %.2f GiB\n",
-                op.op.c_str(), bo.width, bo.height, op.total_ms, op.ms_per_frame, op.tflop,
-                op.tflops_per_s,
-                gemm > 0 ? (" (" + std::to_string(int(100 * op.tflops_per_s / gemm)) +
-                            "% of measured bf16 GEMM)")
-                               .c_str()
-                         : "",
-                op.peak_bytes / 1073741824.0);
+    auto gib = [](int64_t bytes) { return static_cast<double>(bytes) / 1073741824.0; };
+    std::printf(
+        "%s %dx%d: %.1f ms (%.2f ms/frame), %.1f TFLOP, %.0f TFLOP/s%s, peak %.2f GiB live, "
+        "%.2f GiB reserved, %.2f GiB device (fixed %.2f GiB, budget %.2f GiB), host %.2f GiB\n",
+        op.op.c_str(), bo.width, bo.height, op.total_ms, op.ms_per_frame, op.tflop, op.tflops_per_s,
+        gemm > 0 ? (" (" + std::to_string(int(100 * op.tflops_per_s / gemm)) +
+                    "% of measured bf16 GEMM)")
+                       .c_str()
+                 : "",
+        gib(op.peak_bytes), gib(op.reserved_peak_bytes), gib(op.device_peak_bytes),
+        gib(op.fixed_bytes), gib(op.budget_bytes), gib(op.host_peak_bytes));
     j["ops"].push_back({{"op", op.op},
                         {"total_ms", op.total_ms},
                         {"ms_per_frame", op.ms_per_frame},
                         {"tflop", op.tflop},
                         {"tflops_per_s", op.tflops_per_s},
-                        {"peak_gib", op.peak_bytes / 1073741824.0},
+                        {"peak_gib", gib(op.peak_bytes)},
+                        {"reserved_peak_gib", gib(op.reserved_peak_bytes)},
+                        {"device_peak_gib", gib(op.device_peak_bytes)},
+                        {"fixed_gib", gib(op.fixed_bytes)},
+                        {"budget_gib", gib(op.budget_bytes)},
+                        {"host_peak_gib", gib(op.host_peak_bytes)},
+                        {"tiling", op.tiling},
+                        {"plan", op.plan_note},
                         {"runs_ms", op.runs_ms}});
   }
   if (!sd->empty()) {
@@ -670,11 +696,29 @@ int cmd_ablate(const Args& a) {
   return 0;
 }
 
+// `hold --leave-free-gib N`: another application on the card. Allocates until only N GiB are
+// free, prints "holding", and keeps the memory until its standard input closes or it is killed,
+// so a benchmark started meanwhile sees a small card (docs/benchmarks.md, scripts/gpu-run.sh).
+int cmd_hold(const Args& a) {
+  const double gib = std::stod(a.get("--leave-free-gib", "8"));
+  auto held =
+      gpu::hold_device_memory(a.geti("--device", 0), static_cast<int64_t>(gib * 1073741824.0));
+  if (!held) return fail(held.status());
+  const auto devices = gpu::list_devices();
+  const int64_t free_now = devices.empty() ? -1 : devices.front().free_bytes;
+  std::printf("holding: %.2f GiB free\n", static_cast<double>(free_now) / 1073741824.0);
+  std::fflush(stdout);
+  char c = 0;
+  while (std::fread(&c, 1, 1, stdin) == 1) {
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: seedvae_gpu_bench rates|verify|bench|ablate [options]\n");
+    std::fprintf(stderr, "usage: seedvae_gpu_bench rates|verify|bench|ablate|hold [options]\n");
     return 64;
   }
   Args a;
@@ -690,6 +734,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   if (cmd == "rates") return cmd_rates(a);
+  if (cmd == "hold") return cmd_hold(a);
   if (cmd == "verify") return cmd_verify(a);
   if (cmd == "bench") return cmd_bench(a);
   if (cmd == "ablate") return cmd_ablate(a);

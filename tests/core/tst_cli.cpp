@@ -8,8 +8,14 @@
 #include <QtTest>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <utility>
+#ifdef Q_OS_UNIX
+#include <unistd.h>
+#endif
 
 #include "core/pipeline/run_options.h"
 #include "tests/support/golden.h"
@@ -407,6 +413,243 @@ class tst_Cli : public QObject {
     Run exact_auto =
         run({"encode", path("aseq"), "-o", path("x.safetensors"), "--tiling", "exact", "-q"});
     QCOMPARE(exact_auto.code, 0);
+  }
+
+  // An output that resolves to an input, the weights or the latent read (by name, symbolic link
+  // or hard link) is refused before any work, and the file is left as it was.
+  void outputNeverOverwritesAnInput() {
+    const fs::path d = tmp_ / "same";
+    fs::create_directories(d);
+    auto p = [&](const char* n) { return QString::fromStdString((d / n).string()); };
+    QCOMPARE(run({"roundtrip", "--sample-clip", "--synthetic", "tiny", "--size", "32x32",
+                  "--frames", "5", "-o", p("v.mp4"), "-q"})
+                 .code,
+             0);
+    QCOMPARE(run({"make-weights", "--synthetic", "tiny", "-o", p("w.safetensors")}).code, 0);
+    fs::create_symlink("v.mp4", d / "link.mp4");
+    fs::create_hard_link(d / "v.mp4", d / "hard.mp4");
+    const std::string video = read_bytes(d / "v.mp4"), weights = read_bytes(d / "w.safetensors");
+    auto refused = [&](const QStringList& args) {
+      const Run r = run(args);
+      QVERIFY2(r.code == 3, qPrintable(QString::number(r.code) + r.err));
+      QVERIFY2(r.err.contains("same file"), qPrintable(r.err));
+      QVERIFY2(!r.err.contains("encode "), qPrintable(r.err));  // no progress: nothing ran
+    };
+    refused({"roundtrip", "--synthetic", "tiny", p("v.mp4"), "-o", p("v.mp4")});
+    refused({"roundtrip", "--synthetic", "tiny", p("v.mp4"), "-o", p("link.mp4")});
+    refused({"roundtrip", "--synthetic", "tiny", p("link.mp4"), "-o", p("hard.mp4")});
+    refused({"encode", "--weights", p("w.safetensors"), p("v.mp4"), "-o", p("w.safetensors")});
+    QCOMPARE(read_bytes(d / "v.mp4"), video);
+    QCOMPARE(read_bytes(d / "w.safetensors"), weights);
+    // The latent a decode reads, behind a link with a video name.
+    QCOMPARE(
+        run({"encode", "--synthetic", "tiny", p("v.mp4"), "-o", p("lat.safetensors"), "-q"}).code,
+        0);
+    fs::create_symlink("lat.safetensors", d / "lat.mp4");
+    refused({"decode", "--synthetic", "tiny", p("lat.safetensors"), "-o", p("lat.mp4")});
+    QVERIFY(fs::file_size(d / "lat.safetensors") > 0);
+    // A PNG sequence written over the directory it is read from.
+    QCOMPARE(run({"roundtrip", "--synthetic", "tiny", p("v.mp4"), "-o", p("seq/"), "-q"}).code, 0);
+    const Run seq = run({"roundtrip", "--synthetic", "tiny", p("seq"), "-o", p("seq/")});
+    QCOMPARE(seq.code, 3);
+    QVERIFY(no_temporaries(d));
+  }
+
+  // The output's directory and name are checked before the run: a missing or read-only directory
+  // and an unknown extension fail at once, naming the path, with no progress printed.
+  void outputPathsCheckedBeforeTheRun() {
+    const QStringList rt{"roundtrip", "--sample-clip", "--synthetic", "tiny",
+                         "--size",    "32x32",         "--frames",    "5"};
+    const Run missing = run(rt + QStringList{"-o", path("no_such_dir/out.mp4")});
+    QCOMPARE(missing.code, 3);
+    QVERIFY2(missing.err.contains("no such directory") && missing.err.contains("no_such_dir"),
+             qPrintable(missing.err));
+    QVERIFY2(!missing.err.contains("encode "), qPrintable(missing.err));
+    const Run xyz = run(rt + QStringList{"-o", path("out.xyz")});
+    QCOMPARE(xyz.code, 3);
+    QVERIFY2(xyz.err.contains(".xyz") && xyz.err.contains(".mp4") && xyz.err.contains(".mkv"),
+             qPrintable(xyz.err));
+    QVERIFY(!fs::exists(tmp_ / "out.xyz"));
+    const Run latent = run({"encode", "--sample-clip", "--synthetic", "tiny", "-o", path("l.mp4")});
+    QCOMPARE(latent.code, 3);
+    QVERIFY2(latent.err.contains(".safetensors"), qPrintable(latent.err));
+#ifdef Q_OS_UNIX
+    // A directory that refuses files: a read-only mount (root ignores permission bits), or
+    // permissions elsewhere.
+    const fs::path ro = tmp_ / "readonly";
+    fs::create_directories(ro);
+    const bool root = ::geteuid() == 0;
+    if (root) {
+      if (std::system(("mount -t tmpfs -o ro,size=64k tmpfs " + ro.string()).c_str()) != 0) {
+        QSKIP("cannot mount a read-only tmpfs here");
+      }
+    } else {
+      fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec);
+    }
+    const Run denied = run(rt + QStringList{"-o", QString::fromStdString((ro / "o.mp4").string())});
+    if (root) {
+      QVERIFY(std::system(("umount " + ro.string()).c_str()) == 0);
+    } else {
+      fs::permissions(ro, fs::perms::owner_all);
+    }
+    QCOMPARE(denied.code, 7);
+    QVERIFY2(denied.err.contains("readonly") && (denied.err.contains("Read-only file system") ||
+                                                 denied.err.contains("Permission denied")),
+             qPrintable(denied.err));
+    QVERIFY2(!denied.err.contains("encode "), qPrintable(denied.err));
+#endif
+  }
+
+  // A full disk (a 100 KiB tmpfs): every writer fails with the I/O exit code, naming the path and
+  // the lack of space; an existing output stays as it was and no temporary is left.
+  void fullDiskKeepsTheOldFile() {
+#ifdef Q_OS_LINUX
+    if (::geteuid() != 0) QSKIP("mounting a small tmpfs needs root (CI runs as root)");
+    const fs::path full = tmp_ / "full";
+    fs::create_directories(full);
+    if (std::system(("mount -t tmpfs -o size=100k tmpfs " + full.string()).c_str()) != 0) {
+      QSKIP("cannot mount a tmpfs here");
+    }
+    write_bytes(full / "out.mp4", "previous output");
+    auto out = [&](const char* n) { return QString::fromStdString((full / n).string()); };
+    const QStringList rt{"roundtrip", "--sample-clip", "--synthetic", "tiny",
+                         "--size",    "256x256",       "--frames",    "9"};
+    const Run mp4 = run(rt + QStringList{"-o", out("out.mp4"), "-q"});
+    const Run png = run(rt + QStringList{"-o", out("seq/"), "-q"});
+    const Run one = run({"roundtrip", "--sample-clip", "--synthetic", "tiny", "--size", "256x256",
+                         "--frames", "1", "-o", out("one.png"), "-q"});
+    const Run lat = run({"encode", "--sample-clip", "--synthetic", "tiny", "--size", "256x256",
+                         "--frames", "9", "-o", out("lat.safetensors"), "-q"});
+    const std::string kept = read_bytes(full / "out.mp4");
+    const bool clean = no_temporaries(full);
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(full)) names.insert(e.path().filename().string());
+    QVERIFY(std::system(("umount " + full.string()).c_str()) == 0);
+    for (const auto& [r, name] :
+         {std::pair{mp4, "out.mp4"}, std::pair{png, "seq"}, std::pair{one, "one.png"}, std::pair {
+            lat,
+            "lat.safetensors"
+          }}) {
+      QVERIFY2(r.code == 7, qPrintable(QString::number(r.code) + r.err));
+      QVERIFY2(r.err.contains("no space left", Qt::CaseInsensitive) && r.err.contains(name),
+               qPrintable(r.err));
+    }
+    QCOMPARE(kept, std::string("previous output"));
+    QVERIFY(clean);
+    QCOMPARE(names, std::set<std::string>{"out.mp4"});
+#else
+    QSKIP("tmpfs is Linux-only");
+#endif
+  }
+
+  // Sizes whose buffers cannot exist are refused before anything is allocated, with the bytes
+  // needed; no std::bad_alloc escapes.
+  void hugeSizesAreRefusedUpFront() {
+    const Run rt =
+        run({"roundtrip", "--synthetic", "tiny", "--sample-clip", "--size", "100000x100000", "-q"});
+    const Run enc = run({"encode", "--synthetic", "tiny", "--sample-clip", "--size",
+                         "100000x100000", "-o", path("huge.safetensors"), "-q"});
+    const Run bench = run({"bench", "--synthetic", "tiny", "--size", "100000x100000", "-q"});
+    for (const Run& r : {rt, enc, bench}) {
+      QVERIFY2(r.code == 4, qPrintable(QString::number(r.code) + r.err));
+      QVERIFY2(r.err.contains(QRegularExpression("needs [0-9.]+ GiB")), qPrintable(r.err));
+      QVERIFY2(!r.err.contains("bad_alloc"), qPrintable(r.err));
+    }
+  }
+
+  // README and --help document printf patterns as inputs of encode and roundtrip.
+  void printfPatternsAreInputs() {
+    QCOMPARE(run({"roundtrip", "--sample-clip", "--synthetic", "tiny", "--size", "32x32",
+                  "--frames", "5", "-o", path("pat/"), "-q"})
+                 .code,
+             0);
+    const QString pattern = path("pat") + "/frame_%05d.png";
+    const Run e = run({"encode", "--synthetic", "tiny", pattern, "-o", path("pat.safetensors")});
+    QVERIFY2(e.code == 0, qPrintable(e.err));
+    const Run r = run({"roundtrip", "--synthetic", "tiny", pattern, "--json", "-q"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("\"frames\": 5"), qPrintable(r.out));
+    const Run none = run({"roundtrip", "--synthetic", "tiny", path("pat") + "/x_%03d.png", "-q"});
+    QCOMPARE(none.code, 3);
+    QVERIFY2(none.err.contains("no file matches"), qPrintable(none.err));
+  }
+
+  // SIGTERM while the video is written: the job stops, the temporary is removed, exit 143.
+  void sigtermDuringTheWriteLeavesNoTemporary() {
+#ifdef Q_OS_UNIX
+    const fs::path d = tmp_ / "term";
+    fs::create_directories(d);
+    QProcess p;
+    p.start(QStringLiteral(SEEDVAE_CLI_PATH),
+            {"roundtrip", "--sample-clip", "--synthetic", "tiny", "--size", "128x128", "--frames",
+             "101", "-q", "-o", QString::fromStdString((d / "out.mp4").string())});
+    QVERIFY(p.waitForStarted());
+    bool seen = false;  // the temporary exists: the write has begun
+    while (!seen && p.state() == QProcess::Running) {
+      seen = !no_temporaries(d);
+      if (!seen) QThread::usleep(500);
+    }
+    QVERIFY2(seen, "the run ended before its output was written");
+    ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(p.exitCode(), 143);
+    QVERIFY(no_temporaries(d));
+    QVERIFY(!fs::exists(d / "out.mp4"));
+#else
+    QSKIP("signals are POSIX-only");
+#endif
+  }
+
+  void messagesNameTheProblem() {
+    // A PyTorch checkpoint (a zip archive) given as weights.
+    write_bytes(tmp_ / "model.pt", std::string("PK\x03\x04", 4) + std::string(200, 'x'));
+    const Run pt = run({"roundtrip", "--sample-clip", "--weights", path("model.pt"), "-q"});
+    QCOMPARE(pt.code, 3);
+    QVERIFY2(pt.err.contains("PyTorch checkpoint"), qPrintable(pt.err));
+    QVERIFY2(!pt.err.contains("header length"), qPrintable(pt.err));
+    // Weights with a NaN: refused at load, naming the tensor.
+    QCOMPARE(run({"make-weights", "--synthetic", "tiny", "-o", path("ok.safetensors")}).code, 0);
+    std::string w = read_bytes(tmp_ / "ok.safetensors");
+    uint64_t header = 0;
+    for (int i = 7; i >= 0; --i) header = (header << 8) | static_cast<unsigned char>(w[i]);
+    const QJsonObject h =
+        QJsonDocument::fromJson(QByteArray::fromStdString(w.substr(8, header))).object();
+    QString name;
+    qint64 first = -1;
+    for (auto it = h.begin(); it != h.end(); ++it) {
+      if (it.key() == "__metadata__") continue;
+      const qint64 off = it.value().toObject().value("data_offsets").toArray().at(0).toInteger();
+      if (first < 0 || off < first) {
+        first = off;
+        name = it.key();
+      }
+    }
+    w[8 + header + first] = '\x00';
+    w[8 + header + first + 1] = '\x7e';  // fp16 NaN
+    write_bytes(tmp_ / "nan.safetensors", w);
+    const Run nan = run({"roundtrip", "--sample-clip", "--size", "16x16", "--frames", "1",
+                         "--weights", path("nan.safetensors"), "-q"});
+    QCOMPARE(nan.code, 3);
+    QVERIFY2(nan.err.contains("NaN") && nan.err.contains(name), qPrintable(nan.err + name));
+    // Option values with a clear reason (no 309-digit range).
+    const QStringList rt{"roundtrip", "--sample-clip", "--size", "32x32", "--frames", "1", "-q"};
+    const std::pair<QStringList, const char*> bad[] = {
+        {{"--first", "-1"}, "--first"},
+        {{"--stride", "0"}, "--stride"},
+        {{"--frames", "0"}, "--frames"},
+        {{"--budget-gb", "nan"}, "not a finite number"},
+        {{"--tiling", "blend", "--tile", "0x16"}, "--tile 0x16"},
+        {{"--tiling", "blend", "--tile", "32x32", "--overlap", "32x8"}, "--overlap 32x8"}};
+    for (const auto& [args, word] : bad) {
+      const Run r = run(rt + args);
+      QVERIFY2(r.code == 2 || r.code == 3, qPrintable(args.join(' ') + r.err));
+      QVERIFY2(r.err.contains(word), qPrintable(r.err));
+      QVERIFY2(!r.err.contains("1797693134"), qPrintable(r.err));
+    }
+    const Run sub = run({"frobnicate"});
+    QCOMPARE(sub.code, 2);
+    QVERIFY2(sub.err.contains("frobnicate") && sub.err.contains("roundtrip"), qPrintable(sub.err));
   }
 
   void ctrlCCancelsAndLeavesNoFile() {

@@ -217,7 +217,7 @@ class TestMediaErrors : public QObject {
       const Status st = write_clip(d / "missing" / name, v, {});
       QVERIFY(!st.is_ok());
       QCOMPARE(st.code(), StatusCode::kNotFound);
-      QVERIFY2(has_word(st, "does not exist"), st.message().c_str());
+      QVERIFY2(has_word(st, "no such directory"), st.message().c_str());
     }
     QVERIFY(list_dir(d).empty());
     QVERIFY(!fs::exists(d / "missing"));
@@ -226,15 +226,23 @@ class TestMediaErrors : public QObject {
   void successfulWritesLeaveNoTemporaries() {
     const fs::path d = subdir("clean");
     const HostTensor clip = make_sample_clip(24, 16, 3);
-    for (const char* name : {"a.mp4", "b.mov", "c.avi", "d.mkv", "e", "f.out", "g.png"}) {
+    for (const char* name : {"a.mp4", "b.mov", "c.avi", "d.mkv", "e", "f.out/", "g.png"}) {
       const HostTensor v = std::string(name) == "g.png" ? make_sample_clip(24, 16, 1) : clip;
       const Status st = write_clip(d / name, v, {});
       QVERIFY2(st.is_ok(), st.to_string().c_str());
     }
     QCOMPARE(list_dir(d),
              (std::set<std::string>{"a.mp4", "b.mov", "c.avi", "d.mkv", "e", "f.out", "g.png"}));
-    QVERIFY(fs::is_directory(d / "f.out"));  // unknown extension: a PNG directory
+    QVERIFY(fs::is_directory(d / "f.out"));  // a trailing '/': a PNG directory, whatever the name
     QCOMPARE(list_dir(d / "e").size(), size_t{3});
+    // An unknown extension is refused (listing the known ones), not taken for a directory name.
+    const Status xyz = write_clip(d / "h.xyz", clip, {});
+    QCOMPARE(xyz.code(), StatusCode::kInvalidArgument);
+    QVERIFY2(has_word(xyz, ".xyz") && has_word(xyz, ".mp4") && has_word(xyz, ".png"),
+             xyz.message().c_str());
+    QVERIFY(media::check_clip_destination(d / "h.xyz").code() == StatusCode::kInvalidArgument);
+    QVERIFY(media::check_clip_destination(d / "h.mkv").is_ok());
+    QVERIFY(!fs::exists(d / "h.xyz"));
   }
 
   void failedCommitLeavesNothing() {

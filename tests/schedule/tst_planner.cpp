@@ -12,6 +12,7 @@
 #include <random>
 
 #include "core/cpu/cpu_backend.h"
+#include "core/pipeline/prediction.h"
 #include "core/schedule/planner.h"
 #include "core/schedule/tiled.h"
 #include "core/vae/state_dict.h"
@@ -351,6 +352,82 @@ class tst_Planner : public QObject {
     QVERIFY(j.find("\"chosen\"") != std::string::npos);
     QVERIFY(j.find("\"tiles\":[{") != std::string::npos);
     qInfo("%s", p->message.c_str());
+  }
+
+  // The CUDA memory model's state offload: a hinted slice leaves the device until it is read,
+  // so the offloaded peak is lower, the host holds the state between chunks, and the lean
+  // schedule lies within 10 % of the peaks measured on an H100 (bf16, real configuration, 17
+  // frames, docs/benchmarks.md: 11.72 GiB live + 0.52 GiB context at 1080p, 45.38 + 0.52 at
+  // 4K; the planner's fixed part is 0.5 GiB).
+  void offloadedStateLeavesTheDevice() {
+    RunOptions o;
+    o.backend = "cuda";
+    o.precision = "bf16";
+    auto peak = [&](const RunOptions& r, int64_t h, int64_t w, int64_t* host = nullptr) {
+      const PlanRequest req = plan_request(r, VaeConfig::real(), false, h, w, 17);
+      auto e = estimate(req, req.spec, req.chunk_latents);
+      if (!e) return int64_t{-1};
+      if (host) *host = e->host_bytes;
+      return e->peak_bytes;
+    };
+    const int64_t plain = peak(o, 1080, 1920);
+    RunOptions lean = o;
+    lean.offload_state = lean.lone_head = lean.lean_convs = true;
+    int64_t host = 0;
+    const int64_t lean1080 = peak(lean, 1080, 1920, &host);
+    QVERIFY(plain > 0 && lean1080 > 0);
+    QVERIFY2(lean1080 < plain / 2, qPrintable(QString("%1 vs %2").arg(lean1080).arg(plain)));
+    // The offloaded state: the decoder's 14.1 GiB between chunks, and more while a chunk runs.
+    QVERIFY2(host > (int64_t{14} << 30), qPrintable(QString::number(host)));
+    constexpr double kGiB = 1073741824.0;
+    const double measured1080 = 11.72 + 0.52, measured4k = 45.38 + 0.52;
+    QVERIFY2(std::abs(lean1080 / kGiB / measured1080 - 1) < 0.10,
+             qPrintable(QString("1080p %1 GiB").arg(lean1080 / kGiB)));
+    const int64_t lean4k = peak(lean, 2160, 3840);
+    QVERIFY2(std::abs(lean4k / kGiB / measured4k - 1) < 0.10,
+             qPrintable(QString("4K %1 GiB").arg(lean4k / kGiB)));
+  }
+
+  // The automatic schedule of an untiled CUDA run: as given when it fits the budget, the offloaded
+  // lean schedule when only that fits, exact tiling below; nothing changes when the user chose
+  // tiling or a memory switch, or turned it off.
+  void automaticScheduleFollowsTheBudget() {
+    RunOptions o;
+    o.backend = "cuda";
+    o.precision = "bf16";
+    const VaeConfig c = VaeConfig::real();
+    constexpr int64_t kGiB = int64_t{1} << 30;
+    auto choose = [&](const RunOptions& r, int64_t budget) {
+      auto ch = choose_schedule(r, c, true, true, 1080, 1920, 17, budget);
+      return ch ? *ch : ScheduleChoice{};
+    };
+    ScheduleChoice big = choose(o, 60 * kGiB);
+    QVERIFY(big.note.empty());
+    QVERIFY(!big.options.offload_state && big.options.tiling == "off");
+    ScheduleChoice mid = choose(o, 14 * kGiB);
+    QVERIFY2(mid.options.offload_state && mid.options.lean_convs && mid.options.lone_head,
+             mid.note.c_str());
+    QCOMPARE(mid.options.tiling, std::string("off"));
+    QVERIFY(mid.note.find("offloading") != std::string::npos);
+    ScheduleChoice small = choose(o, 6 * kGiB);
+    QCOMPARE(small.options.tiling, std::string("exact"));
+    QVERIFY(!small.options.offload_state);
+    // Exact tiling plans its tile within the budget less the allowance and a tenth.
+    QVERIFY(small.options.budget_gb > 5.2 && small.options.budget_gb < 5.3);
+    QVERIFY(small.note.find("exact tiling") != std::string::npos);
+    RunOptions manual = o;
+    manual.auto_schedule = false;
+    QVERIFY(choose(manual, 6 * kGiB).note.empty());
+    RunOptions blend = o;
+    blend.tiling = "blend";
+    QCOMPARE(choose(blend, 6 * kGiB).options.tiling, std::string("blend"));
+    RunOptions offload = o;
+    offload.offload_state = true;
+    QVERIFY(!choose(offload, 6 * kGiB).options.lean_convs);
+    RunOptions cpu = o;
+    cpu.backend = "cpu";
+    cpu.precision = "fp32";
+    QVERIFY(choose(cpu, 1 * kGiB).note.empty());
   }
 
   void badRequests() {

@@ -77,6 +77,7 @@ RunOptions every_option_changed() {
   s.tile_layout = "uniform";
   s.exact_keep_weights = true;
   s.budget_gb = 4.5;
+  s.auto_schedule = false;
   s.prefetch = "off";
   s.temporal_pad = "repeat-last";
   s.spatial_multiple = 16;
