@@ -307,11 +307,13 @@ Result<JobResult> run_job(JobSpec job, const ModelArgs& mo) {
     std::cerr << "backend: " << r.backend_name << "\n";
     if (!r.plan_note.empty()) std::cerr << "plan: " << r.plan_note << "\n";
   }
+  for (const std::string& w : r.warnings) std::cerr << "seedvae: warning: " << w << "\n";
   return r;
 }
 
 // The read / prefetch part of the --json reports.
 void add_read_json(Json& j, const JobResult& r) {
+  j["warnings"] = r.warnings;
   j["prefetch"] = r.prefetch;
   j["read_seconds"] = r.read_s;
   j["read_wait_seconds"] = r.read_wait_s;
@@ -474,7 +476,8 @@ int cmd_decode(const std::string& input, const ModelArgs& mo, const std::string&
                {"frames", frames},
                {"decode_seconds", r->decode_s},
                {"ms_per_frame", 1000 * r->decode_s / static_cast<double>(r->plan.padded_frames)},
-               {"peak_backend_mib", mib(r->peak_bytes)}};
+               {"peak_backend_mib", mib(r->peak_bytes)},
+               {"warnings", r->warnings}};
   if (mo.json) {
     print_json(j);
   } else {

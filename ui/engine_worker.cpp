@@ -332,6 +332,7 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   sum.async_tiles = r.async_tiles;
   sum.async_tiles_note = qstr(r.async_tiles_note);
   sum.plan_note = qstr(r.plan_note);
+  for (const std::string& w : r.warnings) sum.warnings << qstr(w);
   sum.ms_per_frame = r.ms_per_frame();
   sum.reconstruction = r.reconstruction;
   if (r.quality) {

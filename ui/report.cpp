@@ -119,6 +119,7 @@ QJsonObject run_summary_json(const RunSummary& r, bool with_telemetry) {
       {"prefetch", QJsonObject{{"used", r.prefetch}, {"note", r.prefetch_note}}},
       {"async_tiles", QJsonObject{{"used", r.async_tiles}, {"note", r.async_tiles_note}}},
       {"plan_note", r.plan_note},
+      {"warnings", QJsonArray::fromStringList(r.warnings)},
       {"ms_per_frame", r.ms_per_frame},
       {"peak_engine_bytes", r.peak_bytes},
       {"weight_bytes", r.weight_bytes},
@@ -335,6 +336,9 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
   });
   row("Memory plan", [](const RunSummary& r) {
     return r.plan_note.isEmpty() ? QStringLiteral("as set") : r.plan_note;
+  });
+  row("Warnings", [](const RunSummary& r) {
+    return r.warnings.isEmpty() ? QStringLiteral("none") : r.warnings.join(QStringLiteral("; "));
   });
   row("Peak engine memory (weights included)",
       [](const RunSummary& r) { return format_bytes(r.peak_bytes); });

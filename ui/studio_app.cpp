@@ -110,12 +110,20 @@ std::optional<StudioOptions> parse_studio_options(const QStringList& arguments, 
     p.addOption(*o);
   }
   *exit_code = 2;
+  // Before the application object exists, Qt names the program "<executable_name>" in the help.
+  auto help_text = [&] {
+    QString h = p.helpText();
+    const QString program = QFileInfo(arguments.value(0)).fileName();
+    h.replace(QStringLiteral("<executable_name>"),
+              program.isEmpty() ? QStringLiteral("seedvae-studio") : program);
+    return h;
+  };
   if (!p.parse(arguments)) {
-    *message = p.errorText() + QStringLiteral("\n\n") + p.helpText();
+    *message = p.errorText() + QStringLiteral("\n\n") + help_text();
     return std::nullopt;
   }
   if (p.isSet(help)) {
-    *message = p.helpText();
+    *message = help_text();
     *exit_code = 0;
     return std::nullopt;
   }

@@ -179,6 +179,7 @@ struct RunSummary {
   QString async_tiles_note;
   // What the memory budget chose (the automatic schedule or a tile) and why; empty: as set.
   QString plan_note;
+  QStringList warnings;   // JobResult::warnings (a truncated input, a stored size)
   qint64 peak_bytes = 0;  // backend allocator peak (weights included)
   qint64 weight_bytes = 0;
   qint64 predicted_peak_bytes = -1;

@@ -262,4 +262,8 @@ PrefetchStats VideoFrameSource::stats() const {
   return prefetch_ ? prefetch_->stats() : direct_;
 }
 
+std::string VideoFrameSource::warning() const {
+  return finished_ && reader_ ? reader_->warning() : std::string();
+}
+
 }  // namespace seedvae::media

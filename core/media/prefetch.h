@@ -120,6 +120,8 @@ class VideoFrameSource final : public FrameSource {
   // The padding plan of the whole clip; complete once finished().
   const PadPlan& plan() const { return plan_; }
   double fps() const { return fps_; }
+  // Once finished(): a truncated source's warning (FrameReader::warning).
+  std::string warning() const;
   bool prefetching() const { return prefetch_ != nullptr; }
   // Every frame delivered so far, padded ([1, 3, padded_frames, ...] once finished()); needs
   // options.keep_input.

@@ -501,10 +501,23 @@ class SeqReader {
     SEEDVAE_ASSIGN_OR_RETURN(cap_, open_video(src_.path));
     const double fps = usable_fps(cap_->get(cv::CAP_PROP_FPS));
     fps_ = (fps > 0 ? fps : 24.0) / opts_.stride;
+    const double listed = cap_->get(cv::CAP_PROP_FRAME_COUNT);
+    listed_ = std::isfinite(listed) && listed > 0 ? static_cast<int64_t>(listed) : -1;
     return Status::ok();
   }
 
   double fps() const { return fps_; }
+
+  // A video whose decoding stopped before the frames its container lists (a truncated or damaged
+  // file), when the selection wanted frames beyond that point; empty otherwise.
+  std::string warning() const {
+    if (!video_done_ || listed_ <= 0 || index_ >= listed_) return {};
+    const bool wanted_more = opts_.max_frames <= 0 || delivered_ < opts_.max_frames;
+    if (!wanted_more) return {};
+    return src_.path.string() + ": only " + std::to_string(index_) + " of the " +
+           std::to_string(listed_) +
+           " frames its container lists could be decoded (the file may be truncated or damaged)";
+  }
 
   // Up to n (>= 1) next frames as fp32 [1, 3, k, H, W]; an empty tensor once the selection is
   // exhausted. The first call fails like read_clip() when no frame is selected at all.
@@ -560,6 +573,7 @@ class SeqReader {
   int64_t image_next_ = 0;  // next image index (kImages)
   int64_t index_ = 0;       // next source frame index (kVideo)
   bool video_done_ = false;
+  int64_t listed_ = -1;  // the container's frame count, -1 when it states none
   int64_t delivered_ = 0;
   FrameCollector::First first_;
 };
@@ -571,6 +585,7 @@ Result<Clip> read_all(const fs::path& source, const ReadOptions& o, const Cancel
   SEEDVAE_ASSIGN_OR_RETURN(clip.video,
                            reader.read(std::numeric_limits<int64_t>::max(), cancel, nullptr));
   clip.fps = reader.fps();
+  clip.warning = reader.warning();
   return clip;
 }
 
@@ -957,6 +972,16 @@ Result<VideoInfo> probe(const fs::path& source, const CancelToken* cancel) {
                  [&]() -> Result<VideoInfo> { return probe_impl(source, cancel); });
 }
 
+std::string stored_size_note(const fs::path& dest, int64_t width, int64_t height) {
+  const std::string e = ext_of(dest);
+  if ((e != ".mp4" && e != ".mkv") || (width % 2 == 0 && height % 2 == 0)) return {};
+  const auto sz = [](int64_t w, int64_t h) { return std::to_string(w) + "x" + std::to_string(h); };
+  return dest.string() + ": the " + e.substr(1) + " codec stores even sizes only (4:2:0 colour), " +
+         "so the " + sz(width, height) + " frames are stored as " +
+         sz(width + width % 2, height + height % 2) +
+         " with the last column or row repeated; a PNG sequence or .avi keeps " + sz(width, height);
+}
+
 Result<Clip> read_clip(const fs::path& source, const ReadOptions& options,
                        const CancelToken* cancel) {
   return guarded(source, "reading", [&]() -> Result<Clip> {
@@ -996,6 +1021,10 @@ Result<FrameReader> FrameReader::open(const fs::path& source, const ReadOptions&
 
 double FrameReader::fps() const {
   return impl_ ? impl_->reader.fps() : 24.0;
+}
+
+std::string FrameReader::warning() const {
+  return impl_ ? impl_->reader.warning() : std::string();
 }
 
 Result<HostTensor> FrameReader::read(int64_t max_frames, const CancelToken* stop) {

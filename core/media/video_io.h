@@ -65,6 +65,9 @@ struct Clip {
   // Playback rate of the returned frames: the source fps divided by the stride; 24 / stride for
   // sources without timing (image sequences) or with an unusable container value.
   double fps = 24;
+  // Set when the source ended before the frames its container lists (a truncated file): what was
+  // decoded against what was listed (SeqReader::warning).
+  std::string warning;
 };
 
 // Opens the source, decodes every frame to count them and returns its size and rate. Frames of an
@@ -99,12 +102,20 @@ class FrameReader {
   Result<HostTensor> read(int64_t max_frames, const CancelToken* stop = nullptr);
   // The playback rate of the selected frames, as Clip::fps.
   double fps() const;
+  // Once the reader has reached the end: a truncated source's warning, as Clip::warning.
+  std::string warning() const;
 
  private:
   struct Impl;
   explicit FrameReader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// When `destination`'s format stores frames of another size than width x height (the mp4 and
+// mkv codecs code even sizes only: an odd width or height gets its last column or row repeated),
+// what it stores and why; empty when it stores the size as is (PNG, .avi).
+std::string stored_size_note(const std::filesystem::path& destination, int64_t width,
+                             int64_t height);
 
 struct WriteOptions {
   double fps = 24;  // > 0

@@ -45,6 +45,14 @@ double FrameReader::fps() const {
   return 24.0;
 }
 
+std::string FrameReader::warning() const {
+  return {};
+}
+
+std::string stored_size_note(const std::filesystem::path&, int64_t, int64_t) {
+  return {};
+}
+
 Status write_clip(const std::filesystem::path& destination, const HostTensor&, const WriteOptions&,
                   const CancelToken*) {
   return no_video(destination, "write");

@@ -279,6 +279,7 @@ struct Session::State {
     std::string key;
     InputClip input;
     HostTensor padded;
+    std::string warning;  // media::Clip::warning (a truncated source)
   };
   std::optional<Clip> clip;
 
@@ -408,6 +409,7 @@ Status Session::State::read_input(const JobSpec& job, const JobCallbacks& cb, Jo
                              media::read_clip(in.path, read_options(in), cb.cancel));
     video = std::move(read.video);
     c.input.fps = read.fps;
+    c.warning = std::move(read.warning);
   }
   const Shape& s = video.shape();
   c.input.plan = media::plan_padding(s[2], s[3], s[4], spatial_multiple(job));
@@ -461,6 +463,7 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
                                media::VideoFrameSource::open(job.input.path, so, cb.cancel));
     } else {
       SEEDVAE_TRY(read_input(job, cb, r));
+      if (!clip->warning.empty()) r.warnings.push_back(clip->warning);
       r.plan = clip->input.plan;
       r.fps = clip->input.fps;
       r.original = clip->input.original;
@@ -564,6 +567,7 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
         clip = std::move(c);
         r.original = clip->input.original;
       }
+      if (std::string w = source->warning(); !w.empty()) r.warnings.push_back(std::move(w));
       source.reset();  // the reader has finished; join it
       predict(r.plan);
       if (cb.on_input && clip) SEEDVAE_TRY(cb.on_input(clip->input));
@@ -625,6 +629,10 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
           write_latent_file(job.output, r.latent, r.plan, r.fps, weights.source, job.dit_latent));
     } else {
       SEEDVAE_TRY(media::write_clip(job.output, *r.reconstruction, {r.fps}, cb.cancel));
+      const Shape& rs = r.reconstruction->shape();
+      if (std::string w = media::stored_size_note(job.output, rs.w(), rs.h()); !w.empty()) {
+        r.warnings.push_back(std::move(w));
+      }
     }
     r.output = job.output;
     r.write_s = seconds_since(tw);

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/backend/backend.h"
 #include "core/base/cancel.h"
@@ -115,8 +116,11 @@ struct JobResult {
   bool async_tiles = false;      // chunks/tiles were queued ahead
   std::string async_tiles_note;  // why not, when not ("off", "does not apply: ...")
   std::string plan_note;         // what the memory budget chose
-  int64_t weight_bytes = 0;      // the backend's bytes after the model was created
-  int64_t peak_bytes = 0;        // the backend allocator's peak during the job (weights included)
+  // What the user should know about the input or output that did not stop the job (a
+  // truncated input, an output format that stores another size).
+  std::vector<std::string> warnings;
+  int64_t weight_bytes = 0;  // the backend's bytes after the model was created
+  int64_t peak_bytes = 0;    // the backend allocator's peak during the job (weights included)
   int64_t predicted_peak_bytes = -1;  // JobSpec::predict
   std::filesystem::path output;       // what was written
 

@@ -601,6 +601,38 @@ class tst_Cli : public QObject {
 #endif
   }
 
+  // What does not stop a job but changes what the user gets is said: a truncated input (frames
+  // decoded against the frames its container lists) and an output format that stores another
+  // size (odd sizes in mp4).
+  void warningsForTruncatedInputsAndStoredSizes() {
+    const Run odd = run({"roundtrip", "--synthetic", "tiny", "--sample-clip", "--size", "37x29",
+                         "--frames", "5", "-o", path("odd.mp4"), "-q"});
+    QCOMPARE(odd.code, 0);
+    QVERIFY2(odd.err.contains("stored as 38x30") && odd.err.contains("keeps 37x29"),
+             qPrintable(odd.err));
+    const Run even = run({"roundtrip", "--synthetic", "tiny", "--sample-clip", "--size", "36x28",
+                          "--frames", "5", "-o", path("even.mp4"), "-q"});
+    QCOMPARE(even.code, 0);
+    QVERIFY2(!even.err.contains("warning"), qPrintable(even.err));
+    // An mkv of 33 frames cut to 45 % of its bytes: Matroska's header still lists 33 frames.
+    QCOMPARE(run({"roundtrip", "--synthetic", "tiny", "--sample-clip", "--size", "64x64",
+                  "--frames", "33", "-o", path("whole.mkv"), "-q"})
+                 .code,
+             0);
+    const std::string bytes = read_bytes(tmp_ / "whole.mkv");
+    write_bytes(tmp_ / "cut.mkv", bytes.substr(0, bytes.size() * 45 / 100));
+    for (const char* prefetch : {"on", "off"}) {
+      const Run cut = run({"encode", "--synthetic", "tiny", path("cut.mkv"), "--prefetch", prefetch,
+                           "-o", path("cut.safetensors"), "-q"});
+      QCOMPARE(cut.code, 0);
+      QVERIFY2(cut.err.contains("of the 33 frames its container lists"), qPrintable(cut.err));
+    }
+    const Run whole = run({"encode", "--synthetic", "tiny", path("whole.mkv"), "-o",
+                           path("whole.safetensors"), "-q"});
+    QCOMPARE(whole.code, 0);
+    QVERIFY2(!whole.err.contains("warning"), qPrintable(whole.err));
+  }
+
   void messagesNameTheProblem() {
     // A PyTorch checkpoint (a zip archive) given as weights.
     write_bytes(tmp_ / "model.pt", std::string("PK\x03\x04", 4) + std::string(200, 'x'));

@@ -539,6 +539,7 @@ class tst_StudioRuns : public QObject {
     QVERIFY(!parse_studio_options({"seedvae-studio", "--help"}, &msg, &code));
     QCOMPARE(code, 0);
     QVERIFY(msg.contains("--headless"));
+    QVERIFY2(!msg.contains("<executable_name>"), qPrintable(msg.left(120)));
     const RunOptions b = demo_b_settings(RunOptions(), 256, 256);
     QCOMPARE(b.tiling, std::string("blend"));
     QCOMPARE(b.tile.width, int64_t{128});
