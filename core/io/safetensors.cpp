@@ -362,10 +362,13 @@ struct Contents {
 // and named instead of failing as a safetensors header; they are not read (unpickling runs code).
 Status check_not_a_pickle(std::span<const std::byte> image, const std::string& who) {
   auto at = [&](size_t i) { return static_cast<unsigned char>(image[i]); };
+  // A safetensors header starts with '{' after its 8-byte length; the length's bytes alone can
+  // look like a pickle's (0x80 0x02 is a header of 640 bytes).
+  if (image.size() > 8 && at(8) == '{') return Status::ok();
   const bool zip = at(0) == 'P' && at(1) == 'K' && at(2) == 3 && at(3) == 4;
   const bool pickle = at(0) == 0x80 && at(1) >= 2 && at(1) <= 5;
   if (!zip && !pickle) return Status::ok();
-  return invalid_argument(
+  return corrupt_data(
       who + ": this is a PyTorch checkpoint (" +
       (zip ? std::string("a zip archive, as torch.save writes .pt/.pth/.ckpt files")
            : std::string("a pickle, as older torch.save wrote .pt/.pth/.ckpt files")) +
