@@ -18,7 +18,10 @@ class tst_Weights : public QObject {
     sha.update(t.raw(), static_cast<size_t>(t.nbytes()));
     return sha.finish_hex();
   }
-  std::filesystem::path tmp_ = std::filesystem::temp_directory_path() / "seedvae_tst_weights";
+  // per process, so two runs at once (two checkouts tested side by side) never share files
+  std::filesystem::path tmp_ =
+      std::filesystem::temp_directory_path() /
+      ("seedvae_tst_weights_" + std::to_string(QCoreApplication::applicationPid()));
 
  private slots:
   void initTestCase() { std::filesystem::create_directories(tmp_); }

@@ -65,7 +65,9 @@ Result<HostTensor> whole_path(const fs::path& dir, const ReadOptions& ro, int mu
 class tst_Prefetch : public QObject {
   Q_OBJECT
 
-  fs::path tmp_ = fs::temp_directory_path() / "seedvae_tst_prefetch";
+  // per process, so two runs at once never share files
+  fs::path tmp_ = fs::temp_directory_path() /
+                  ("seedvae_tst_prefetch_" + std::to_string(QCoreApplication::applicationPid()));
   test::TinyCpuModel tiny_;
 
   // A PNG directory of T frames of W x H.
