@@ -1,6 +1,7 @@
 #include "core/vae/vae_config.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -192,9 +193,28 @@ Result<VaeConfig> infer_config(const SafetensorsFile& file) {
   if (levels < 2) return fail("found " + std::to_string(levels) + " encoder.down_blocks levels");
   c.block_out_channels.clear();
   for (int l = 0; l < levels; ++l) {
-    auto s = shape_of(file, "encoder.down_blocks." + std::to_string(l) + ".resnets.0.conv1.weight");
-    if (!s || s->rank() != 5) return fail("encoder level " + std::to_string(l) + " has no resnet");
-    c.block_out_channels.push_back(static_cast<int>((*s)[0]));
+    // The level's width by majority over the tensors that state it, so that one misshaped tensor
+    // (two dimensions swapped) is reported alone instead of misleading the whole configuration.
+    const std::string r0 = "encoder.down_blocks." + std::to_string(l) + ".resnets.";
+    auto first = shape_of(file, r0 + "0.conv1.weight");
+    if (!first || first->rank() != 5) {
+      return fail("encoder level " + std::to_string(l) + " has no resnet");
+    }
+    std::map<int64_t, int> votes;
+    ++votes[(*first)[0]];
+    for (const auto& [name, dim] : {std::pair<std::string, int>{r0 + "0.conv2.weight", 0},
+                                    {r0 + "0.conv2.weight", 1},
+                                    {r0 + "0.norm2.weight", 0},
+                                    {r0 + "1.conv1.weight", 0},
+                                    {r0 + "1.conv1.weight", 1},
+                                    {r0 + "1.norm1.weight", 0}}) {
+      auto s = shape_of(file, name);
+      if (s && s->rank() > dim) ++votes[(*s)[static_cast<size_t>(dim)]];
+    }
+    const auto best =
+        std::max_element(votes.begin(), votes.end(),
+                         [](const auto& a, const auto& b) { return a.second < b.second; });
+    c.block_out_channels.push_back(static_cast<int>(best->first));
   }
   c.layers_per_block = count_indexed(file, "encoder.down_blocks.0.resnets");
   int temporal = 0;

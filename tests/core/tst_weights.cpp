@@ -171,6 +171,27 @@ class tst_Weights : public QObject {
     QVERIFY2(msg.find("2 missing") != std::string::npos, msg.c_str());
   }
 
+  // A checkpoint with two dimensions of one convolution swapped: that tensor is named alone,
+  // not the tensors of a configuration inferred from it.
+  void swappedDimensionsBlameOneTensor() {
+    VaeWeights w = synthesize_weights(VaeConfig::tiny(), 1);
+    const std::string name = "encoder.down_blocks.1.resnets.0.conv1.weight";
+    const Shape s = w.tensors.at(name).shape();
+    QVERIFY(s[0] != s[1]);  // a widening convolution: the swap changes its shape
+    w.tensors[name] = HostTensor(DType::kF16, {s[1], s[0], s[2], s[3], s[4]});
+    // Without the configuration in the metadata, so that it is inferred from the tensors.
+    std::vector<NamedTensor> list;
+    for (const auto& [n, t] : w.tensors) list.push_back({n, &t});
+    const auto path = tmp_ / "swapped.safetensors";
+    QVERIFY(write_safetensors(path, list).is_ok());
+    auto r = load_weights(path);
+    QVERIFY(!r.is_ok());
+    const std::string msg = r.status().message();
+    QVERIFY2(msg.find(name) != std::string::npos, msg.c_str());
+    QVERIFY2(msg.find("1 mis-shaped tensors:\n    " + name) != std::string::npos, msg.c_str());
+    QVERIFY2(msg.find("missing") == std::string::npos, msg.c_str());
+  }
+
   void legacyAttentionNamesAccepted() {
     const VaeWeights w = synthesize_weights(VaeConfig::tiny(), kTinySeed);
     std::vector<NamedTensor> list;
