@@ -759,6 +759,14 @@ void MainWindow::requestPrediction() {
   const QVector<BackendSpec> specs = catalog_->backends();
   if (const BackendSpec* spec = catalog_->find(specs, QString::fromStdString(r.settings.backend)))
     r.memory_is_host = spec->memory_is_host;
+  if (!r.memory_is_host) {
+    // What the backend will enforce: the budget, else the free memory less its margin.
+    const qint64 available = settings_panel_->availableBytes();
+    if (available > 0) {
+      r.device_budget_bytes =
+          r.settings.budget_gb > 0 ? available : available - (qint64{512} << 20);
+    }
+  }
   predictor_->request(std::move(r));
 }
 

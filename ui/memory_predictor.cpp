@@ -14,7 +14,8 @@ Prediction predict_memory(const PredictionRequest& r) {
     p.error = QStringLiteral("no weights loaded");
     return p;
   }
-  auto m = seedvae::predict_memory(r.settings, r.weights->config, r.width, r.height, r.frames);
+  auto m = seedvae::predict_memory(r.settings, r.weights->config, r.width, r.height, r.frames,
+                                   r.device_budget_bytes);
   if (!m) {
     p.error = QString::fromStdString(m.status().to_string());
     return p;

@@ -25,6 +25,9 @@ struct PredictionRequest {
   qint64 frames = 0;          // frames read (before temporal padding)
   RunOptions settings;
   bool memory_is_host = true;  // the backend's memory is system RAM (CPU)
+  // The device budget the run will get (CUDA): the prediction is for the schedule it chooses
+  // within it (core/pipeline/prediction.h choose_schedule); 0: as set.
+  qint64 device_budget_bytes = 0;
 };
 
 struct Prediction {

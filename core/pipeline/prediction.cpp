@@ -72,10 +72,15 @@ Padded padded(const RunOptions& o, const VaeConfig& config, int64_t width, int64
 
 }  // namespace
 
-Result<MemoryPrediction> predict_memory(const RunOptions& o, const VaeConfig& config, int64_t width,
-                                        int64_t height, int64_t frames) {
+Result<MemoryPrediction> predict_memory(const RunOptions& given, const VaeConfig& config,
+                                        int64_t width, int64_t height, int64_t frames,
+                                        int64_t device_budget_bytes) {
   if (width < 1 || height < 1 || frames < 1) return invalid_argument("predict: no input");
-  const Padded pd = padded(o, config, width, height, frames);
+  const Padded pd = padded(given, config, width, height, frames);
+  SEEDVAE_ASSIGN_OR_RETURN(
+      const ScheduleChoice choice,
+      choose_schedule(given, config, true, true, pd.h, pd.w, pd.t, device_budget_bytes));
+  const RunOptions& o = choice.options;
   MemoryPrediction p;
   int64_t planner_host = 0;
   for (const bool encode : {true, false}) {
@@ -92,6 +97,7 @@ Result<MemoryPrediction> predict_memory(const RunOptions& o, const VaeConfig& co
     p.method = "planner (" + std::string(encode ? "encoder" : "decoder") + ", " + req.backend.name +
                " model): " + describe(e);
   }
+  if (!choice.note.empty()) p.method = "automatic schedule: " + choice.note + "; " + p.method;
   // The job's host buffers: the clip as read, its padded copy, the padded decoded output and the
   // trimmed reconstruction (fp32), and the latent moments.
   const int sf = config.spatial_factor();

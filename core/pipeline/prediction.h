@@ -37,9 +37,11 @@ Result<TileSpec> resolve_tile(const RunOptions& options, const VaeConfig& config
                               int64_t height, int64_t width, int64_t frames, std::string* note);
 
 // A round trip (encoder and decoder, the larger of the two) of `frames` frames of `width` x
-// `height` source pixels, padded as the options say.
+// `height` source pixels, padded as the options say. With a device budget (> 0) the prediction
+// is for the schedule the run will choose (choose_schedule), and `method` starts with its note.
 Result<MemoryPrediction> predict_memory(const RunOptions& options, const VaeConfig& config,
-                                        int64_t width, int64_t height, int64_t frames);
+                                        int64_t width, int64_t height, int64_t frames,
+                                        int64_t device_budget_bytes = 0);
 
 // The automatic schedule of a CUDA run (RunOptions::auto_schedule; it applies when the run is
 // untiled and no memory switch is set): the options as given when the planner's peak (context

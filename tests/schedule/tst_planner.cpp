@@ -428,6 +428,15 @@ class tst_Planner : public QObject {
     cpu.backend = "cpu";
     cpu.precision = "fp32";
     QVERIFY(choose(cpu, 1 * kGiB).note.empty());
+    // The prediction the studio shows is for the schedule the run will choose in its budget.
+    auto as_set = predict_memory(o, c, 1920, 1080, 17);
+    auto within = predict_memory(o, c, 1920, 1080, 17, 14 * kGiB);
+    QVERIFY(as_set.is_ok() && within.is_ok());
+    QVERIFY(as_set->engine_bytes > 28 * kGiB);
+    QVERIFY2(within->engine_bytes < 14 * kGiB, within->method.c_str());
+    QVERIFY2(within->method.find("automatic schedule") != std::string::npos,
+             within->method.c_str());
+    QVERIFY(as_set->method.find("automatic schedule") == std::string::npos);
   }
 
   void badRequests() {
