@@ -408,14 +408,7 @@ int cmd_verify(VerifyOptions opt, const RunOptions& run, bool json, bool quiet) 
   if (json) {
     Json j;
     for (const auto& r : report->rows) {
-      j["rows"].push_back({{"config", r.config},
-                           {"tensor", r.tensor},
-                           {"status", r.status},
-                           {"max_abs", r.max_abs},
-                           {"rms", r.rms},
-                           {"tolerance", r.tolerance},
-                           {"seconds", r.seconds},
-                           {"note", r.note}});
+      j["rows"].push_back(Json::parse(verify_row_json(r)));
     }
     j["passed"] = report->passed();
     j["failed"] = report->failed();

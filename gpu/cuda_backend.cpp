@@ -224,18 +224,17 @@ Status CudaBackend::apply_budget() {
                                   ? probe_->total_bytes() - baseline_bytes_
                                   : static_cast<int64_t>(free_b);
   budget_bytes_ = o.budget_bytes > 0    ? o.budget_bytes
-                  : o.budget_bytes == 0 ? free_before - CudaOptions::kBudgetMargin
+                  : o.budget_bytes == 0 ? free_before - kBudgetMargin
                                         : 0;
   int64_t limit = int64_t{o.memory_limit_mib} << 20;
   if (budget_bytes_ > 0) {
-    const int64_t reserve =
-        budget_bytes_ - std::max<int64_t>(fixed_bytes_, 0) - CudaOptions::kLibraryAllowance;
+    const int64_t reserve = budget_bytes_ - std::max<int64_t>(fixed_bytes_, 0) - kLibraryAllowance;
     if (reserve < (int64_t{256} << 20)) {
       return out_of_memory(
           "a device budget of " + format_bytes(budget_bytes_) + " leaves no room on " +
           device_name_ + ": the CUDA context and library handles take " +
           format_bytes(std::max<int64_t>(fixed_bytes_, 0)) + " and their kernels up to " +
-          format_bytes(CudaOptions::kLibraryAllowance) + " (" + format_bytes(free_before) + " of " +
+          format_bytes(kLibraryAllowance) + " (" + format_bytes(free_before) + " of " +
           format_bytes(static_cast<int64_t>(total_b)) + " was free)");
     }
     limit = limit > 0 ? std::min(limit, reserve) : reserve;

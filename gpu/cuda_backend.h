@@ -73,13 +73,11 @@ struct CudaOptions : CudaSwitches {
   int memory_limit_mib = 0;
   // The device-level budget in bytes: everything the backend takes from the card -- the CUDA
   // context and library handles (measured through NVML at creation), the kernels the libraries
-  // load on first use (kLibraryAllowance) and the allocator's reserve (weights, activations,
-  // causal state, cuDNN/cuBLAS workspaces, cache). The reserve is capped at what remains, so the
-  // allocator trims its cache before it grows past the budget. 0: the card's free memory at
-  // creation minus kBudgetMargin, so other applications keep working; -1: no budget.
+  // load on first use (kLibraryAllowance, core/backend/cuda_switches.h) and the allocator's reserve
+  // (weights, activations, causal state, cuDNN/cuBLAS workspaces, cache). The reserve is capped at
+  // what remains, so the allocator trims its cache before it grows past the budget. 0: the card's
+  // free memory at creation minus kBudgetMargin, so other applications keep working; -1: no budget.
   int64_t budget_bytes = 0;
-  static constexpr int64_t kBudgetMargin = int64_t{512} << 20;
-  static constexpr int64_t kLibraryAllowance = int64_t{256} << 20;
   // Testing: largest element count per cuDNN call (0: 2^31 - 1), to exercise temporal splitting.
   int64_t max_conv_elements = 0;
   // Diagnostic: remember what every live allocation is, so the report can list what was live at

@@ -763,8 +763,7 @@ void MainWindow::requestPrediction() {
     // What the backend will enforce: the budget, else the free memory less its margin.
     const qint64 available = settings_panel_->availableBytes();
     if (available > 0) {
-      r.device_budget_bytes =
-          r.settings.budget_gb > 0 ? available : available - (qint64{512} << 20);
+      r.device_budget_bytes = r.settings.budget_gb > 0 ? available : available - kBudgetMargin;
     }
   }
   predictor_->request(std::move(r));

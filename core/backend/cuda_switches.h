@@ -7,9 +7,18 @@
 // defaults are the fast configuration.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace seedvae {
+
+// The device-level budget (RunOptions::budget_gb, CudaOptions::budget_bytes): without a budget the
+// CUDA backend takes the card's free memory less kBudgetMargin, so other applications keep
+// working; kLibraryAllowance is kept out of the allocator's reserve for the kernels cuDNN and
+// cuBLAS load on first use (measured: 0.01-0.05 GiB on an H100). The planner's automatic
+// schedule (core/pipeline/prediction.h) counts both the same way.
+inline constexpr int64_t kBudgetMargin = int64_t{512} << 20;
+inline constexpr int64_t kLibraryAllowance = int64_t{256} << 20;
 
 struct CudaSwitches {
   // Written out rather than defaulted: with an implicit constructor GCC 12 reports the strings of

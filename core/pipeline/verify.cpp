@@ -394,4 +394,11 @@ Result<VerifyReport> run_verify(Backend& backend, const VerifyOptions& options,
   return report;
 }
 
+std::string verify_row_json(const VerifyRow& r) {
+  return Json{{"config", r.config},   {"tensor", r.tensor}, {"status", r.status},
+              {"max_abs", r.max_abs}, {"rms", r.rms},       {"tolerance", r.tolerance},
+              {"seconds", r.seconds}, {"note", r.note}}
+      .dump();
+}
+
 }  // namespace seedvae

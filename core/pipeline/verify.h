@@ -52,6 +52,10 @@ struct VerifyReport {
 
 // Runs the verification on `backend`. `on_row` is called as each row completes (for live
 // output). Cancel is checked between cases.
+// One row as the verify reports (`seedvae verify --json`, `seedvae_gpu_bench verify --json`) write
+// it: a JSON object with every field of the row.
+std::string verify_row_json(const VerifyRow& row);
+
 Result<VerifyReport> run_verify(Backend& backend, const VerifyOptions& options,
                                 const std::function<void(const VerifyRow&)>& on_row = {},
                                 const CancelToken* cancel = nullptr);

@@ -248,13 +248,7 @@ int cmd_verify(const Args& a) {
     std::printf("  %-5s %-28s %-5s max abs %.3e rms %.3e %s\n", r.config.c_str(), r.tensor.c_str(),
                 r.status.c_str(), r.max_abs, r.rms, r.note.c_str());
     std::fflush(stdout);
-    rows.push_back({{"config", r.config},
-                    {"tensor", r.tensor},
-                    {"status", r.status},
-                    {"max_abs", r.max_abs},
-                    {"rms", r.rms},
-                    {"seconds", r.seconds},
-                    {"note", r.note}});
+    rows.push_back(Json::parse(verify_row_json(r)));
   });
   if (!rep) return fail(rep.status());
   if (o->cuda_graphs) {

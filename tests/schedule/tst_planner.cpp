@@ -399,7 +399,8 @@ class tst_Planner : public QObject {
     constexpr int64_t kGiB = int64_t{1} << 30;
     auto choose = [&](const RunOptions& r, int64_t budget) {
       auto ch = choose_schedule(r, c, true, true, 1080, 1920, 17, budget);
-      return ch ? *ch : ScheduleChoice{};
+      // An error reads as a note no assertion below accepts as "unchanged".
+      return ch ? *ch : ScheduleChoice{r, "error: " + ch.status().to_string()};
     };
     ScheduleChoice big = choose(o, 60 * kGiB);
     QVERIFY(big.note.empty());
@@ -420,10 +421,14 @@ class tst_Planner : public QObject {
     QVERIFY(choose(manual, 6 * kGiB).note.empty());
     RunOptions blend = o;
     blend.tiling = "blend";
-    QCOMPARE(choose(blend, 6 * kGiB).options.tiling, std::string("blend"));
+    const ScheduleChoice blended = choose(blend, 6 * kGiB);
+    QVERIFY2(blended.note.empty(), blended.note.c_str());
+    QCOMPARE(blended.options.tiling, std::string("blend"));
     RunOptions offload = o;
     offload.offload_state = true;
-    QVERIFY(!choose(offload, 6 * kGiB).options.lean_convs);
+    const ScheduleChoice by_hand = choose(offload, 6 * kGiB);
+    QVERIFY2(by_hand.note.empty(), by_hand.note.c_str());
+    QVERIFY(!by_hand.options.lean_convs);
     RunOptions cpu = o;
     cpu.backend = "cpu";
     cpu.precision = "fp32";
