@@ -21,6 +21,7 @@
 #include "app/run_options_cli.h"
 #include "core/base/atomic_file.h"
 #include "core/base/cancel.h"
+#include "core/base/process_memory.h"
 #include "core/base/progress.h"
 #include "core/io/output_path.h"
 #include "core/io/safetensors.h"
@@ -143,16 +144,6 @@ class StderrProgress final : public ProgressSink {
   bool quiet_;
   bool tty_;
 };
-
-int64_t peak_rss_bytes() {
-#if defined(__unix__) || defined(__APPLE__)
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
-#else
-  return -1;
-#endif
-}
 
 double mib(int64_t b) {
   return static_cast<double>(b) / (1 << 20);
@@ -319,6 +310,8 @@ void add_read_json(Json& j, const JobResult& r) {
   j["read_wait_seconds"] = r.read_wait_s;
   j["read_overlapped_seconds"] = r.read_overlap_s();
   j["read_encode_seconds"] = r.read_wait_s + r.encode_s;
+  j["metrics_seconds"] = r.metrics_s;
+  j["write_seconds"] = r.write_s;
 }
 
 // ---- info -----------------------------------------------------------------------------------
@@ -464,7 +457,7 @@ int cmd_decode(const std::string& input, const ModelArgs& mo, const std::string&
   job.output = output;
   auto r = run_job(std::move(job), mo);
   if (!r) return fail(r.status());
-  const int64_t frames = r->reconstruction->shape()[2];
+  const int64_t frames = r->plan.frames;
   const Json j{{"output", output},
                {"frames", frames},
                {"decode_seconds", r->decode_s},
@@ -530,7 +523,7 @@ int cmd_roundtrip(const InputArgs& in, const ModelArgs& mo, const std::string& o
               r->prefetch ? (" on the prefetch thread, " + std::to_string(r->read_wait_s) +
                              " s of it waited for")
                                 .c_str()
-                          : " before encoding (no prefetch)");
+                          : " on the engine thread as it encoded (no prefetch)");
   if (!output.empty()) std::printf("wrote %s\n", output.c_str());
   return kOk;
 }

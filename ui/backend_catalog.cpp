@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <thread>
 
+#include "core/base/process_memory.h"
 #include "core/cpu/cpu_backend.h"
 
 #if defined(__unix__) || defined(__APPLE__)
-#include <sys/resource.h>
 #include <unistd.h>
 #endif
 
@@ -82,13 +82,7 @@ qint64 process_resident_bytes() {
 }
 
 qint64 process_peak_resident_bytes() {
-#if defined(__unix__) || defined(__APPLE__)
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<qint64>(u.ru_maxrss) * 1024;
-#else
-  return -1;
-#endif
+  return peak_rss_bytes();
 }
 
 // ---- CpuCatalog -------------------------------------------------------------------------------

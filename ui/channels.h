@@ -1,8 +1,10 @@
 // The bounded channels from the engine worker to the GUI (../shared/docs/style.md, rule 10).
 //
-//  * FrameStore: every decoded frame of a run (and the matching original frames), append-only,
-//    read by the scrubber at any time. QImage copies are cheap and safe across threads (implicit
-//    sharing with an atomic count); the worker never modifies an image after storing it.
+//  * FrameStore: the decoded frames of a run (and the matching original frames) for the scrubber,
+//    read at any time: a bounded cache of images in front of the run's frame spools
+//    (media::FrameSpool, a temporary file), so the studio's memory does not grow with the clip.
+//    QImage copies are cheap and safe across threads (implicit sharing with an atomic count); the
+//    worker never modifies an image after storing it.
 //  * LatestChannel<T>: a single "latest value" slot. The producer overwrites it; a slow consumer
 //    simply sees fewer values (frames are dropped, never queued). publish() returns true only when
 //    no notification is pending, so at most one queued notification is in flight.
@@ -17,21 +19,33 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
+
+#include "core/media/frame_spool.h"
 
 namespace seedvae::ui {
 
 class FrameStore {
  public:
+  // At most this many images, and bytes of them, of each kind (reconstruction, original) stay
+  // cached (the frames around the scrubber's position); others are converted again from the run's
+  // spools when asked for.
+  static constexpr qint64 kCacheFrames = 32;
+  static constexpr qint64 kCacheBytes = qint64{64} << 20;
+
   FrameStore() = default;
   FrameStore(const FrameStore&) = delete;
   FrameStore& operator=(const FrameStore&) = delete;
 
+  // Where every frame of the run is kept (the job appends to them as it goes): the source frames
+  // and the reconstruction, fp32. Either may be null.
+  void set_sources(std::shared_ptr<const media::FrameSpool> originals,
+                   std::shared_ptr<const media::FrameSpool> reconstruction);
   void set_total(qint64 total, double fps);
-  void set_originals(QVector<QImage> originals);
-  // Stores frame `index` of the reconstruction (frames arrive in order; gaps are not expected).
+  // Caches frame `index` of the reconstruction as it is decoded (the live preview).
   void put(qint64 index, QImage image);
 
   qint64 total() const;
@@ -40,13 +54,25 @@ class FrameStore {
   qint64 original_count() const;
   QImage frame(qint64 index) const;     // null image if not decoded yet
   QImage original(qint64 index) const;  // null image if not read
+  // Images cached now, of both kinds (bounded by kCacheBytes each).
+  qint64 cached_bytes() const;
 
  private:
+  // A bounded most-recently-used cache of converted frames.
+  struct Cache {
+    std::deque<std::pair<qint64, QImage>> items;  // most recent last
+    qint64 bytes = 0;
+    QImage find(qint64 index);
+    void insert(qint64 index, QImage image);
+  };
+  QImage lookup(Cache& cache, const media::FrameSpool* spool, qint64 index) const;
+
   mutable std::mutex mutex_;
   qint64 total_ = 0;
   double fps_ = 24;
-  std::vector<QImage> frames_;
-  std::vector<QImage> originals_;
+  qint64 put_count_ = 0;  // frames put without a spool behind them
+  std::shared_ptr<const media::FrameSpool> originals_, reconstruction_;
+  mutable Cache frames_, original_images_;
 };
 
 template <typename T>

@@ -104,7 +104,7 @@ class RunTelemetry final : public TelemetrySink {
 
   void on_stage(const StageSample& s) override {
     TelemetryPoint p;
-    p.stage = qstr(s.stage);
+    p.stage = intern(s.stage);
     p.op = p.stage.startsWith(QLatin1String("encoder")) ? QStringLiteral("encode")
                                                         : QStringLiteral("decode");
     p.chunk = s.chunk;
@@ -142,6 +142,17 @@ class RunTelemetry final : public TelemetrySink {
     if (queue_->push(std::move(p))) emit worker_->telemetryReady();
   }
 
+  // One shared string per stage name: a run logs a sample per stage and chunk, and a string
+  // allocated for each would scatter small long-lived blocks through the heap, which then cannot
+  // give the pages of the chunks' freed buffers back (the resident set would grow with the clip).
+  QString intern(std::string_view stage) {
+    for (const QString& s : stages_) {
+      if (s == QLatin1String(stage.data(), static_cast<qsizetype>(stage.size()))) return s;
+    }
+    stages_.push_back(qstr(stage));
+    return stages_.back();
+  }
+
   EngineWorker* worker_;
   BoundedQueue<TelemetryPoint>* queue_;
   quint64 id_;
@@ -149,6 +160,7 @@ class RunTelemetry final : public TelemetrySink {
   Clock::time_point t0_;
   bool host_memory_;
   QVector<TelemetryPoint>* log_;
+  QVector<QString> stages_;
 };
 
 // The tile rectangles and, from core's seam metrics, the per-tile mean offset (raw tile output
@@ -193,8 +205,6 @@ EngineWorker::~EngineWorker() {
 
 void EngineWorker::release() {
   session_.release();
-  originals_of_.reset();
-  originals_.clear();
 }
 
 void EngineWorker::probeDevices(const QString& backend) {
@@ -255,6 +265,28 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   job.options = sum.settings;
   job.input = req.input;
   job.predict = true;
+  // The run's frames go to temporary files (the scrubber, A/B, report and export read them
+  // back), so the studio's memory does not grow with the clip: the reconstruction in fp32 (A/B
+  // compares it), the originals in fp16 (they are only shown).
+  bool spooled = true;
+  auto spool = [&](DType storage) -> std::shared_ptr<media::FrameSpool> {
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
+    if (!ec) {
+      if (auto s = media::FrameSpool::on_disk(dir, storage); s.is_ok()) return std::move(*s);
+    }
+    spooled = false;
+    return media::FrameSpool::in_memory();
+  };
+  job.keep_original = spool(DType::kF16);
+  job.keep_reconstruction = spool(DType::kF32);
+  if (!spooled) {
+    sum.warnings << QStringLiteral(
+        "no temporary file could be made for the run's frames; they are kept in memory");
+  }
+  sum.original = job.keep_original;
+  sum.reconstruction = job.keep_reconstruction;
+  if (req.store) req.store->set_sources(job.keep_original, job.keep_reconstruction);
   const QVector<BackendSpec> specs = catalog_->backends();
   const BackendSpec* spec = catalog_->find(specs, QString::fromStdString(sum.settings.backend));
   RunTelemetry telemetry(this, telemetry_.get(), req.id, req.slot, t0,
@@ -274,8 +306,7 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
     if (phase == "decode") progress.phase(QStringLiteral("decode"), kDecode);
     if (phase == "metrics") progress.phase(QStringLiteral("metrics"), kMetrics);
   };
-  // Once the clip is in memory (before encoding, or after it with frame prefetch): its size and
-  // the frame store's originals.
+  // Once the input has been read (after the encode): its size and frame count.
   cb.on_input = [&](const InputClip& clip) -> Status {
     const media::PadPlan& p = clip.plan;
     sum.width = static_cast<int>(p.width);
@@ -285,22 +316,14 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
     sum.frames = p.frames;
     sum.padded_frames = p.padded_frames;
     sum.fps = clip.fps;
-    sum.original = clip.original;
-    if (originals_of_ != clip.original) {
-      originals_ = clip_to_images(*clip.original);
-      originals_of_ = clip.original;
-    }
-    if (req.store) {
-      req.store->set_total(p.frames, clip.fps);
-      req.store->set_originals(originals_);
-    }
+    if (req.store) req.store->set_total(p.frames, clip.fps);
     return Status::ok();
   };
   // Decoded chunks stream to the preview.
   cb.on_decoded = [&](int64_t first, const HostTensor& chunk) -> Status {
     const int64_t n = chunk.shape()[2];
-    for (int64_t i = 0; i < n && first + i < sum.frames; ++i) {
-      QImage img = frame_to_image(chunk, i, sum.width, sum.height);
+    for (int64_t i = 0; i < n; ++i) {
+      QImage img = frame_to_image(chunk, i);
       if (req.store) req.store->put(first + i, img);
       FrameUpdate u;
       u.run_id = req.id;
@@ -334,7 +357,6 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   sum.plan_note = qstr(r.plan_note);
   for (const std::string& w : r.warnings) sum.warnings << qstr(w);
   sum.ms_per_frame = r.ms_per_frame();
-  sum.reconstruction = r.reconstruction;
   if (r.quality) {
     sum.vs_original.psnr_db = r.quality->psnr_db;
     sum.vs_original.ssim = r.quality->ssim;
@@ -354,46 +376,74 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   return Status::ok();
 }
 
+namespace {
+
+// A against B, read back from their spools a few frames at a time: PSNR/SSIM of A vs B, and
+// when exactly one of them is tiled, core's seam metrics of the tiled one against the other.
+Status compare_runs(const RunSummary& a, const RunSummary& b, AbComparison& ab) {
+  if (!a.reconstruction || !b.reconstruction ||
+      !(a.reconstruction->shape() == b.reconstruction->shape())) {
+    return invalid_argument("A and B reconstructions differ in shape");
+  }
+  const bool seams = a.tiled() != b.tiled();
+  const RunSummary& tiled = a.tiled() ? a : b;
+  // Seam figures need the tiled run's rectangles over its whole (unpadded) frame.
+  const bool seam_figures = seams && tiled.tile_report && tiled.width == tiled.padded_width &&
+                            tiled.height == tiled.padded_height;
+  media::QualityAccumulator quality;
+  SeamAccumulator seam_acc;
+  const int64_t total = a.reconstruction->frames();
+  constexpr int64_t kChunk = 8;
+  for (int64_t first = 0; first < total; first += kChunk) {
+    const int64_t n = std::min(kChunk, total - first);
+    SEEDVAE_ASSIGN_OR_RETURN(const HostTensor fa, a.reconstruction->read(first, n));
+    SEEDVAE_ASSIGN_OR_RETURN(const HostTensor fb, b.reconstruction->read(first, n));
+    SEEDVAE_TRY(quality.add(fa, fb));
+    if (seam_figures) {
+      const HostTensor& ft = a.tiled() ? fa : fb;
+      const HostTensor& fr = a.tiled() ? fb : fa;
+      SEEDVAE_TRY(seam_acc.add(ft, seam_output_rects(*tiled.tile_report), &fr));
+    }
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(const media::QualityStats q, quality.result());
+  ab.a_vs_b.psnr_db = q.psnr_db;
+  ab.a_vs_b.ssim = q.ssim;
+  ab.a_vs_b.max_abs = q.max_abs;
+  ab.a_vs_b.rms = q.rms;
+  ab.ok = true;
+  // One tiled, one untiled: |tiled - untiled| is the seam error itself.
+  if (seams) {
+    ab.tiled_slot = tiled.slot;
+    // |tiled - untiled| over the frame in 8-bit levels (compare_clips works on the [0, 1] scale).
+    ab.seam_max_abs = q.max_abs * 255.0;
+    ab.seam_rms = q.rms * 255.0;
+    if (seam_figures) {
+      if (auto m = seam_acc.result(tiled.tile_report.get())) {
+        ab.reference_seam_energy = m->reference_seam_energy;
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 void EngineWorker::compare(quint64 id, const RunSummary& a, const RunSummary& b) {
   AbComparison ab;
   ab.a = a;
   ab.b = b;
   if (!a.ok || !b.ok) {
     ab.error = QStringLiteral("run %1 did not finish").arg(!a.ok ? a.slot : b.slot);
-  } else if (!a.reconstruction || !b.reconstruction ||
-             !(a.reconstruction->shape() == b.reconstruction->shape())) {
-    ab.error = QStringLiteral("A and B reconstructions differ in shape");
   } else {
+    Status st;
     try {
-      auto q = media::compare_clips(*a.reconstruction, *b.reconstruction);
-      if (q) {
-        ab.a_vs_b.psnr_db = q->psnr_db;
-        ab.a_vs_b.ssim = q->ssim;
-        ab.a_vs_b.max_abs = q->max_abs;
-        ab.a_vs_b.rms = q->rms;
-        ab.ok = true;
-      } else {
-        ab.error = qstr(q.status().to_string());
-      }
-      // One tiled, one untiled: |tiled - untiled| is the seam error itself.
-      if (ab.ok && a.tiled() != b.tiled()) {
-        const RunSummary& tiled = a.tiled() ? a : b;
-        const RunSummary& ref = a.tiled() ? b : a;
-        ab.tiled_slot = tiled.slot;
-        // |tiled - untiled| over the frame in 8-bit levels (compare_clips works on the [0, 1]
-        // scale).
-        ab.seam_max_abs = q->max_abs * 255.0;
-        ab.seam_rms = q->rms * 255.0;
-        if (tiled.tile_report && tiled.width == tiled.padded_width &&
-            tiled.height == tiled.padded_height) {
-          if (auto m = seam_metrics(*tiled.reconstruction, *tiled.tile_report,
-                                    ref.reconstruction.get())) {
-            ab.reference_seam_energy = m->reference_seam_energy;
-          }
-        }
-      }
+      st = compare_runs(a, b, ab);
     } catch (const std::exception& e) {
-      ab.error = QStringLiteral("comparison failed: %1").arg(e.what());
+      st = internal_error(e.what());
+    }
+    if (!st.is_ok()) {
+      ab.ok = false;
+      ab.error = QStringLiteral("comparison failed: %1").arg(qstr(st.to_string()));
     }
   }
   emit compared(id, ab);

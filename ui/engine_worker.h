@@ -6,8 +6,9 @@
 // while a run executes).
 //
 // Output channels (all bounded): progress signals throttled to >= 1% or >= 100 ms; decoded frames
-// through a LatestChannel (a slow GUI drops frames; the FrameStore keeps them all for the
-// scrubber); telemetry through a BoundedQueue drained in batches. Each channel keeps at most one
+// through a LatestChannel (a slow GUI drops frames; the run's frame spools keep them all for the
+// scrubber, behind the FrameStore's bounded cache); telemetry through a BoundedQueue drained in
+// batches. Each channel keeps at most one
 // queued notification in flight.
 #pragma once
 
@@ -63,9 +64,6 @@ class EngineWorker : public QObject {
   Session session_;
   std::shared_ptr<const VaeWeights> builtin_weights_;
   QString builtin_name_;
-  // The preview images of the last clip (recomputed when the job reads another clip).
-  std::shared_ptr<const HostTensor> originals_of_;
-  QVector<QImage> originals_;
 };
 
 }  // namespace seedvae::ui

@@ -185,8 +185,10 @@ struct RunSummary {
   qint64 predicted_peak_bytes = -1;
   qint64 process_peak_bytes = -1;
   QualityNumbers vs_original;
-  std::shared_ptr<const HostTensor> reconstruction;  // [1, 3, T, H, W] clamped, padding removed
-  std::shared_ptr<const HostTensor> original;        // the same frames of the input
+  // Every frame of the run, fp32 [1, 3, T, H, W] (a temporary file, or memory where none can be
+  // made): the reconstruction, clamped with the padding removed, and the same frames of the input.
+  std::shared_ptr<const media::FrameSpool> reconstruction;
+  std::shared_ptr<const media::FrameSpool> original;
   std::shared_ptr<FrameStore> store;
   QVector<TelemetryPoint> telemetry;  // every sample of the run, for the report
   TileOverlay overlay;

@@ -9,6 +9,9 @@
 
 #include <fstream>
 #include <string>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #endif
 
 namespace seedvae {
@@ -24,6 +27,8 @@ int64_t peak_rss_bytes() {
 bool reset_peak_rss() {
   return false;
 }
+
+void release_free_host_memory() {}
 
 #else
 
@@ -52,6 +57,12 @@ bool reset_peak_rss() {
   return static_cast<bool>(out);
 #else
   return false;
+#endif
+}
+
+void release_free_host_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
 #endif
 }
 

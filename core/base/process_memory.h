@@ -12,5 +12,10 @@ namespace seedvae {
 int64_t peak_rss_bytes();
 // Starts a new peak from the current resident set; false where the platform cannot.
 bool reset_peak_rss();
+// Returns the free pages of the heap to the operating system (glibc: malloc_trim). A stream
+// frees a chunk's buffers while smaller long-lived blocks (the latent's chunks) sit above them
+// in the heap, which glibc alone does not give back: without this, a long clip's peak resident
+// set creeps up although the live bytes stay flat. Called once per chunk; a no-op elsewhere.
+void release_free_host_memory();
 
 }  // namespace seedvae

@@ -83,7 +83,7 @@ double ssim_plane(const std::vector<double>& x, const std::vector<double>& y, in
 
 }  // namespace
 
-Result<QualityStats> compare_clips(const HostTensor& a, const HostTensor& b) {
+Status QualityAccumulator::add(const HostTensor& a, const HostTensor& b) {
   if (a.shape() != b.shape()) {
     return invalid_argument("cannot compare clips of different shapes " + a.shape().to_string() +
                             " and " + b.shape().to_string());
@@ -104,20 +104,16 @@ Result<QualityStats> compare_clips(const HostTensor& a, const HostTensor& b) {
   const double* pa = a64.data<double>();
   const double* pb = b64.data<double>();
 
-  QualityStats q;
-  double sq = 0;
+  double sq = 0, max_abs = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(pa[i]) || !std::isfinite(pb[i])) {
-      return invalid_argument("clip contains non-finite values (element " + std::to_string(i) +
-                              ")");
+      return invalid_argument("clip contains non-finite values (element " +
+                              std::to_string(elements_ + i) + ")");
     }
     const double d = std::abs(pa[i] - pb[i]) * 0.5;  // [-1, 1] -> [0, 1] halves differences
-    q.max_abs = std::max(q.max_abs, d);
+    max_abs = std::max(max_abs, d);
     sq += d * d;
   }
-  const double mse = sq / static_cast<double>(n);
-  q.rms = std::sqrt(mse);
-  q.psnr_db = mse == 0 ? std::numeric_limits<double>::infinity() : -10.0 * std::log10(mse);
 
   const int64_t N = s.n(), T = s.t(), H = s.h(), W = s.w();
   const int64_t plane = H * W;
@@ -139,8 +135,30 @@ Result<QualityStats> compare_clips(const HostTensor& a, const HostTensor& b) {
       ssim_sum += ssim_plane(ya, yb, H, W);
     }
   }
-  q.ssim = ssim_sum / static_cast<double>(N * T);
+  // Committed only once the whole chunk is valid.
+  elements_ += n;
+  squares_ += sq;
+  max_abs_ = std::max(max_abs_, max_abs);
+  ssim_sum_ += ssim_sum;
+  frames_ += N * T;
+  return Status::ok();
+}
+
+Result<QualityStats> QualityAccumulator::result() const {
+  if (elements_ == 0) return invalid_argument("no frames were compared");
+  QualityStats q;
+  const double mse = squares_ / static_cast<double>(elements_);
+  q.max_abs = max_abs_;
+  q.rms = std::sqrt(mse);
+  q.psnr_db = mse == 0 ? std::numeric_limits<double>::infinity() : -10.0 * std::log10(mse);
+  q.ssim = ssim_sum_ / static_cast<double>(frames_);
   return q;
+}
+
+Result<QualityStats> compare_clips(const HostTensor& a, const HostTensor& b) {
+  QualityAccumulator acc;
+  SEEDVAE_TRY(acc.add(a, b));
+  return acc.result();
 }
 
 }  // namespace seedvae::media

@@ -25,4 +25,20 @@ struct QualityStats {
 // Errors: kInvalidArgument for mismatched or malformed shapes, empty clips or non-finite values.
 Result<QualityStats> compare_clips(const HostTensor& a, const HostTensor& b);
 
+// compare_clips() of a clip that arrives in pieces (chunks of frames, in any order): the sums
+// behind PSNR, rms and the per-frame SSIM mean accumulate, so the result equals compare_clips() of
+// the concatenated clips (up to the order of a floating-point sum) with only a chunk in memory.
+class QualityAccumulator {
+ public:
+  // a and b as compare_clips() takes them; a chunk that fails the checks adds nothing.
+  Status add(const HostTensor& a, const HostTensor& b);
+  int64_t frames() const { return frames_; }
+  // Errors: kInvalidArgument before anything was added.
+  Result<QualityStats> result() const;
+
+ private:
+  int64_t elements_ = 0, frames_ = 0;
+  double squares_ = 0, max_abs_ = 0, ssim_sum_ = 0;
+};
+
 }  // namespace seedvae::media

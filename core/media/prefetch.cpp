@@ -8,6 +8,8 @@
 #include <span>
 #include <string>
 
+#include "core/media/sample_clip.h"
+
 namespace seedvae::media {
 
 namespace {
@@ -129,9 +131,53 @@ std::pair<int64_t, int64_t> encoder_chunk_frames(int chunk_latents, int temporal
 // ---------------------------------------------------------------------------------------------
 // VideoFrameSource
 
+ChunkProducer sample_frames(int width, int height, int64_t frames) {
+  auto next = std::make_shared<int64_t>(0);
+  return [=](int64_t max_frames, const CancelToken* stop) -> Result<HostTensor> {
+    if (stop) SEEDVAE_TRY(stop->check());
+    const int64_t k = std::min(max_frames, frames - *next);
+    if (k <= 0) return HostTensor{};
+    HostTensor out = make_sample_frames(width, height, *next, k);
+    *next += k;
+    return out;
+  };
+}
+
 Result<std::unique_ptr<VideoFrameSource>> VideoFrameSource::open(
     const std::filesystem::path& source, const VideoSourceOptions& options,
     const CancelToken* cancel) {
+  std::unique_ptr<VideoFrameSource> s(new VideoFrameSource());
+  s->opts_ = options;
+  SEEDVAE_ASSIGN_OR_RETURN(FrameReader reader, FrameReader::open(source, options.read, cancel));
+  s->fps_ = reader.fps();
+  s->reader_.emplace(std::move(reader));
+  FrameReader* r = &*s->reader_;
+  s->produce_ = [r](int64_t n, const CancelToken* stop) { return r->read(n, stop); };
+  return start(std::move(s), cancel);
+}
+
+Result<std::unique_ptr<VideoFrameSource>> VideoFrameSource::sample(
+    int width, int height, int64_t frames, const VideoSourceOptions& options,
+    const CancelToken* cancel) {
+  if (width < 1 || height < 1 || frames < 1) {
+    return invalid_argument("the sample clip needs a size and frames >= 1, got " +
+                            std::to_string(width) + "x" + std::to_string(height) + "x" +
+                            std::to_string(frames));
+  }
+  std::unique_ptr<VideoFrameSource> s(new VideoFrameSource());
+  s->opts_ = options;
+  s->fps_ = 24;
+  ChunkProducer produce = sample_frames(width, height, frames);
+  s->produce_ = [produce, cancel](int64_t n, const CancelToken* stop) -> Result<HostTensor> {
+    if (cancel) SEEDVAE_TRY(cancel->check());
+    return produce(n, stop);
+  };
+  return start(std::move(s), cancel);
+}
+
+Result<std::unique_ptr<VideoFrameSource>> VideoFrameSource::start(
+    std::unique_ptr<VideoFrameSource> s, const CancelToken* cancel) {
+  const VideoSourceOptions& options = s->opts_;
   if (options.spatial_multiple < 1) {
     return invalid_argument("spatial_multiple must be >= 1, got " +
                             std::to_string(options.spatial_multiple));
@@ -140,22 +186,16 @@ Result<std::unique_ptr<VideoFrameSource>> VideoFrameSource::open(
     return invalid_argument("prefetch_depth must be >= 1, got " +
                             std::to_string(options.prefetch_depth));
   }
-  std::unique_ptr<VideoFrameSource> s(new VideoFrameSource());
-  s->opts_ = options;
-  SEEDVAE_ASSIGN_OR_RETURN(FrameReader reader, FrameReader::open(source, options.read, cancel));
-  s->fps_ = reader.fps();
-  s->reader_.emplace(std::move(reader));
   if (options.prefetch) {
-    FrameReader* r = &*s->reader_;
-    s->prefetch_ = std::make_unique<PrefetchReader>(
-        [r](int64_t n, const CancelToken* stop) { return r->read(n, stop); },
-        options.first_chunk_frames, options.chunk_frames, options.prefetch_depth, cancel);
+    s->prefetch_ =
+        std::make_unique<PrefetchReader>(s->produce_, options.first_chunk_frames,
+                                         options.chunk_frames, options.prefetch_depth, cancel);
   }
   return s;
 }
 
 VideoFrameSource::~VideoFrameSource() {
-  prefetch_.reset();  // join the reader thread before the FrameReader it uses goes away
+  prefetch_.reset();  // join the reader thread before the producer it calls goes away
 }
 
 // The next n (or, at the end, fewer) unpadded frames.
@@ -163,7 +203,7 @@ Result<HostTensor> VideoFrameSource::raw_next(int64_t n) {
   if (!prefetch_) {
     if (raw_end_) return HostTensor{};
     const auto t0 = Clock::now();
-    Result<HostTensor> r = reader_->read(n);
+    Result<HostTensor> r = produce_(n, nullptr);
     const double secs = seconds_since(t0);
     direct_.read_seconds += secs;
     direct_.wait_seconds += secs;
@@ -217,6 +257,7 @@ Result<HostTensor> VideoFrameSource::next(int64_t max_frames) {
     SEEDVAE_ASSIGN_OR_RETURN(HostTensor raw, raw_next(max_frames));
     const int64_t k = frames_of(raw);
     if (k > 0) {
+      if (opts_.on_frames) SEEDVAE_TRY(opts_.on_frames(raw));
       const Shape& s = raw.shape();
       if (plan_.frames == 0) {
         plan_ = plan_padding(1, s[3], s[4], opts_.spatial_multiple);
@@ -248,14 +289,7 @@ Result<HostTensor> VideoFrameSource::next(int64_t max_frames) {
       }
     }
   }
-  if (opts_.keep_input && frames_of(out) > 0) kept_.push_back(out);
   return out;
-}
-
-Result<HostTensor> VideoFrameSource::input() const {
-  if (!opts_.keep_input) return invalid_argument("VideoFrameSource: keep_input was not set");
-  if (kept_.empty()) return HostTensor{};
-  return concat_time(kept_);
 }
 
 PrefetchStats VideoFrameSource::stats() const {

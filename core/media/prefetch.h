@@ -99,8 +99,14 @@ struct VideoSourceOptions {
   // Prefetch granularity: the chunks the encoder will ask for (encoder_chunk_frames()). Other
   // request sizes work too (the source splits and joins chunks), with one extra copy.
   int64_t first_chunk_frames = 5, chunk_frames = 4;
-  bool keep_input = false;  // keep every frame delivered, for input() (a round trip's reference)
+  // Called with every source frame, before padding, in order, on the consumer's thread (a round
+  // trip keeps its originals this way); an error stops the stream with that status.
+  std::function<Status(const HostTensor& frames)> on_frames;
 };
+
+// The frames of the built-in sample clip (make_sample_frames) as a producer: `frames` frames of
+// width x height, then the end.
+ChunkProducer sample_frames(int width, int height, int64_t frames);
 
 // A video file / image sequence as a FrameSource for encode_stream(): frames read incrementally
 // (FrameReader, on a PrefetchReader thread when options.prefetch), padded per chunk at the
@@ -112,6 +118,11 @@ class VideoFrameSource final : public FrameSource {
   static Result<std::unique_ptr<VideoFrameSource>> open(const std::filesystem::path& source,
                                                         const VideoSourceOptions& options,
                                                         const CancelToken* cancel = nullptr);
+  // The built-in sample clip (make_sample_clip) at 24 fps, padded and delivered the same way
+  // (options.read does not apply).
+  static Result<std::unique_ptr<VideoFrameSource>> sample(int width, int height, int64_t frames,
+                                                          const VideoSourceOptions& options,
+                                                          const CancelToken* cancel = nullptr);
   ~VideoFrameSource() override;
 
   Result<HostTensor> next(int64_t max_frames) override;
@@ -123,27 +134,26 @@ class VideoFrameSource final : public FrameSource {
   // Once finished(): a truncated source's warning (FrameReader::warning).
   std::string warning() const;
   bool prefetching() const { return prefetch_ != nullptr; }
-  // Every frame delivered so far, padded ([1, 3, padded_frames, ...] once finished()); needs
-  // options.keep_input.
-  Result<HostTensor> input() const;
   PrefetchStats stats() const;
 
  private:
   VideoFrameSource() = default;
+  static Result<std::unique_ptr<VideoFrameSource>> start(std::unique_ptr<VideoFrameSource> s,
+                                                         const CancelToken* cancel);
   Result<HostTensor> raw_next(int64_t n);
   Result<HostTensor> pad_frames(int64_t count);
 
   VideoSourceOptions opts_;
-  std::optional<FrameReader> reader_;
-  std::unique_ptr<PrefetchReader> prefetch_;  // after reader_: stopped and joined first
+  std::optional<FrameReader> reader_;         // a file source
+  ChunkProducer produce_;                     // reads from reader_, or generates the sample clip
+  std::unique_ptr<PrefetchReader> prefetch_;  // after both: stopped and joined first
   double fps_ = 24;
   HostTensor pending_;  // frames pulled from the prefetcher but not delivered yet
   bool raw_end_ = false;
   HostTensor tail_;  // padded frames due in the next call
   bool finished_ = false;
   PadPlan plan_;
-  HostTensor history_;  // the last (up to 4) padded source frames, for the temporal padding
-  std::vector<HostTensor> kept_;
+  HostTensor history_;    // the last (up to 4) padded source frames, for the temporal padding
   PrefetchStats direct_;  // stats without a prefetch thread
 };
 

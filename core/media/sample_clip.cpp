@@ -53,7 +53,12 @@ struct Disc {
 }  // namespace
 
 HostTensor make_sample_clip(int width, int height, int frames, uint64_t seed) {
-  const int64_t W = std::max(width, 1), H = std::max(height, 1), T = std::max(frames, 1);
+  return make_sample_frames(width, height, 0, std::max(frames, 1), seed);
+}
+
+HostTensor make_sample_frames(int width, int height, int64_t first, int64_t count, uint64_t seed) {
+  const int64_t W = std::max(width, 1), H = std::max(height, 1), T = std::max<int64_t>(count, 0);
+  first = std::max<int64_t>(first, 0);
   HostTensor out(DType::kF32, Shape{1, 3, T, H, W});
   float* o = out.data<float>();
   if (out.empty()) return out;
@@ -88,7 +93,7 @@ HostTensor make_sample_clip(int width, int height, int frames, uint64_t seed) {
 
   const int64_t plane = H * W, cstride = T * plane;
   for (int64_t t = 0; t < T; ++t) {
-    const double td = static_cast<double>(t);
+    const double td = static_cast<double>(first + t);
     const double pan = std::floor(td * 1.5);  // texture pans 1.5 px per frame (integer shift)
     const double bar_x = std::fmod(td * bar_speed, static_cast<double>(W) + bar_w) - bar_w;
     double dcx[3], dcy[3];

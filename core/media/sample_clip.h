@@ -14,6 +14,10 @@ namespace seedvae::media {
 // sweeping across the frame. Identical for identical arguments on every run; `seed` changes
 // colours, phases and paths. Sizes below 1 are treated as 1.
 HostTensor make_sample_clip(int width, int height, int frames, uint64_t seed = 0);
+// Frames [first, first + count) of that clip (every frame depends on its index alone, so a long
+// clip can be generated chunk by chunk): fp32 [1, 3, count, height, width].
+HostTensor make_sample_frames(int width, int height, int64_t first, int64_t count,
+                              uint64_t seed = 0);
 
 // The built-in natural demo clip (a held-out clip of the demo model, docs/demo-model.md: a folder
 // of 17 JPEG frames, 256x256), for the studio's default run: $SEEDVAE_DEMO_CLIP when set and a

@@ -742,127 +742,6 @@ Status write_image_file(const fs::path& path, const cv::Mat& bgr, const std::str
   return atomic ? write_file_atomic(path, span) : write_file(path, span);
 }
 
-Status write_video(const fs::path& dest, const HostTensor& v, const WriteOptions& o,
-                   const CancelToken* cancel) {
-  const std::string e = ext_of(dest);
-  const int64_t T = v.shape().t(), H = v.shape().h(), W = v.shape().w();
-  const cv::Size size(static_cast<int>(W), static_cast<int>(H));
-  // OpenCV's FFmpeg writer silently crops odd sizes to even ones (4:2:0 chroma); we pad instead,
-  // replicating the last column / row. Its Motion-JPEG writer keeps any size.
-  const cv::Size even_size(size.width + size.width % 2, size.height + size.height % 2);
-  cv::Size coded = size;
-  AtomicFile file(dest);
-  const std::string tmp = file.temp_path().string();
-  cv::VideoWriter writer;
-  std::string codec;
-  if (e == ".avi") {
-    codec = "MJPG";
-    const int fourcc = cv::VideoWriter::fourcc('M', 'J', 'P', 'G');
-    if (writer.open(tmp, cv::CAP_OPENCV_MJPEG, fourcc, o.fps, size, true) &&
-        o.crf_like_quality >= 0) {
-      writer.set(cv::VIDEOWRITER_PROP_QUALITY, 100.0 - o.crf_like_quality * 100.0 / 51.0);
-    }
-    if (!writer.isOpened() && has_ffmpeg()) {
-      coded = even_size;
-      writer.open(tmp, cv::CAP_FFMPEG, fourcc, o.fps, coded, true);
-    }
-  } else if (e == ".mkv") {
-    codec = "FFV1";
-    coded = even_size;
-    writer.open(tmp, cv::CAP_FFMPEG, cv::VideoWriter::fourcc('F', 'F', 'V', '1'), o.fps, coded,
-                true);
-  } else {
-    codec = "mp4v";
-    coded = even_size;
-    writer.open(tmp, cv::CAP_FFMPEG, cv::VideoWriter::fourcc('m', 'p', '4', 'v'), o.fps, coded,
-                true);
-  }
-  if (!writer.isOpened()) {
-    return io_error(
-        "cannot open a " + codec + " video writer for " + quoted(dest) + " (" + size_str(coded) +
-        " at " + std::to_string(o.fps) + " fps): OpenCV's video writer refused" +
-        (has_ffmpeg() ? std::string() : std::string(" (this OpenCV has no FFmpeg backend)")));
-  }
-  cv::Mat bgr, even;
-  const float* data = v.data<float>();
-  for (int64_t t = 0; t < T; ++t) {
-    SEEDVAE_TRY(check_cancel(cancel));
-    frame_to_bgr8(data, T, H, W, t, bgr);
-    if (coded != size) {
-      cv::copyMakeBorder(bgr, even, 0, coded.height - size.height, 0, coded.width - size.width,
-                         cv::BORDER_REPLICATE);
-      writer.write(even);
-    } else {
-      writer.write(bgr);
-    }
-  }
-  writer.release();
-  // OpenCV's video writers report no failed write (a full disk leaves a truncated file behind a
-  // successful release()), so the file is read back before it replaces the destination.
-  SEEDVAE_TRY(verify_written_video(file.temp_path(), dest, codec, T, size));
-  return file.commit();
-}
-
-Status write_single_image(const fs::path& dest, const HostTensor& v, const WriteOptions& o) {
-  cv::Mat bgr;
-  frame_to_bgr8(v.data<float>(), 1, v.shape().h(), v.shape().w(), 0, bgr);
-  std::vector<int> params;
-  const std::string e = ext_of(dest);
-  if ((e == ".jpg" || e == ".jpeg" || e == ".jpe") && o.crf_like_quality >= 0) {
-    params = {cv::IMWRITE_JPEG_QUALITY,
-              static_cast<int>(std::lround(100.0 - o.crf_like_quality * 100.0 / 51.0))};
-  }
-  return write_image_file(dest, bgr, e, params, /*atomic=*/true);
-}
-
-Status write_png_dir(const fs::path& dest, const HostTensor& v, const CancelToken* cancel) {
-  std::error_code ec;
-  const bool existed = fs::exists(dest, ec);
-  if (existed) {
-    if (!fs::is_directory(dest, ec)) {
-      return invalid_argument(quoted(dest) +
-                              " exists and is not a directory; cannot write PNG frames there");
-    }
-    fs::directory_iterator it(dest, ec), end;
-    if (ec) return io_error("cannot list " + quoted(dest) + ": " + ec.message());
-    for (; it != end; it.increment(ec)) {
-      if (ec) return io_error("cannot list " + quoted(dest) + ": " + ec.message());
-      if (!is_frame_name(it->path().filename().string()) || !is_regular(it->path())) {
-        return invalid_argument("directory " + quoted(dest) +
-                                " exists and holds other files than " + "frame_NNNNN.png (" +
-                                quoted(it->path().filename()) + "); refusing to replace it");
-      }
-    }
-  }
-  const int64_t T = v.shape().t(), H = v.shape().h(), W = v.shape().w();
-  AtomicFile file(dest);
-  if (!fs::create_directory(file.temp_path(), ec) || ec) {
-    return io_error("cannot create directory " + quoted(file.temp_path()) +
-                    (ec ? ": " + ec.message() : std::string()));
-  }
-  cv::Mat bgr;
-  for (int64_t t = 0; t < T; ++t) {
-    SEEDVAE_TRY(check_cancel(cancel));
-    frame_to_bgr8(v.data<float>(), T, H, W, t, bgr);
-    SEEDVAE_TRY(write_image_file(file.temp_path() / frame_name(t), bgr, ".png", {}, false)
-                    .with_context("writing " + quoted(dest)));
-  }
-  if (!existed) return file.commit();
-
-  // Replace a previous output: move it aside, move the new one in, then delete the old one.
-  fs::path aside = dest;
-  aside += ".old-" + std::to_string(std::random_device{}());
-  fs::rename(dest, aside, ec);
-  if (ec) return io_error("cannot move the previous " + quoted(dest) + " aside: " + ec.message());
-  Status st = file.commit();
-  if (!st) {
-    fs::rename(aside, dest, ec);
-    return st;
-  }
-  fs::remove_all(aside, ec);
-  return Status::ok();
-}
-
 // What write_clip() makes of a destination, from its name alone.
 struct Destination {
   enum Form { kVideo, kImage, kPngDirectory } form = kPngDirectory;
@@ -905,46 +784,212 @@ Result<Destination> classify_destination(const fs::path& destination) {
       "in '/')");
 }
 
-Status write_impl(const fs::path& destination, const HostTensor& video, const WriteOptions& o,
-                  const CancelToken* cancel) {
-  init_opencv_once();
-  if (destination.empty()) return invalid_argument("no output path given");
-  SEEDVAE_TRY(validate_clip_tensor(video));
-  if (!std::isfinite(o.fps) || o.fps <= 0 || o.fps > 1000) {
-    return invalid_argument("fps must be in (0, 1000], got " + std::to_string(o.fps));
-  }
-  if (o.crf_like_quality < -1 || o.crf_like_quality > 51) {
-    return invalid_argument("crf_like_quality must be -1 (default) or 0..51, got " +
-                            std::to_string(o.crf_like_quality));
-  }
-  HostTensor f32;
-  const HostTensor* v = &video;
-  if (video.dtype() != DType::kF32) {
-    f32 = video.to(DType::kF32);
-    v = &f32;
-  }
+// The state of one clip being written (ClipWriter::Impl): the destination's form, its temporary
+// (an AtomicFile: removed unless committed) and, for a video, OpenCV's writer.
+struct ClipWriterState {
+  Destination dest;
+  WriteOptions o;
+  const CancelToken* cancel = nullptr;
+  std::optional<AtomicFile> file;  // video file or PNG directory under a temporary name
+  bool replace_dir = false;        // a previous PNG directory to move aside at commit
+  cv::VideoWriter writer;          // after `file`: released before the temporary is removed
+  std::string codec;
+  cv::Size size, coded;
+  HostTensor single;  // the one frame of an image destination, written at commit
+  int64_t frames = 0;
+  bool failed = false, committed = false;
+  cv::Mat bgr, even;
+};
 
-  SEEDVAE_ASSIGN_OR_RETURN(const Destination d, classify_destination(destination));
-  fs::path parent = d.path.parent_path();
+Status open_writer(ClipWriterState& w, const fs::path& destination) {
+  if (destination.empty()) return invalid_argument("no output path given");
+  if (!std::isfinite(w.o.fps) || w.o.fps <= 0 || w.o.fps > 1000) {
+    return invalid_argument("fps must be in (0, 1000], got " + std::to_string(w.o.fps));
+  }
+  if (w.o.crf_like_quality < -1 || w.o.crf_like_quality > 51) {
+    return invalid_argument("crf_like_quality must be -1 (default) or 0..51, got " +
+                            std::to_string(w.o.crf_like_quality));
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(w.dest, classify_destination(destination));
+  fs::path parent = w.dest.path.parent_path();
   if (parent.empty()) parent = ".";
   std::error_code ec;
   if (!fs::is_directory(parent, ec)) {
     return not_found("cannot write " + quoted(destination) + ": no such directory " +
                      quoted(parent));
   }
-  switch (d.form) {
-    case Destination::kVideo: return write_video(d.path, *v, o, cancel);
-    case Destination::kImage:
-      if (v->shape().t() != 1) {
-        return invalid_argument(quoted(destination) + " names a single image but the clip has " +
-                                std::to_string(v->shape().t()) +
-                                " frames; give a directory name (frames are written as "
-                                "frame_00000.png, ...) or a video file (.mp4, .avi, .mkv)");
+  const fs::path& dest = w.dest.path;
+  if (w.dest.form == Destination::kVideo) {
+    w.file.emplace(dest);
+  } else if (w.dest.form == Destination::kPngDirectory) {
+    if (fs::exists(dest, ec)) {
+      if (!fs::is_directory(dest, ec)) {
+        return invalid_argument(quoted(dest) +
+                                " exists and is not a directory; cannot write PNG frames there");
       }
-      return write_single_image(d.path, *v, o);
+      fs::directory_iterator it(dest, ec), end;
+      if (ec) return io_error("cannot list " + quoted(dest) + ": " + ec.message());
+      for (; it != end; it.increment(ec)) {
+        if (ec) return io_error("cannot list " + quoted(dest) + ": " + ec.message());
+        if (!is_frame_name(it->path().filename().string()) || !is_regular(it->path())) {
+          return invalid_argument("directory " + quoted(dest) +
+                                  " exists and holds other files than " + "frame_NNNNN.png (" +
+                                  quoted(it->path().filename()) + "); refusing to replace it");
+        }
+      }
+      w.replace_dir = true;
+    }
+    w.file.emplace(dest);
+    if (!fs::create_directory(w.file->temp_path(), ec) || ec) {
+      return io_error("cannot create directory " + quoted(w.file->temp_path()) +
+                      (ec ? ": " + ec.message() : std::string()));
+    }
+  }
+  return Status::ok();
+}
+
+// Opens OpenCV's writer for frames of w.size (the first chunk tells the size).
+Status open_video_writer(ClipWriterState& w) {
+  const fs::path& dest = w.dest.path;
+  const std::string e = ext_of(dest);
+  // OpenCV's FFmpeg writer silently crops odd sizes to even ones (4:2:0 chroma); we pad instead,
+  // replicating the last column / row. Its Motion-JPEG writer keeps any size.
+  const cv::Size even_size(w.size.width + w.size.width % 2, w.size.height + w.size.height % 2);
+  w.coded = w.size;
+  const std::string tmp = w.file->temp_path().string();
+  const WriteOptions& o = w.o;
+  if (e == ".avi") {
+    w.codec = "MJPG";
+    const int fourcc = cv::VideoWriter::fourcc('M', 'J', 'P', 'G');
+    if (w.writer.open(tmp, cv::CAP_OPENCV_MJPEG, fourcc, o.fps, w.size, true) &&
+        o.crf_like_quality >= 0) {
+      w.writer.set(cv::VIDEOWRITER_PROP_QUALITY, 100.0 - o.crf_like_quality * 100.0 / 51.0);
+    }
+    if (!w.writer.isOpened() && has_ffmpeg()) {
+      w.coded = even_size;
+      w.writer.open(tmp, cv::CAP_FFMPEG, fourcc, o.fps, w.coded, true);
+    }
+  } else if (e == ".mkv") {
+    w.codec = "FFV1";
+    w.coded = even_size;
+    w.writer.open(tmp, cv::CAP_FFMPEG, cv::VideoWriter::fourcc('F', 'F', 'V', '1'), o.fps, w.coded,
+                  true);
+  } else {
+    w.codec = "mp4v";
+    w.coded = even_size;
+    w.writer.open(tmp, cv::CAP_FFMPEG, cv::VideoWriter::fourcc('m', 'p', '4', 'v'), o.fps, w.coded,
+                  true);
+  }
+  if (!w.writer.isOpened()) {
+    return io_error(
+        "cannot open a " + w.codec + " video writer for " + quoted(dest) + " (" +
+        size_str(w.coded) + " at " + std::to_string(o.fps) +
+        " fps): OpenCV's video writer refused" +
+        (has_ffmpeg() ? std::string() : std::string(" (this OpenCV has no FFmpeg backend)")));
+  }
+  return Status::ok();
+}
+
+Status write_frames(ClipWriterState& w, const HostTensor& chunk) {
+  const Shape& s = chunk.shape();
+  if (s.rank() != 5 || s.n() != 1 || s.c() != 3) {
+    return invalid_argument("frames to write must be [1, 3, T, H, W], got " + s.to_string());
+  }
+  if (s.h() < 1 || s.w() < 1) return invalid_argument("cannot write empty frames " + s.to_string());
+  if (s.h() > 32768 || s.w() > 32768) {
+    return invalid_argument("frame size " + std::to_string(s.w()) + "x" + std::to_string(s.h()) +
+                            " exceeds the 32768 pixel limit for writing");
+  }
+  int64_t n = 0;
+  if (!s.checked_numel(&n) || n * dtype_size(chunk.dtype()) != chunk.nbytes()) {
+    return invalid_argument("clip " + s.to_string() + " does not match its storage");
+  }
+  const cv::Size size(static_cast<int>(s.w()), static_cast<int>(s.h()));
+  if (w.frames > 0 && size != w.size) {
+    return invalid_argument("frames of " + size_str(size) + " cannot follow frames of " +
+                            size_str(w.size) + " in " + quoted(w.dest.path));
+  }
+  const int64_t T = s.t();
+  if (T == 0) return Status::ok();
+  if (w.dest.form == Destination::kImage && w.frames + T > 1) {
+    return invalid_argument(quoted(w.dest.path) + " names a single image but the clip has " +
+                            std::to_string(w.frames + T) +
+                            " frames; give a directory name (frames are written as "
+                            "frame_00000.png, ...) or a video file (.mp4, .avi, .mkv)");
+  }
+  HostTensor f32;
+  const HostTensor* v = &chunk;
+  if (chunk.dtype() != DType::kF32) {
+    f32 = chunk.to(DType::kF32);
+    v = &f32;
+  }
+  w.size = size;
+  if (w.dest.form == Destination::kImage) {
+    w.single = *v;
+    w.frames = 1;
+    return Status::ok();
+  }
+  if (w.dest.form == Destination::kVideo && !w.writer.isOpened()) {
+    SEEDVAE_TRY(open_video_writer(w));
+  }
+  const int64_t H = s.h(), W = s.w();
+  for (int64_t t = 0; t < T; ++t) {
+    SEEDVAE_TRY(check_cancel(w.cancel));
+    frame_to_bgr8(v->data<float>(), T, H, W, t, w.bgr);
+    if (w.dest.form == Destination::kPngDirectory) {
+      SEEDVAE_TRY(
+          write_image_file(w.file->temp_path() / frame_name(w.frames), w.bgr, ".png", {}, false)
+              .with_context("writing " + quoted(w.dest.path)));
+    } else if (w.coded != w.size) {
+      cv::copyMakeBorder(w.bgr, w.even, 0, w.coded.height - w.size.height, 0,
+                         w.coded.width - w.size.width, cv::BORDER_REPLICATE);
+      w.writer.write(w.even);
+    } else {
+      w.writer.write(w.bgr);
+    }
+    ++w.frames;
+  }
+  return Status::ok();
+}
+
+Status commit_writer(ClipWriterState& w) {
+  if (w.frames == 0)
+    return invalid_argument("cannot write an empty clip to " + quoted(w.dest.path));
+  const fs::path& dest = w.dest.path;
+  switch (w.dest.form) {
+    case Destination::kImage: {
+      cv::Mat bgr;
+      frame_to_bgr8(w.single.data<float>(), 1, w.size.height, w.size.width, 0, bgr);
+      std::vector<int> params;
+      const std::string e = ext_of(dest);
+      if ((e == ".jpg" || e == ".jpeg" || e == ".jpe") && w.o.crf_like_quality >= 0) {
+        params = {cv::IMWRITE_JPEG_QUALITY,
+                  static_cast<int>(std::lround(100.0 - w.o.crf_like_quality * 100.0 / 51.0))};
+      }
+      return write_image_file(dest, bgr, e, params, /*atomic=*/true);
+    }
+    case Destination::kVideo:
+      w.writer.release();
+      // OpenCV's video writers report no failed write (a full disk leaves a truncated file behind
+      // a successful release()), so the file is read back before it replaces the destination.
+      SEEDVAE_TRY(verify_written_video(w.file->temp_path(), dest, w.codec, w.frames, w.size));
+      return w.file->commit();
     case Destination::kPngDirectory: break;
   }
-  return write_png_dir(d.path, *v, cancel);
+  if (!w.replace_dir) return w.file->commit();
+  // Replace a previous output: move it aside, move the new one in, then delete the old one.
+  std::error_code ec;
+  fs::path aside = dest;
+  aside += ".old-" + std::to_string(std::random_device{}());
+  fs::rename(dest, aside, ec);
+  if (ec) return io_error("cannot move the previous " + quoted(dest) + " aside: " + ec.message());
+  Status st = w.file->commit();
+  if (!st) {
+    fs::rename(aside, dest, ec);
+    return st;
+  }
+  fs::remove_all(aside, ec);
+  return Status::ok();
 }
 
 template <typename F>
@@ -1038,10 +1083,79 @@ Result<HostTensor> FrameReader::read(int64_t max_frames, const CancelToken* stop
   });
 }
 
+// ---------------------------------------------------------------------------------------------
+// ClipWriter
+
+struct ClipWriter::Impl {
+  ClipWriterState state;
+  fs::path destination;
+};
+
+ClipWriter::ClipWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ClipWriter::~ClipWriter() = default;
+ClipWriter::ClipWriter(ClipWriter&&) noexcept = default;
+ClipWriter& ClipWriter::operator=(ClipWriter&&) noexcept = default;
+
+Result<ClipWriter> ClipWriter::open(const fs::path& destination, const WriteOptions& options,
+                                    const CancelToken* cancel) {
+  return guarded(destination, "writing", [&]() -> Result<ClipWriter> {
+    init_opencv_once();
+    auto impl = std::make_unique<Impl>();
+    impl->destination = destination;
+    impl->state.o = options;
+    impl->state.cancel = cancel;
+    SEEDVAE_TRY(open_writer(impl->state, destination));
+    return ClipWriter(std::move(impl));
+  });
+}
+
+Status ClipWriter::write(const HostTensor& frames) {
+  if (!impl_) return invalid_argument("ClipWriter::write on a moved-from writer");
+  ClipWriterState& w = impl_->state;
+  if (w.committed) return invalid_argument("ClipWriter::write after commit()");
+  if (w.failed) return io_error("writing " + quoted(impl_->destination) + " failed before");
+  Status st = guarded(impl_->destination, "writing", [&] { return write_frames(w, frames); });
+  if (!st) w.failed = true;
+  return st;
+}
+
+Status ClipWriter::commit() {
+  if (!impl_) return invalid_argument("ClipWriter::commit on a moved-from writer");
+  ClipWriterState& w = impl_->state;
+  if (w.committed) return Status::ok();
+  if (w.failed) return io_error("writing " + quoted(impl_->destination) + " failed before");
+  Status st = guarded(impl_->destination, "writing", [&] { return commit_writer(w); });
+  if (st) {
+    w.committed = true;
+  } else {
+    w.failed = true;
+  }
+  return st;
+}
+
+int64_t ClipWriter::frames() const {
+  return impl_ ? impl_->state.frames : 0;
+}
+
 Status write_clip(const fs::path& destination, const HostTensor& video, const WriteOptions& options,
                   const CancelToken* cancel) {
-  return guarded(destination, "writing",
-                 [&]() -> Status { return write_impl(destination, video, options, cancel); });
+  SEEDVAE_TRY(guarded(destination, "writing", [&] { return validate_clip_tensor(video); }));
+  SEEDVAE_ASSIGN_OR_RETURN(ClipWriter writer, ClipWriter::open(destination, options, cancel));
+  SEEDVAE_TRY(writer.write(video));
+  return writer.commit();
+}
+
+Status write_clip(const fs::path& destination, const FrameSpool& frames,
+                  const WriteOptions& options, const CancelToken* cancel) {
+  const int64_t total = frames.frames();
+  if (total == 0) return invalid_argument("cannot write an empty clip to " + quoted(destination));
+  SEEDVAE_ASSIGN_OR_RETURN(ClipWriter writer, ClipWriter::open(destination, options, cancel));
+  constexpr int64_t kChunk = 8;
+  for (int64_t first = 0; first < total; first += kChunk) {
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor chunk, frames.read(first, std::min(kChunk, total - first)));
+    SEEDVAE_TRY(writer.write(chunk));
+  }
+  return writer.commit();
 }
 
 bool is_writable_video_extension(const fs::path& path) {

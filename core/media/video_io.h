@@ -34,6 +34,7 @@
 
 #include "core/base/cancel.h"
 #include "core/base/status.h"
+#include "core/media/frame_spool.h"
 #include "core/tensor/host_tensor.h"
 
 namespace seedvae::media {
@@ -148,6 +149,36 @@ struct WriteOptions {
 // destination, so a full disk is kIoError naming the path ("no space left on device") instead of
 // a truncated file. The parent directory must exist (kNotFound otherwise).
 Status write_clip(const std::filesystem::path& destination, const HostTensor& video,
+                  const WriteOptions& options = {}, const CancelToken* cancel = nullptr);
+
+// write_clip() for a clip that arrives chunk by chunk (a decode streaming out of the engine), with
+// the same forms, checks and guarantees: open() checks the destination and options and starts
+// the temporary (a PNG directory's is created, a video's writer opens with the first frames);
+// write() appends frames ([1, 3, k, H, W], every chunk of the first chunk's H x W); commit()
+// finishes the file (a video is read back first) and moves it onto the destination. Destroyed
+// without a successful commit(), the writer leaves nothing behind and the destination untouched.
+// After a failed write() every later call fails.
+class ClipWriter {
+ public:
+  static Result<ClipWriter> open(const std::filesystem::path& destination,
+                                 const WriteOptions& options = {},
+                                 const CancelToken* cancel = nullptr);
+  ~ClipWriter();
+  ClipWriter(ClipWriter&&) noexcept;
+  ClipWriter& operator=(ClipWriter&&) noexcept;
+
+  Status write(const HostTensor& frames);
+  Status commit();
+  int64_t frames() const;  // written so far
+
+ private:
+  struct Impl;
+  explicit ClipWriter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// write_clip() of every frame kept in `frames`, read back and written a chunk at a time.
+Status write_clip(const std::filesystem::path& destination, const FrameSpool& frames,
                   const WriteOptions& options = {}, const CancelToken* cancel = nullptr);
 
 // Video container extensions write_clip() encodes (".mp4", ...), lower case.

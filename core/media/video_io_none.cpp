@@ -58,6 +58,34 @@ Status write_clip(const std::filesystem::path& destination, const HostTensor&, c
   return no_video(destination, "write");
 }
 
+struct ClipWriter::Impl {};
+ClipWriter::ClipWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ClipWriter::~ClipWriter() = default;
+ClipWriter::ClipWriter(ClipWriter&&) noexcept = default;
+ClipWriter& ClipWriter::operator=(ClipWriter&&) noexcept = default;
+
+Result<ClipWriter> ClipWriter::open(const std::filesystem::path& destination, const WriteOptions&,
+                                    const CancelToken*) {
+  return no_video(destination, "write");
+}
+
+Status ClipWriter::write(const HostTensor&) {
+  return unsupported("this build has no video I/O (built without OpenCV)");
+}
+
+Status ClipWriter::commit() {
+  return unsupported("this build has no video I/O (built without OpenCV)");
+}
+
+int64_t ClipWriter::frames() const {
+  return 0;
+}
+
+Status write_clip(const std::filesystem::path& destination, const FrameSpool&, const WriteOptions&,
+                  const CancelToken*) {
+  return no_video(destination, "write");
+}
+
 bool is_writable_video_extension(const std::filesystem::path&) {
   return false;
 }

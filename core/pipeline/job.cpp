@@ -9,8 +9,10 @@
 #include <new>
 #include <tuple>
 
+#include "core/base/process_memory.h"
 #include "core/io/output_path.h"
 #include "core/io/safetensors.h"
+#include "core/media/frame_spool.h"
 #include "core/media/prefetch.h"
 #include "core/media/sample_clip.h"
 #include "core/media/video_io.h"
@@ -104,7 +106,7 @@ Result<bool> use_prefetch(const RunOptions& o, const JobInput& input, std::strin
   if (o.prefetch == "off") {
     reason = "off";
   } else if (input.is_sample()) {
-    reason = "the sample clip is generated in memory, there are no frames to read ahead";
+    reason = "the sample clip is generated as the encoder asks for frames, nothing is read";
   } else if (o.tiling != "off" || o.budget_gb > 0) {
     reason = find_option("prefetch")->not_applicable(o);
   } else if (o.chunk_latents == 0 && o.prefetch == "auto") {
@@ -165,8 +167,9 @@ Status check_host_memory(const RunOptions& o, const VaeConfig& config, int64_t w
   constexpr double kGiB = double(int64_t{1} << 30);
   const media::PadPlan p = media::plan_padding(
       frames, height, width, std::max(config.spatial_factor(), o.spatial_multiple));
-  // At least one fp32 copy of the padded clip; in doubles, so that no size overflows.
-  const double clip = 3.0 * 4.0 * static_cast<double>(p.padded_frames) *
+  // At least the first chunk of padded fp32 frames (frames stream through the job); in doubles,
+  // so that no size overflows.
+  const double clip = 3.0 * 4.0 * static_cast<double>(std::min<int64_t>(p.padded_frames, 5)) *
                       static_cast<double>(p.padded_height) * static_cast<double>(p.padded_width);
   double buffers = clip, engine = 0;
   if (auto pred = predict_memory(o, config, width, height, frames); pred.is_ok()) {
@@ -274,18 +277,9 @@ struct Session::State {
   std::string backend_key;
   std::optional<VaeModel> model;
   std::shared_ptr<const VaeWeights> model_weights;
-  // The last input clip, read and padded.
-  struct Clip {
-    std::string key;
-    InputClip input;
-    HostTensor padded;
-    std::string warning;  // media::Clip::warning (a truncated source)
-  };
-  std::optional<Clip> clip;
 
   Status ensure_engine(const RunOptions& o, const std::shared_ptr<const VaeWeights>& weights);
   Status run(const JobSpec& job, const JobCallbacks& cb, JobResult& r);
-  Status read_input(const JobSpec& job, const JobCallbacks& cb, JobResult& r);
 };
 
 Session::Session(BackendFactory make_backend) : s_(std::make_unique<State>()) {
@@ -297,7 +291,6 @@ Session::~Session() {
 }
 
 void Session::release() {
-  s_->clip.reset();
   s_->model.reset();
   s_->model_weights.reset();
   s_->backend.reset();
@@ -371,54 +364,77 @@ Status Session::run(const JobSpec& job, const JobCallbacks& cb, JobResult& resul
 
 namespace {
 
-// What identifies a read clip: the input and how it is padded.
-std::string clip_key(const JobSpec& job) {
+// The job's input as a padded, chunk-by-chunk frame source (on a prefetch thread or not).
+Result<std::unique_ptr<media::VideoFrameSource>> open_source(const JobSpec& job,
+                                                             const RunOptions& o, bool prefetch,
+                                                             const CancelToken* cancel) {
+  const VaeConfig& cfg = job.weights->config;
+  media::VideoSourceOptions so;
+  so.read = read_options(job.input);
+  so.spatial_multiple = spatial_multiple(job);
+  SEEDVAE_ASSIGN_OR_RETURN(so.temporal_pad, media::temporal_pad_from_name(o.temporal_pad));
+  so.prefetch = prefetch;
+  std::tie(so.first_chunk_frames, so.chunk_frames) =
+      media::encoder_chunk_frames(o.chunk_latents, cfg.temporal_factor(), o.lone_head);
+  if (job.keep_original) {
+    media::FrameSpool* keep = job.keep_original.get();
+    so.on_frames = [keep](const HostTensor& frames) { return keep->append(frames); };
+  }
   const JobInput& in = job.input;
-  return (in.is_sample()
-              ? "sample " + std::to_string(in.sample_width) + "x" +
-                    std::to_string(in.sample_height) + "x" + std::to_string(in.sample_frames)
-              : in.path.string() + "|" + std::to_string(in.first_frame) + "|" +
-                    std::to_string(in.max_frames) + "|" + std::to_string(in.stride) + "|" +
-                    std::to_string(in.resize_width) + "x" + std::to_string(in.resize_height)) +
-         "|" + std::to_string(spatial_multiple(job)) + "|" + job.options.temporal_pad;
+  if (in.is_sample()) {
+    return media::VideoFrameSource::sample(in.sample_width, in.sample_height, in.sample_frames, so,
+                                           cancel);
+  }
+  return media::VideoFrameSource::open(in.path, so, cancel);
+}
+
+// The source frames again, unpadded and in order, for the round trip's metrics: the input is
+// read a second time while the decode streams out, so no copy of the clip is kept.
+Result<media::ChunkProducer> open_originals(const JobInput& in, const CancelToken* cancel) {
+  if (in.is_sample()) {
+    return media::sample_frames(in.sample_width, in.sample_height, in.sample_frames);
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(media::FrameReader reader,
+                           media::FrameReader::open(in.path, read_options(in), cancel));
+  auto shared = std::make_shared<media::FrameReader>(std::move(reader));
+  return media::ChunkProducer(
+      [shared](int64_t n, const CancelToken* stop) { return shared->read(n, stop); });
+}
+
+// Every frame a source delivers, as one tensor (a tiled encode needs the whole padded clip).
+Result<HostTensor> read_all_frames(media::VideoFrameSource& source) {
+  std::vector<HostTensor> parts;
+  constexpr int64_t kChunk = 64;
+  for (;;) {
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor part, source.next(kChunk));
+    const int64_t k = part.empty() ? 0 : part.shape()[2];
+    if (k > 0) parts.push_back(std::move(part));
+    if (k < kChunk) break;
+  }
+  if (parts.empty()) return internal_error("the frame source delivered no frames");
+  return concat_time(parts);
+}
+
+// Frames [0, k) of a decoded chunk, cropped to the source's height x width and clamped to
+// [-1, 1]: the reconstruction's frames.
+HostTensor trim_chunk(const HostTensor& chunk, int64_t k, int64_t height, int64_t width) {
+  const Shape& s = chunk.shape();
+  HostTensor out(DType::kF32, Shape{1, s[1], k, height, width});
+  const float* src = chunk.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t c = 0; c < s[1]; ++c) {
+    for (int64_t t = 0; t < k; ++t) {
+      for (int64_t y = 0; y < height; ++y) {
+        const float* row = src + ((c * s[2] + t) * s[3] + y) * s[4];
+        float* o = dst + ((c * k + t) * height + y) * width;
+        for (int64_t x = 0; x < width; ++x) o[x] = std::clamp(row[x], -1.f, 1.f);
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace
-
-// Reads (or reuses) the job's input clip without frame prefetch: padded, and the original kept.
-Status Session::State::read_input(const JobSpec& job, const JobCallbacks& cb, JobResult& r) {
-  const RunOptions& o = job.options;
-  const JobInput& in = job.input;
-  const std::string key = clip_key(job);
-  if (clip && clip->key == key) {
-    r.prefetch_note = "the clip was still in memory from the previous run: nothing to read";
-    return Status::ok();
-  }
-  clip.reset();
-  const auto t0 = Clock::now();
-  SEEDVAE_ASSIGN_OR_RETURN(const media::TemporalPad pad,
-                           media::temporal_pad_from_name(o.temporal_pad));
-  Clip c;
-  c.key = key;
-  HostTensor video;
-  if (in.is_sample()) {
-    video = media::make_sample_clip(in.sample_width, in.sample_height, in.sample_frames);
-    c.input.fps = 24;
-  } else {
-    SEEDVAE_ASSIGN_OR_RETURN(media::Clip read,
-                             media::read_clip(in.path, read_options(in), cb.cancel));
-    video = std::move(read.video);
-    c.input.fps = read.fps;
-    c.warning = std::move(read.warning);
-  }
-  const Shape& s = video.shape();
-  c.input.plan = media::plan_padding(s[2], s[3], s[4], spatial_multiple(job));
-  SEEDVAE_ASSIGN_OR_RETURN(c.padded, media::apply_padding(video, c.input.plan, pad));
-  c.input.original = std::make_shared<const HostTensor>(std::move(video));
-  clip = std::move(c);
-  r.read_s = r.read_wait_s = seconds_since(t0);  // the engine thread read it itself
-  return Status::ok();
-}
 
 Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult& r) {
   const auto t0 = Clock::now();
@@ -439,36 +455,29 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     if (pred.is_ok()) r.predicted_peak_bytes = pred->engine_bytes;
   };
 
-  // ---- input ----
+  // Every few chunks the heap's free pages go back to the system, so that a long stream's
+  // resident set stays flat (release_free_host_memory); not every chunk, which would make the
+  // engine fault its buffers in afresh each time (+19 % time for the tiny model at 256x256).
+  int64_t chunks = 0;
+  auto trim_heap = [&chunks] {
+    if (++chunks % 8 == 0) release_free_host_memory();
+  };
+
+  // ---- input: the frames stream from the reader (on a prefetch thread or not) ----
   std::unique_ptr<media::VideoFrameSource> source;  // stopped and joined on every way out
+  int64_t frame_h = 0, frame_w = 0;                 // padded frame size, before the encode
   if (encodes) {
     phase("read");
     std::string why;
     SEEDVAE_ASSIGN_OR_RETURN(r.prefetch, use_prefetch(o, job.input, &why));
     if (!r.prefetch) r.prefetch_note = why == "off" ? why : "does not apply: " + why;
-    if (r.prefetch && clip && clip->key == clip_key(job) && o.prefetch != "on") {
-      r.prefetch = false;  // read_input() reuses the clip in memory
-    }
-    if (r.prefetch) {
-      clip.reset();
-      media::VideoSourceOptions so;
-      so.read = read_options(job.input);
-      so.spatial_multiple = spatial_multiple(job);
-      SEEDVAE_ASSIGN_OR_RETURN(so.temporal_pad, media::temporal_pad_from_name(o.temporal_pad));
-      so.prefetch = true;
-      std::tie(so.first_chunk_frames, so.chunk_frames) =
-          media::encoder_chunk_frames(o.chunk_latents, cfg.temporal_factor(), o.lone_head);
-      so.keep_input = job.kind == JobKind::kRoundTrip;
-      SEEDVAE_ASSIGN_OR_RETURN(source,
-                               media::VideoFrameSource::open(job.input.path, so, cb.cancel));
+    if (job.input.is_sample()) {
+      const media::PadPlan p = media::plan_padding(1, job.input.sample_height,
+                                                   job.input.sample_width, spatial_multiple(job));
+      frame_h = p.padded_height;
+      frame_w = p.padded_width;
     } else {
-      SEEDVAE_TRY(read_input(job, cb, r));
-      if (!clip->warning.empty()) r.warnings.push_back(clip->warning);
-      r.plan = clip->input.plan;
-      r.fps = clip->input.fps;
-      r.original = clip->input.original;
-      predict(r.plan);
-      if (cb.on_input) SEEDVAE_TRY(cb.on_input(clip->input));
+      SEEDVAE_ASSIGN_OR_RETURN(std::tie(frame_h, frame_w), padded_frame_size(job));
     }
     if (cb.cancel) SEEDVAE_TRY(cb.cancel->check());
   } else {
@@ -494,18 +503,10 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   std::string schedule_note;
   if (o.backend == "cuda" && o.auto_schedule &&
       find_option("auto_schedule")->not_applicable(o).empty()) {
-    int64_t h = r.plan.padded_height, w = r.plan.padded_width, t = r.plan.padded_frames;
-    if (encodes && clip) {
-      const Shape& s = clip->padded.shape();
-      t = s[2];
-      h = s[3];
-      w = s[4];
-    } else if (encodes) {
-      // Frames still to come from the prefetch thread: the size from a first frame read apart
-      // (the peak is a chunk's, so the clip's length does not matter).
-      SEEDVAE_ASSIGN_OR_RETURN(std::tie(h, w), padded_frame_size(job));
-      t = 17;
-    }
+    // Encodes: the peak is a chunk's, so the clip's length does not matter (17 frames).
+    const int64_t h = encodes ? frame_h : r.plan.padded_height;
+    const int64_t w = encodes ? frame_w : r.plan.padded_width;
+    const int64_t t = encodes ? 17 : r.plan.padded_frames;
     SEEDVAE_ASSIGN_OR_RETURN(
         ScheduleChoice choice,
         choose_schedule(o, cfg, encodes, decodes, h, w, t, backend->memory_stats().budget_bytes));
@@ -513,7 +514,7 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
       o = choice.options;
       schedule_note = choice.note;
       SEEDVAE_TRY(ensure_engine(o, job.weights));  // a new backend when the offload turns on
-      if (r.plan.padded_height > 0) predict(r.plan);
+      if (!encodes) predict(r.plan);
     }
   }
   VaeModel& m = *model;
@@ -539,64 +540,126 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   // ---- encode ----
   HostTensor latent;
   if (encodes) {
+    SEEDVAE_ASSIGN_OR_RETURN(source, open_source(job, o, r.prefetch, cb.cancel));
     phase("encode");
     const auto te = Clock::now();
     HostTensor moments;
-    if (source) {
-      // Frames arrive from the prefetch thread chunk by chunk; bit-identical to encoding the
-      // whole padded clip.
-      SEEDVAE_ASSIGN_OR_RETURN(
-          moments, encode_stream(m, *source, stream, StreamHooks{cb.cancel, cb.progress, {}, -1}));
-      r.encode_s = seconds_since(te);
-      if (!source->finished()) {
-        return internal_error("the frame source did not reach the end of the clip");
-      }
-      const media::PrefetchStats ps = source->stats();
-      r.read_s = ps.read_seconds;
-      r.read_wait_s = ps.wait_seconds;
-      r.plan = source->plan();
-      r.fps = source->fps();
-      if (job.kind == JobKind::kRoundTrip) {
-        Clip c;
-        c.input.plan = r.plan;
-        c.input.fps = r.fps;
-        SEEDVAE_ASSIGN_OR_RETURN(c.padded, source->input());
-        SEEDVAE_ASSIGN_OR_RETURN(HostTensor video, media::remove_padding_checked(c.padded, r.plan));
-        c.input.original = std::make_shared<const HostTensor>(std::move(video));
-        c.key = clip_key(job);
-        clip = std::move(c);
-        r.original = clip->input.original;
-      }
-      if (std::string w = source->warning(); !w.empty()) r.warnings.push_back(std::move(w));
-      source.reset();  // the reader has finished; join it
-      predict(r.plan);
-      if (cb.on_input && clip) SEEDVAE_TRY(cb.on_input(clip->input));
-    } else {
-      SEEDVAE_ASSIGN_OR_RETURN(
-          moments, encode_clip(m, weights, clip->padded, o,
-                               StreamHooks{cb.cancel, cb.progress, {}, -1}, nullptr, &r.plan_note));
-      r.encode_s = seconds_since(te);
+    StreamHooks hooks{cb.cancel, cb.progress, {}, -1};
+    // The posterior mean is taken chunk by chunk, so the moments (twice the latent) of the whole
+    // clip are never held; sampling draws its noise over the whole moments, in their order.
+    std::vector<HostTensor> means;
+    if (!job.sample_latent) {
+      hooks.on_chunk = [&](int64_t, const HostTensor& part) -> Status {
+        means.push_back(moments_mean(part));
+        trim_heap();
+        return Status::ok();
+      };
+      hooks.keep_output = false;
     }
-    latent = job.sample_latent ? moments_sample(moments, job.seed) : moments_mean(moments);
+    if (o.tiling == "off") {
+      // Frames arrive chunk by chunk; bit-identical to encoding the whole padded clip.
+      SEEDVAE_ASSIGN_OR_RETURN(moments, encode_stream(m, *source, stream, hooks));
+    } else {
+      // Tiles run over every chunk: the whole padded clip first.
+      SEEDVAE_ASSIGN_OR_RETURN(HostTensor video, read_all_frames(*source));
+      SEEDVAE_ASSIGN_OR_RETURN(moments,
+                               encode_clip(m, weights, video, o, hooks, nullptr, &r.plan_note));
+    }
+    r.encode_s = seconds_since(te);
+    if (!source->finished()) {
+      return internal_error("the frame source did not reach the end of the clip");
+    }
+    const media::PrefetchStats ps = source->stats();
+    r.read_s = ps.read_seconds;
+    r.read_wait_s = ps.wait_seconds;
+    r.plan = source->plan();
+    r.fps = source->fps();
+    if (std::string w = source->warning(); !w.empty()) r.warnings.push_back(std::move(w));
+    source.reset();  // the reader has finished; join it
+    predict(r.plan);
+    if (cb.on_input) SEEDVAE_TRY(cb.on_input(InputClip{r.plan, r.fps}));
+    if (job.sample_latent) {
+      latent = moments_sample(moments, job.seed);
+    } else if (!means.empty()) {
+      SEEDVAE_ASSIGN_OR_RETURN(latent, concat_time(means));
+    } else {
+      latent = moments_mean(moments);
+    }
   }
 
-  // ---- decode ----
-  HostTensor decoded;
+  // ---- decode: each finished chunk is trimmed, compared, written and kept as it arrives ----
   if (decodes) {
+    std::optional<media::ClipWriter> writer;
+    if (!job.output.empty()) {
+      SEEDVAE_ASSIGN_OR_RETURN(writer, media::ClipWriter::open(job.output, {r.fps}, cb.cancel));
+    }
+    const bool compare = job.kind == JobKind::kRoundTrip;
+    media::ChunkProducer originals;
+    if (compare) {
+      SEEDVAE_ASSIGN_OR_RETURN(originals, open_originals(job.input, cb.cancel));
+    }
+    media::QualityAccumulator quality;
+    SeamAccumulator seams;
+    Status seam_status;
+    double metrics_s = 0, write_s = 0;
+    ChunkSink sink = [&](int64_t first, const HostTensor& chunk) -> Status {
+      // Seam figures on the raw decoded frames, as the tiles produced them.
+      if (!r.tiles.rects.empty() && seam_status.is_ok()) {
+        seam_status = seams.add(chunk, seam_output_rects(r.tiles));
+      }
+      const int64_t k = std::min(chunk.shape()[2], r.plan.frames - first);
+      if (k <= 0) return Status::ok();  // temporal padding
+      const HostTensor recon = trim_chunk(chunk, k, r.plan.height, r.plan.width);
+      if (compare) {
+        const auto tm = Clock::now();
+        SEEDVAE_ASSIGN_OR_RETURN(HostTensor original, originals(k, nullptr));
+        if (original.empty() || original.shape() != recon.shape()) {
+          return internal_error("the input read again gave " + original.shape().to_string() +
+                                " for reconstruction frames " + recon.shape().to_string());
+        }
+        SEEDVAE_TRY(quality.add(recon, original));
+        metrics_s += seconds_since(tm);
+      }
+      if (writer) {
+        const auto tw = Clock::now();
+        SEEDVAE_TRY(writer->write(recon));
+        write_s += seconds_since(tw);
+      }
+      if (job.keep_reconstruction) SEEDVAE_TRY(job.keep_reconstruction->append(recon));
+      if (cb.on_decoded) SEEDVAE_TRY(cb.on_decoded(first, recon));
+      trim_heap();
+      return Status::ok();
+    };
     phase("decode");
     const auto td = Clock::now();
     TileHooks th;
     th.report = &r.tiles;
     th.on_tile = cb.on_tile;
     std::string note;
-    SEEDVAE_ASSIGN_OR_RETURN(
-        decoded, decode_clip(m, weights, encodes ? latent : *job.latent, o,
-                             StreamHooks{cb.cancel, cb.progress, cb.on_decoded, -1}, &th, &note));
+    StreamHooks hooks{cb.cancel, cb.progress, sink, -1};
+    hooks.keep_output = false;
+    SEEDVAE_TRY(
+        decode_clip(m, weights, encodes ? latent : *job.latent, o, hooks, &th, &note).status());
     if (r.plan_note.empty()) r.plan_note = note;
     r.decode_s = seconds_since(td);
-    if (r.tiles.mode != TilingMode::kOff) {
-      auto seams = seam_metrics(decoded, r.tiles, nullptr);
-      if (seams.is_ok()) r.seams = std::move(*seams);
+    r.metrics_s = metrics_s;
+    r.write_s = write_s;
+    if (r.tiles.mode != TilingMode::kOff && seam_status.is_ok()) {
+      if (auto sm = seams.result(&r.tiles); sm.is_ok()) r.seams = std::move(*sm);
+    }
+    if (compare) {
+      if (auto q = quality.result(); q.is_ok()) r.quality = *q;
+    }
+    if (writer) {
+      phase("write");
+      const auto tw = Clock::now();
+      SEEDVAE_TRY(writer->commit());
+      r.write_s += seconds_since(tw);
+      if (std::string w = media::stored_size_note(job.output, r.plan.width, r.plan.height);
+          !w.empty()) {
+        r.warnings.push_back(std::move(w));
+      }
+      r.output = job.output;
     }
   }
   if (!schedule_note.empty()) {
@@ -605,35 +668,12 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   r.peak_bytes = backend->memory_stats().peak_bytes;  // Session::run detaches the hooks
   if (encodes) r.latent = std::move(latent);
 
-  // ---- trim, clamp, metrics ----
-  if (decodes) {
-    phase("metrics");
-    const auto tm = Clock::now();
-    SEEDVAE_ASSIGN_OR_RETURN(HostTensor recon, media::remove_padding_checked(decoded, r.plan));
-    decoded = HostTensor();
-    for (float& v : recon.f32()) v = std::clamp(v, -1.f, 1.f);
-    if (job.kind == JobKind::kRoundTrip && r.original) {
-      auto q = media::compare_clips(recon, *r.original);
-      if (q.is_ok()) r.quality = *q;
-    }
-    r.reconstruction = std::make_shared<const HostTensor>(std::move(recon));
-    r.metrics_s = seconds_since(tm);
-  }
-
-  // ---- write ----
-  if (!job.output.empty()) {
+  // ---- an encode writes its latent ----
+  if (job.kind == JobKind::kEncode && !job.output.empty()) {
     phase("write");
     const auto tw = Clock::now();
-    if (job.kind == JobKind::kEncode) {
-      SEEDVAE_TRY(
-          write_latent_file(job.output, r.latent, r.plan, r.fps, weights.source, job.dit_latent));
-    } else {
-      SEEDVAE_TRY(media::write_clip(job.output, *r.reconstruction, {r.fps}, cb.cancel));
-      const Shape& rs = r.reconstruction->shape();
-      if (std::string w = media::stored_size_note(job.output, rs.w(), rs.h()); !w.empty()) {
-        r.warnings.push_back(std::move(w));
-      }
-    }
+    SEEDVAE_TRY(
+        write_latent_file(job.output, r.latent, r.plan, r.fps, weights.source, job.dit_latent));
     r.output = job.output;
     r.write_s = seconds_since(tw);
   }

@@ -1,6 +1,15 @@
 // The job layer: one entry point for encode, decode and the round trip (read -> pad -> encode ->
 // decode -> trim -> metrics -> write), used by the CLI, the studio's engine worker, the studio's
-// headless job and the benchmark. No front end reads, pads, chunks, tiles, plans a budget,
+// headless job and the benchmark.
+//
+// Frames stream end to end: the reader delivers the input a chunk at a time to the encoder, and
+// each decoded chunk is trimmed, compared with the source frames (read a second time, in step),
+// written and handed to the caller as soon as it is finished, then dropped. Host memory holds a
+// few chunks of frames and the latent, not the clip, so it does not grow with the clip's length
+// (tests/core/tst_stream_memory.cpp). Exceptions: a tiled encode reads the whole padded clip first
+// (its tiles each run over every chunk), and a caller that wants frames afterwards keeps them in
+// a media::FrameSpool (in memory or in a temporary file) through JobSpec::keep_original /
+// keep_reconstruction. No front end reads, pads, chunks, tiles, plans a budget,
 // prefetches, measures or writes by itself; they describe a job (JobSpec: RunOptions, input,
 // weights) and receive its results (JobResult) and, while it runs, its progress, telemetry,
 // decoded frames and tiles (JobCallbacks).
@@ -24,6 +33,7 @@
 #include "core/base/cancel.h"
 #include "core/base/progress.h"
 #include "core/base/telemetry.h"
+#include "core/media/frame_spool.h"
 #include "core/media/metrics.h"
 #include "core/media/vae_padding.h"
 #include "core/pipeline/run_options.h"
@@ -74,25 +84,29 @@ struct JobSpec {
   std::filesystem::path output;
   // Predict the run's peak memory with the planner first (JobResult::predicted_peak_bytes).
   bool predict = false;
+  // When set, the frames are also appended here for later reading: the source frames as read
+  // ([1, 3, T, H, W] in [-1, 1]; encode, round trip) and the reconstruction, trimmed and clamped
+  // (decode, round trip). A spool on disk keeps host memory flat.
+  std::shared_ptr<media::FrameSpool> keep_original, keep_reconstruction;
 };
 
-// The input once it is in memory.
+// The input once it has been read to its end (after the encode): its padding and frame rate.
 struct InputClip {
   media::PadPlan plan;
   double fps = 24;
-  std::shared_ptr<const HostTensor> original;  // [1, 3, T, H, W] in [-1, 1] as read
 };
 
 struct JobCallbacks {
   const CancelToken* cancel = nullptr;
   ProgressSink* progress = nullptr;    // per chunk or tile: "encode", "decode tiles", ...
   TelemetrySink* telemetry = nullptr;  // the model's stage samples (core/base/telemetry.h)
-  // The job enters a phase: "read", "encode", "decode", "metrics", "write".
+  // The job enters a phase: "read", "encode", "decode" (with the metrics and the writing of each
+  // chunk), "write" (finishing the output file).
   std::function<void(std::string_view phase)> on_phase;
-  // The input clip is in memory (before encoding; with frame prefetch, after it).
+  // The input has been read to its end (after the encode): the clip's size and frame count.
   std::function<Status(const InputClip&)> on_input;
-  // Each decoded chunk: frames [first, first + T) of the padded, unclamped output; frames at and
-  // after plan.frames are temporal padding.
+  // Each decoded chunk as the reconstruction's frames [first, first + k): trimmed to the source
+  // size, temporal padding dropped, clamped to [-1, 1]. The tensor lives only during the call.
   ChunkSink on_decoded;
   TileSink on_tile;  // every tile of a tiled decode, before blending
 };
@@ -102,17 +116,17 @@ struct JobResult {
   std::string weights_source;  // VaeWeights::source
   media::PadPlan plan;
   double fps = 24;
-  std::shared_ptr<const HostTensor> original;        // encode, round trip: the frames as read
-  HostTensor latent;                                 // encode, round trip: raw VAE latent
-  std::shared_ptr<const HostTensor> reconstruction;  // decode, round trip: trimmed, clamped
-  std::optional<media::QualityStats> quality;        // round trip: reconstruction vs original
-  TileRunReport tiles;                               // the decode's tiling
-  std::optional<SeamMetrics> seams;                  // a tiled decode's seam figures
+  HostTensor latent;                           // encode, round trip: raw VAE latent
+  std::optional<media::QualityStats> quality;  // round trip: reconstruction vs original
+  TileRunReport tiles;                         // the decode's tiling
+  std::optional<SeamMetrics> seams;            // a tiled decode's seam figures
   double read_s = 0;       // reading and padding (with prefetch: the reader thread's time)
   double read_wait_s = 0;  // of which the engine waited for
+  // decode_s is the whole streamed decode, including the metrics and writes of its chunks, which
+  // metrics_s and write_s (plus finishing the file) count apart.
   double encode_s = 0, decode_s = 0, metrics_s = 0, write_s = 0, total_s = 0;
   bool prefetch = false;         // frames were read on the prefetch thread
-  std::string prefetch_note;     // why not, when not ("off", "does not apply: ...", ...)
+  std::string prefetch_note;     // why not, when not ("off", "does not apply: ...")
   bool async_tiles = false;      // chunks/tiles were queued ahead
   std::string async_tiles_note;  // why not, when not ("off", "does not apply: ...")
   std::string plan_note;         // what the memory budget chose
@@ -137,11 +151,10 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   // Runs one job. The backend is made anew when the options' backend_key() changes (the model
-  // with it), the model when the weights change, and the clip is read again unless the same
-  // input was read with the same padding by the previous job. `result` holds what the job found
-  // out so far, also when it fails or is cancelled (whether it prefetched, its timings).
+  // with it), and the model when the weights change. `result` holds what the job found out so
+  // far, also when it fails or is cancelled (whether it prefetched, its timings).
   Status run(const JobSpec& job, const JobCallbacks& callbacks, JobResult& result);
-  // Frees the cached clip, the model and the backend (and with it the device).
+  // Frees the model and the backend (and with it the device).
   void release();
   // The backend of the last job; nullptr before the first job and after release().
   Backend* backend() const;

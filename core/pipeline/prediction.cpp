@@ -98,14 +98,21 @@ Result<MemoryPrediction> predict_memory(const RunOptions& given, const VaeConfig
                " model): " + describe(e);
   }
   if (!choice.note.empty()) p.method = "automatic schedule: " + choice.note + "; " + p.method;
-  // The job's host buffers: the clip as read, its padded copy, the padded decoded output and the
-  // trimmed reconstruction (fp32), and the latent moments.
+  // The job's host buffers. Frames stream (core/pipeline/job.h): a few chunks of fp32 frames are
+  // alive at a time -- read ahead, padded, decoded (two in turn), trimmed, and the originals they
+  // are compared with -- and the latent moments of the whole clip. A tiled encode reads the whole
+  // padded clip first.
   const int sf = config.spatial_factor();
-  const int64_t source = frames * height * width * 3 * 4;
-  const int64_t padded_clip = pd.t * pd.h * pd.w * 3 * 4;
+  const int64_t frame_bytes = pd.h * pd.w * 3 * 4;
+  const int64_t chunk_frames =
+      o.chunk_latents > 0
+          ? std::min<int64_t>(pd.t, int64_t{o.chunk_latents} * config.temporal_factor() + 1)
+          : pd.t;
+  int64_t buffers = 6 * chunk_frames * frame_bytes;
+  if (o.tiling != "off") buffers += pd.t * frame_bytes;
   const int64_t moments = 2 * config.latent_channels * ((pd.t - 1) / config.temporal_factor() + 1) *
                           (pd.h / sf) * (pd.w / sf) * 4;
-  p.host_bytes = planner_host + 2 * source + 2 * padded_clip + moments;
+  p.host_bytes = planner_host + buffers + moments;
   return p;
 }
 

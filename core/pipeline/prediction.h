@@ -18,8 +18,9 @@ struct MemoryPrediction {
   int64_t weight_bytes = 0;      // the model's parameters on the backend (+ exact tiling's layer)
   int64_t activation_bytes = 0;  // the largest live activations and causal state
   int64_t engine_bytes = 0;      // what the backend will peak at: weights + activations + fixed
-  int64_t host_bytes = 0;        // the job's host buffers (clip, padded copy, decoded output,
-                                 // latent) and the scheduler's (tiles, exact tiling's frames)
+  int64_t host_bytes = 0;        // the job's host buffers (chunks of frames, the latent; a
+                                 // tiled encode's whole clip) and the scheduler's (tiles, exact
+                                 // tiling's frames)
   int64_t tiles = 1;             // tiles per chunk
   double relative_time = 1;      // time relative to the untiled run
   std::string method;            // "planner (decoder, cuda model): ..."

@@ -1,6 +1,7 @@
 #include "core/schedule/streaming.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -88,6 +89,10 @@ Result<HostTensor> run_stream(VaeModel& model, const HostTensor& input,
   Backend& backend = model.backend();
   CausalState state;
   HostTensor out;
+  // Without gathering: two chunk buffers in turn (with async copies, chunk i lands in one while
+  // chunk i-1 is finished from the other). Declared before the pipeline, which they outlive.
+  const bool gather = hooks.gathers();
+  std::array<HostTensor, 2> ring;
   int64_t produced = 0;
   const auto total = static_cast<int64_t>(in_ranges.size());
   CopyPipeline pipe(backend, async);
@@ -99,18 +104,26 @@ Result<HostTensor> run_stream(VaeModel& model, const HostTensor& input,
     SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(whole ? input : slice_time(input, b, e)));
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, step(x, state, i));
     x = {};
-    if (out.empty()) {
+    if (y.shape.rank() != 5) return internal_error("stream step returned " + y.shape.to_string());
+    HostTensor* dst = &out;
+    if (!gather) {
+      dst = &ring[static_cast<size_t>(i % 2)];
+      if (dst->shape() != y.shape) {
+        SEEDVAE_ASSIGN_OR_RETURN(*dst, HostTensor::create(DType::kF32, y.shape));
+      }
+    } else if (out.empty()) {
       Shape o = y.shape;
-      if (o.rank() != 5) return internal_error("stream step returned " + o.to_string());
       o[2] = out_frames;
       SEEDVAE_ASSIGN_OR_RETURN(out, HostTensor::create(DType::kF32, o));
     }
     const int64_t t = y.shape[2], first = produced;
-    SEEDVAE_TRY(pipe.download(y, out, first));
+    SEEDVAE_TRY(pipe.download(y, *dst, gather ? first : 0));
     y = {};
     SEEDVAE_TRY(model.end_summary("chunk", summary, i, hooks.tile));
-    CopyPipeline::Finish finish = [&, i, first, t]() -> Status {
-      if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(first, slice_time(out, first, first + t)));
+    CopyPipeline::Finish finish = [&, i, first, t, dst]() -> Status {
+      if (hooks.on_chunk) {
+        SEEDVAE_TRY(hooks.on_chunk(first, gather ? slice_time(out, first, first + t) : *dst));
+      }
       if (hooks.progress) hooks.progress->report(stage, i + 1, total);
       return Status::ok();
     };
@@ -195,6 +208,7 @@ Result<HostTensor> encode_stream(VaeModel& model, FrameSource& source, const Str
       const int64_t first = produced;
       CopyPipeline::Finish finish = [&, pi, first]() -> Status {
         if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(first, parts[pi]));
+        if (!hooks.gathers()) parts[pi] = HostTensor{};  // taken by on_chunk
         ++finished;
         // the chunk count is unknown until the source ends: report one more than finished
         if (hooks.progress) hooks.progress->report("encode", finished, finished + 1);
@@ -216,6 +230,7 @@ Result<HostTensor> encode_stream(VaeModel& model, FrameSource& source, const Str
     return internal_error("stream produced " + std::to_string(produced) + " latents, expected " +
                           std::to_string((frames_in - 1) / f + 1));
   }
+  if (!hooks.gathers()) return HostTensor{};
   return concat_time(parts);
 }
 

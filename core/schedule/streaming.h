@@ -57,6 +57,11 @@ struct StreamHooks {
   ProgressSink* progress = nullptr;
   ChunkSink on_chunk;
   int64_t tile = -1;  // tile index for telemetry labels when called by the tiling scheduler
+  // false: the output is not gathered on the host -- each chunk exists only until on_chunk has
+  // taken it, and the run returns an empty tensor -- so host memory does not grow with the clip
+  // (a decode that streams into a writer). Ignored without on_chunk.
+  bool keep_output = true;
+  bool gathers() const { return keep_output || !on_chunk; }
 };
 
 // Chunk boundaries in latent frames for `latent_frames` latents: [begin, end) pairs

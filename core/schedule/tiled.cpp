@@ -195,7 +195,8 @@ Result<HostTensor> run_blend(const BlendJob& job) {
                           cfg, job.encode, lat_h, lat_w, job.stream.chunk_latents,
                           dtype_size(backend.activation_dtype()))));
     const int64_t chunk_acc = 4 * out_c * (out_first.size() > 1 ? out_first[1] : 0) * out_h * out_w;
-    tile_major = chunks.size() > 1 && ntiles > 1 && clip_bytes < state_bytes + chunk_acc;
+    tile_major = chunks.size() > 1 && ntiles > 1 && clip_bytes < state_bytes + chunk_acc &&
+                 job.hooks.gathers();  // streaming out: only chunk-major is bounded
   }
   if (report) report->tile_major = tile_major;
 
@@ -365,9 +366,11 @@ Result<HostTensor> run_blend(const BlendJob& job) {
       SEEDVAE_TRY(pipe.drain());  // the chunk's last tile, before normalising and unparking
       normalise(acc);
       if (job.hooks.on_chunk) SEEDVAE_TRY(job.hooks.on_chunk(out_first[ci], acc));
-      pieces.push_back(std::move(acc));
+      if (job.hooks.gathers()) pieces.push_back(std::move(acc));
     }
-    SEEDVAE_ASSIGN_OR_RETURN(result, concat_time(pieces));
+    if (!pieces.empty()) {
+      SEEDVAE_ASSIGN_OR_RETURN(result, concat_time(pieces));
+    }
   }
   if (report) {
     report->backend_peak_bytes = backend.memory_stats().peak_bytes;
@@ -453,7 +456,7 @@ Result<HostTensor> run_exact(VaeModel& model, const HostTensor& input, const Til
     if (report) report->host_state_bytes = std::max(report->host_state_bytes, state.bytes());
     if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(produced, out));
     produced += out.shape()[2];
-    pieces.push_back(std::move(out));
+    if (hooks.gathers()) pieces.push_back(std::move(out));
   }
   if (report) {
     const int64_t lat_h = encode ? s[3] / sf : s[3];
@@ -468,6 +471,7 @@ Result<HostTensor> run_exact(VaeModel& model, const HostTensor& input, const Til
     report->backend_peak_bytes = model.backend().memory_stats().peak_bytes;
     report->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   }
+  if (pieces.empty()) return HostTensor{};
   return concat_time(pieces);
 }
 
@@ -480,9 +484,10 @@ Result<HostTensor> run_off(VaeModel& model, const HostTensor& input, const Strea
     TileRunReport& r = *tile_hooks->report;
     r = TileRunReport{};
     r.mode = TilingMode::kOff;
-    const Shape& s = out->shape();
+    const int64_t f = encode ? 1 : model.config().spatial_factor();  // the output's scale
+    const int64_t d = encode ? model.config().spatial_factor() : 1;
     r.rects.push_back({0, 0, input.shape()[3], input.shape()[4]});
-    r.output_rects.push_back({0, 0, s[3], s[4]});
+    r.output_rects.push_back({0, 0, input.shape()[3] * f / d, input.shape()[4] * f / d});
     r.backend_peak_bytes = model.backend().memory_stats().peak_bytes;
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   }

@@ -358,6 +358,39 @@ class tst_Streaming : public QObject {
     QCOMPARE(sizes, (std::vector<int64_t>{5, 4, 4}));
   }
 
+  // keep_output off: the chunks reach on_chunk as when the output is gathered, bit for bit, and
+  // nothing is gathered (an empty result), through the async pipeline and without it, for the
+  // streamed encode, the whole-tensor encode and the decode.
+  void streamedChunksWithoutGathering() {
+    const HostTensor x = random_tensor({1, 3, 13, 16, 24}, 7, 0.5f);
+    const HostTensor z = random_tensor({1, 16, 4, 2, 3}, 8);
+    for (bool async : {true, false}) {
+      StreamOptions o{1};
+      o.async_tiles = async;
+      std::vector<HostTensor> parts;
+      StreamHooks hooks;
+      hooks.on_chunk = [&](int64_t, const HostTensor& c) {
+        parts.push_back(c);
+        return Status::ok();
+      };
+      hooks.keep_output = false;
+      auto gathered = decode_latent(*tiny_.model, z, o);
+      auto streamed = decode_latent(*tiny_.model, z, o, hooks);
+      QVERIFY(gathered.is_ok() && streamed.is_ok());
+      QVERIFY(streamed->empty());
+      auto joined = concat_time(parts);
+      QVERIFY(joined.is_ok());
+      QCOMPARE(compare(*joined, *gathered)->max_abs, 0.0);
+      parts.clear();
+      auto enc_gathered = encode_video(*tiny_.model, x, o);
+      auto enc_streamed = encode_video(*tiny_.model, x, o, hooks);
+      QVERIFY(enc_gathered.is_ok() && enc_streamed.is_ok() && enc_streamed->empty());
+      joined = concat_time(parts);
+      QVERIFY(joined.is_ok());
+      QCOMPARE(compare(*joined, *enc_gathered)->max_abs, 0.0);
+    }
+  }
+
   // Peak backend memory of a streamed decode depends on the chunk, not on the clip length:
   // 50 latents (197 frames) peak within 2% of 5 latents (17 frames).
   void memoryBoundedByChunk() {

@@ -8,6 +8,7 @@
 
 #include "core/media/metrics.h"
 #include "core/media/sample_clip.h"
+#include "core/schedule/streaming.h"
 #include "tests/media/media_test_util.h"
 
 using namespace seedvae;
@@ -164,6 +165,32 @@ class TestMetrics : public QObject {
     QVERIFY(q.is_ok());
     QVERIFY(q->psnr_db > 40 && std::isfinite(q->psnr_db));
     QVERIFY(q->max_abs <= 0.5 * std::ldexp(1.0, -8) + 1e-9);  // bf16 rounding, halved
+  }
+
+  // The accumulator over chunks of frames equals compare_clips() of the whole clips.
+  void accumulatorEqualsWholeClip() {
+    const HostTensor a = make_sample_clip(40, 28, 9, 1);
+    const HostTensor b = make_sample_clip(40, 28, 9, 2);
+    auto whole = compare_clips(a, b);
+    QVERIFY(whole.is_ok());
+    QualityAccumulator acc;
+    QVERIFY(!acc.result().is_ok());  // nothing added yet
+    for (auto [first, end] : {std::pair{0, 2}, std::pair{2, 7}, std::pair{7, 9}}) {
+      QVERIFY(acc.add(slice_time(a, first, end), slice_time(b, first, end)).is_ok());
+    }
+    QCOMPARE(acc.frames(), int64_t{9});
+    auto got = acc.result();
+    QVERIFY(got.is_ok());
+    QCOMPARE(got->max_abs, whole->max_abs);
+    QVERIFY(std::abs(got->psnr_db - whole->psnr_db) < 1e-9);
+    QVERIFY(std::abs(got->rms - whole->rms) < 1e-12);
+    QVERIFY(std::abs(got->ssim - whole->ssim) < 1e-12);
+    // A chunk that fails the checks adds nothing.
+    HostTensor bad = slice_time(b, 0, 1);
+    bad.f32()[5] = std::numeric_limits<float>::quiet_NaN();
+    QVERIFY(!acc.add(slice_time(a, 0, 1), bad).is_ok());
+    QVERIFY(!acc.add(slice_time(a, 0, 1), slice_time(b, 0, 2)).is_ok());
+    QCOMPARE(acc.frames(), int64_t{9});
   }
 
   void errors() {

@@ -15,9 +15,11 @@
 #include <vector>
 
 #include "core/base/cancel.h"
+#include "core/media/frame_spool.h"
 #include "core/media/metrics.h"
 #include "core/media/sample_clip.h"
 #include "core/media/video_io.h"
+#include "core/schedule/streaming.h"
 #include "tests/media/media_test_util.h"
 
 using namespace seedvae;
@@ -136,6 +138,100 @@ class TestVideoIo : public QObject {
     // 8-bit quantisation only: at most half a level, 1/255 in [-1, 1] units.
     QVERIFY2(max_abs_diff(back->video, clip) <= 1.0 / 255 + 1e-6,
              qPrintable(QString::number(max_abs_diff(back->video, clip))));
+  }
+
+  // A clip written a chunk at a time equals the same clip written at once, for a lossless video
+  // and a PNG directory; frames kept in a FrameSpool (on disk) write the same clip again.
+  void chunkedWritesEqualWholeWrites() {
+    const fs::path d = subdir("chunked");
+    const HostTensor clip = level_clip(9, 24, 40);
+    for (const char* name : {"clip.mkv", "frames"}) {
+      const fs::path whole = d / (std::string("whole_") + name);
+      const fs::path chunked = d / (std::string("chunked_") + name);
+      QVERIFY(write_clip(whole, clip).is_ok());
+      auto w = ClipWriter::open(chunked);
+      QVERIFY2(w.is_ok(), w.status().to_string().c_str());
+      for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 5}, {5, 9}}) {
+        QVERIFY(w->write(slice_time(clip, b, e)).is_ok());
+      }
+      QCOMPARE(w->frames(), int64_t{9});
+      QVERIFY(w->commit().is_ok());
+      auto a = read_clip(whole), b = read_clip(chunked);
+      QVERIFY(a.is_ok() && b.is_ok());
+      QCOMPARE(max_abs_diff(a->video, b->video), 0.0);
+    }
+    auto spool = FrameSpool::on_disk(d);
+    QVERIFY2(spool.is_ok(), spool.status().to_string().c_str());
+    QVERIFY((*spool)->append(slice_time(clip, 0, 4)).is_ok());
+    QVERIFY((*spool)->append(slice_time(clip, 4, 9)).is_ok());
+    QVERIFY(write_clip(d / "from_spool", **spool).is_ok());
+    auto back = read_clip(d / "from_spool"), whole = read_clip(d / "whole_frames");
+    QVERIFY(back.is_ok() && whole.is_ok());
+    QCOMPARE(max_abs_diff(back->video, whole->video), 0.0);
+  }
+
+  // A writer given up before commit() leaves nothing, and frames of another size are refused.
+  void abandonedWriterLeavesNothing() {
+    const fs::path d = subdir("abandoned");
+    const HostTensor clip = level_clip(3, 16, 16);
+    for (const char* name : {"clip.mkv", "frames", "one.png"}) {
+      {
+        auto w = ClipWriter::open(d / name);
+        QVERIFY(w.is_ok());
+        QVERIFY(w->write(slice_time(clip, 0, 1)).is_ok());
+      }
+      QVERIFY2(list_dir(d).empty(), name);
+    }
+    {
+      auto w = ClipWriter::open(d / "clip.mkv");
+      QVERIFY(w.is_ok() && w->write(clip).is_ok());
+      QVERIFY(!w->write(level_clip(1, 16, 24)).is_ok());
+      QVERIFY(!w->commit().is_ok());  // a failed write fails everything after it
+      auto one = ClipWriter::open(d / "one.png");
+      QVERIFY(one.is_ok() && !one->write(clip).is_ok());  // one image, three frames
+      auto empty = ClipWriter::open(d / "empty.mkv");
+      QVERIFY(empty.is_ok() && !empty->commit().is_ok());  // nothing written
+    }
+    QVERIFY(list_dir(d).empty());
+  }
+
+  // FrameSpool keeps frames in memory or in an unnamed temporary file: reads give back exactly
+  // what was appended, in any pieces; a mismatched size or a range outside is refused.
+  void frameSpools() {
+    const fs::path d = subdir("spool");
+    const HostTensor clip = make_sample_clip(20, 12, 7, 5);
+    auto disk = FrameSpool::on_disk(d);
+    QVERIFY(disk.is_ok());
+    QVERIFY(list_dir(d).empty());  // unlinked at once: nothing to leave behind
+    for (const std::shared_ptr<FrameSpool>& s : {FrameSpool::in_memory(), *disk}) {
+      QCOMPARE(s->frames(), int64_t{0});
+      QVERIFY(s->append(slice_time(clip, 0, 3)).is_ok());
+      QVERIFY(s->append(slice_time(clip, 3, 7)).is_ok());
+      QVERIFY(s->append(slice_time(clip, 7, 7)).is_ok());  // no frames: nothing
+      QCOMPARE(s->shape(), clip.shape());
+      QCOMPARE(s->bytes(), clip.nbytes());
+      auto all = s->read_all();
+      QVERIFY(all.is_ok());
+      QCOMPARE(max_abs_diff(*all, clip), 0.0);
+      auto mid = s->read(2, 3);
+      QVERIFY(mid.is_ok());
+      QCOMPARE(max_abs_diff(*mid, slice_time(clip, 2, 5)), 0.0);
+      QVERIFY(!s->read(5, 3).is_ok());
+      QVERIFY(!s->read(-1, 1).is_ok());
+      QVERIFY(!s->append(make_sample_clip(20, 14, 1)).is_ok());
+      QCOMPARE(s->frames(), int64_t{7});
+    }
+    QVERIFY((*disk)->on_disk() && !FrameSpool::in_memory()->on_disk());
+    QVERIFY(!FrameSpool::on_disk(d / "missing").is_ok());
+    QVERIFY(!FrameSpool::on_disk(d, DType::kBF16).is_ok());
+    // fp16 storage: half the bytes, each value within fp16's rounding (2^-11 relative).
+    auto half = FrameSpool::on_disk(d, DType::kF16);
+    QVERIFY(half.is_ok() && (*half)->append(clip).is_ok());
+    QCOMPARE((*half)->bytes(), clip.nbytes() / 2);
+    auto back = (*half)->read_all();
+    QVERIFY(back.is_ok());
+    QVERIFY(max_abs_diff(*back, clip) <= 1.0 / 2048);
+    QCOMPARE(max_abs_diff(*back, clip.to(DType::kF16).to(DType::kF32)), 0.0);
   }
 
   void oddSizesAndOverwrite() {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/schedule/seam_metrics.h"
+#include "core/schedule/streaming.h"
 
 using namespace seedvae;
 
@@ -104,6 +105,50 @@ class tst_SeamMetrics : public QObject {
     QCOMPARE(j["per_tile"][2]["rect"]["y"].get<int64_t>(), int64_t{32});
     QVERIFY(std::abs(j["seam_energy"].get<double>() - m->seam_energy) < 1e-12);
     QVERIFY(j["has_reference"].get<bool>());
+  }
+
+  // The accumulator over chunks of frames equals seam_metrics() of the whole output, with a
+  // reference and raw tile sums.
+  void accumulatorEqualsWholeOutput() {
+    const int64_t T = 7, H = 40, W = 56;
+    HostTensor out = smooth(3, T, H, W), ref = smooth(3, T, H, W);
+    float* o = out.data<float>();
+    for (int64_t i = 0; i < out.numel(); ++i) o[i] += 0.05f * static_cast<float>((i * 7919) % 13);
+    TileRunReport rep;
+    rep.rects = grid(H, W, 24, 32);
+    rep.output_rects = rep.rects;
+    for (size_t k = 0; k < rep.rects.size(); ++k) {
+      rep.tile_sums.push_back({1.0 * k, 2.0, 3.0});
+      rep.tile_counts.push_back(100);
+    }
+    auto whole = seam_metrics(out, rep, &ref);
+    QVERIFY(whole.is_ok());
+    SeamAccumulator acc;
+    for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 3}, {3, 4}, {4, 7}}) {
+      const HostTensor fr = slice_time(ref, b, e);
+      QVERIFY(acc.add(slice_time(out, b, e), seam_output_rects(rep), &fr).is_ok());
+    }
+    // Another frame size, or no reference after one, does not continue the output.
+    QVERIFY(!acc.add(smooth(3, 1, H, W + 8), seam_output_rects(rep)).is_ok());
+    QVERIFY(!acc.add(slice_time(out, 0, 1), seam_output_rects(rep)).is_ok());
+    auto got = acc.result(&rep);
+    QVERIFY(got.is_ok());
+    auto close = [](double x, double y) { return std::abs(x - y) <= 1e-9 * (1 + std::abs(y)); };
+    QVERIFY(close(got->seam_energy, whole->seam_energy));
+    QVERIFY(close(got->reference_seam_energy, whole->reference_seam_energy));
+    QCOMPARE(got->max_abs, whole->max_abs);
+    QVERIFY(close(got->rms, whole->rms));
+    QVERIFY(close(got->mean_abs, whole->mean_abs));
+    QCOMPARE(got->seam_pairs, whole->seam_pairs);
+    QCOMPARE(got->per_tile.size(), whole->per_tile.size());
+    for (size_t k = 0; k < got->per_tile.size(); ++k) {
+      for (size_t c = 0; c < 3; ++c) {
+        QVERIFY(close(got->per_tile[k].offset_vs_reference[c],
+                      whole->per_tile[k].offset_vs_reference[c]));
+        QVERIFY(
+            close(got->per_tile[k].offset_vs_output[c], whole->per_tile[k].offset_vs_output[c]));
+      }
+    }
   }
 
   void errors() {

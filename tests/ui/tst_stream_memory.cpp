@@ -1,0 +1,115 @@
+// Host memory does not grow with the clip (core/pipeline/job.h: frames stream from the reader
+// through the engine to the writer, the metrics and, in the studio, temporary frame files behind a
+// bounded image cache). The real programs run a round trip of the built-in sample clip, 128x128
+// with the tiny synthetic model, at 33 and at 1001 frames, each in its own process, and each
+// reports its own peak resident set (the CLI's --json "peak_rss_mib", the studio's report.json
+// "process_peak_rss_bytes"): the long clip's peak must stay within 10 % of the short one's. A copy
+// of the clip kept anywhere -- the frames as fp32 (196 MiB at 1001 frames) or as preview images
+// (64 MiB) -- is far above that margin (about 40 MiB).
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+namespace {
+
+struct Run {
+  int code = -1;
+  QString out, err;
+};
+
+Run run(const QString& program, const QStringList& args, int timeout_ms = 900000) {
+  QProcess p;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+  p.setProcessEnvironment(env);
+  p.start(program, args);
+  if (!p.waitForFinished(timeout_ms)) {
+    p.kill();
+    p.waitForFinished();
+    return {};
+  }
+  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+          QString::fromUtf8(p.readAllStandardOutput()),
+          QString::fromUtf8(p.readAllStandardError())};
+}
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+}  // namespace
+
+class tst_StreamMemory : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir dir_;
+  QString weights_;
+
+  QString path(const QString& name) const { return dir_.filePath(name); }
+
+  // The CLI's own peak RSS (MiB) for a round trip of `frames` frames; -1 on failure.
+  double cli_peak(int frames) {
+    const QString out = path(QStringLiteral("cli_%1.mkv").arg(frames));
+    const Run r = run(QStringLiteral(SEEDVAE_CLI_PATH),
+                      {"roundtrip", "--synthetic", "tiny", "--sample-clip", "--size", "128x128",
+                       "--frames", QString::number(frames), "-o", out, "--json"});
+    if (r.code != 0) {
+      qWarning("seedvae roundtrip --frames %d: exit %d\n%s", frames, r.code, qPrintable(r.err));
+      return -1;
+    }
+    const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    if (j.value("frames").toInt() != frames || !QFileInfo::exists(out)) return -1;
+    return j.value("peak_rss_mib").toDouble(-1);
+  }
+
+  // The headless studio's own peak RSS (MiB) for a run of `frames` frames; -1 on failure.
+  double studio_peak(int frames) {
+    const QString report = path(QStringLiteral("studio_%1").arg(frames));
+    const Run r = run(QStringLiteral(SEEDVAE_STUDIO_PATH),
+                      {"--headless", "--weights", weights_, "--frames", QString::number(frames),
+                       "--sample-size", "128x128", "-o", report});
+    if (r.code != 0) {
+      qWarning("seedvae-studio --headless --frames %d: exit %d\n%s", frames, r.code,
+               qPrintable(r.err));
+      return -1;
+    }
+    QFile f(report + QStringLiteral("/report.json"));
+    if (!f.open(QIODevice::ReadOnly)) return -1;
+    const QJsonArray runs = QJsonDocument::fromJson(f.readAll()).object().value("runs").toArray();
+    if (runs.size() != 1) return -1;
+    const QJsonObject run0 = runs.first().toObject();
+    if (run0.value("frames").toInt() != frames) return -1;
+    return run0.value("process_peak_rss_bytes").toDouble(-1) / kMiB;
+  }
+
+  static void expect_flat(const char* what, double short_peak, double long_peak) {
+    qInfo("%s 128x128: peak RSS %.0f MiB at 33 frames, %.0f MiB at 1001 frames", what, short_peak,
+          long_peak);
+    QVERIFY(short_peak > 0 && long_peak > 0);
+    QVERIFY2(long_peak <= 1.10 * short_peak,
+             qPrintable(QStringLiteral("%1 MiB at 1001 frames > 110 % of %2 MiB at 33 frames")
+                            .arg(long_peak, 0, 'f', 0)
+                            .arg(short_peak, 0, 'f', 0)));
+  }
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    weights_ = path(QStringLiteral("tiny.safetensors"));
+    const Run r = run(QStringLiteral(SEEDVAE_CLI_PATH),
+                      {"make-weights", "--synthetic", "tiny", "-o", weights_});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+  }
+
+  void cliPeakDoesNotGrowWithTheClip() {
+    expect_flat("seedvae roundtrip", cli_peak(33), cli_peak(1001));
+  }
+
+  void studioPeakDoesNotGrowWithTheClip() {
+    expect_flat("seedvae-studio --headless", studio_peak(33), studio_peak(1001));
+  }
+};
+
+QTEST_GUILESS_MAIN(tst_StreamMemory)
+#include "tst_stream_memory.moc"
