@@ -1,13 +1,13 @@
 # seedvae-studio: the Qt 6 desktop studio (included by app/CMakeLists.txt when the UI is built).
-# The composition root is studio_main.cpp: it hands the UI a BackendCatalog built on the same
-# backends module as the CLI (backends.cpp), so the studio gets the CUDA backend exactly when the
-# CLI does. seedvae_ui itself never links gpu/.
-add_executable(seedvae-studio WIN32 studio_main.cpp backends.cpp)
-target_link_libraries(seedvae-studio PRIVATE seedvae_ui seedvae_pipeline)
-if(SEEDVAE_HAVE_CUDA)
-  target_link_libraries(seedvae-studio PRIVATE seedvae_gpu)
-  target_compile_definitions(seedvae-studio PRIVATE SEEDVAE_HAVE_CUDA=1)
-endif()
+# The composition root is studio_main.cpp: it hands the UI the BackendCatalog of
+# seedvae_studio_catalog (studio_catalog.h), built on the same backends module as the CLI
+# (seedvae_backends), so the studio gets the CUDA backend exactly when the CLI does. seedvae_ui
+# itself never links gpu/.
+add_library(seedvae_studio_catalog STATIC studio_catalog.cpp studio_catalog.h)
+target_link_libraries(seedvae_studio_catalog PUBLIC seedvae_ui seedvae_backends)
+seedvae_set_warnings(seedvae_studio_catalog)
+add_executable(seedvae-studio WIN32 studio_main.cpp)
+target_link_libraries(seedvae-studio PRIVATE seedvae_studio_catalog)
 seedvae_set_warnings(seedvae-studio)
 install(TARGETS seedvae-studio RUNTIME DESTINATION bin COMPONENT studio)
 if(UNIX AND NOT APPLE)

@@ -79,12 +79,8 @@ START=$(date +%s)
 PHASES=${*:-info tests verify bench hires extra ablate cli demo}
 
 # ---- libraries: cuDNN / cuBLAS from python's NVIDIA wheels, oneDNN carried (xz) ----------------
-SITE=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || true)
-LIBS=""
-for d in "$SITE"/nvidia/cu13/lib "$SITE"/nvidia/cudnn/lib "$SITE"/nvidia/cublas/lib \
-         "$SITE"/nvidia/cuda_runtime/lib "$SITE"/nvidia/cuda_nvrtc/lib "$SITE"/nvidia/nvjitlink/lib; do
-  [ -d "$d" ] && LIBS="$LIBS:$d"
-done
+. "$ROOT/scripts/gpu-env.sh"
+LIBS=$CUDA_WHEEL_LIBS
 mkdir -p /tmp/seedvae-lib
 if [ -f "$DIST/lib/libdnnl.so.2.xz" ] && [ ! -f /tmp/seedvae-lib/libdnnl.so.2 ]; then
   xz -dc "$DIST/lib/libdnnl.so.2.xz" > /tmp/seedvae-lib/libdnnl.so.2

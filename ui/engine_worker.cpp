@@ -197,7 +197,31 @@ EngineWorker::EngineWorker(std::shared_ptr<const BackendCatalog> catalog,
     : catalog_(std::move(catalog)),
       frames_(std::move(frames)),
       telemetry_(std::move(telemetry)),
-      session_([this](const RunOptions& o) { return catalog_->create(o); }) {}
+      session_([this](const RunOptions& o) { return catalog_->create(o); }) {
+  idle_timer_ = new QTimer(this);
+  idle_timer_->setSingleShot(true);
+  connect(idle_timer_, &QTimer::timeout, this, [this] {
+    if (session_.backend() == nullptr) return;
+    session_.release();
+    emit released();
+  });
+  bool ok = false;
+  const double env = qEnvironmentVariable("SEEDVAE_IDLE_RELEASE_S").toDouble(&ok);
+  if (ok) idle_release_s_ = env;
+}
+
+void EngineWorker::setIdleRelease(double seconds) {
+  idle_release_s_ = seconds;
+}
+
+void EngineWorker::busy() {
+  idle_timer_->stop();
+}
+
+void EngineWorker::idle() {
+  if (idle_release_s_ < 0) return;
+  idle_timer_->start(static_cast<int>(std::min(idle_release_s_, 1e6) * 1000));
+}
 
 EngineWorker::~EngineWorker() {
   release();
@@ -212,6 +236,7 @@ void EngineWorker::probeDevices(const QString& backend) {
 }
 
 void EngineWorker::run(const RunRequest& request) {
+  busy();
   RunSummary summary;
   summary.id = request.id;
   summary.slot = request.slot;
@@ -233,6 +258,7 @@ void EngineWorker::run(const RunRequest& request) {
   if (!st.is_ok()) summary.error = qstr(st.to_string());
   summary.process_peak_bytes = process_peak_resident_bytes();
   emit runFinished(summary);
+  idle();
 }
 
 Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {

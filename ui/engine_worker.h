@@ -13,6 +13,7 @@
 #pragma once
 
 #include <QObject>
+#include <QTimer>
 #include <memory>
 #include <optional>
 
@@ -41,6 +42,11 @@ class EngineWorker : public QObject {
   void writeVideo(const RunSummary& run, const QString& path);
   // Frees the model and the backend (on this thread) before the thread ends.
   void release();
+  // Seconds of idleness after which the worker frees the model and the backend -- for CUDA the
+  // device memory and context -- so other applications get the card back; the next run makes
+  // them again. Default 60 (SEEDVAE_IDLE_RELEASE_S overrides it); 0 releases right after every
+  // piece of work, a negative value never.
+  void setIdleRelease(double seconds);
 
  signals:
   void runStarted(quint64 id, QString slot);
@@ -52,9 +58,12 @@ class EngineWorker : public QObject {
   void devicesProbed(QString backend, QVector<seedvae::ui::DeviceStatus> devices);
   void reportWritten(seedvae::ui::ReportResult result);
   void videoWritten(bool ok, QString path, QString message);
+  void released();  // the idle worker freed the backend (and the device)
 
  private:
   Status execute(const RunRequest& request, RunSummary& summary);
+  void busy();  // work starts: no idle release meanwhile
+  void idle();  // work ended: the idle release starts counting
 
   std::shared_ptr<const BackendCatalog> catalog_;
   std::shared_ptr<LatestChannel<FrameUpdate>> frames_;
@@ -64,6 +73,8 @@ class EngineWorker : public QObject {
   Session session_;
   std::shared_ptr<const VaeWeights> builtin_weights_;
   QString builtin_name_;
+  QTimer* idle_timer_ = nullptr;  // a child: it moves to the worker's thread with it
+  double idle_release_s_ = 60;
 };
 
 }  // namespace seedvae::ui

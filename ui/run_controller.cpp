@@ -23,6 +23,7 @@ RunController::RunController(std::shared_ptr<const BackendCatalog> catalog, QObj
   connect(worker_, &EngineWorker::devicesProbed, this, &RunController::devicesProbed);
   connect(worker_, &EngineWorker::reportWritten, this, &RunController::reportWritten);
   connect(worker_, &EngineWorker::videoWritten, this, &RunController::videoWritten);
+  connect(worker_, &EngineWorker::released, this, &RunController::engineReleased);
   connect(worker_, &EngineWorker::compared, this, [this](quint64 id, const AbComparison& ab) {
     if (id != ab_id_) return;
     last_ab_ = ab;

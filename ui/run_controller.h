@@ -65,6 +65,8 @@ class RunController : public QObject {
   void devicesProbed(QString backend, QVector<seedvae::ui::DeviceStatus> devices);
   void reportWritten(seedvae::ui::ReportResult result);
   void videoWritten(bool ok, QString path, QString message);
+  // The idle engine freed its backend and device (EngineWorker::setIdleRelease).
+  void engineReleased();
 
  private:
   void post(RunRequest request);

@@ -101,13 +101,11 @@ Result<HostTensor> decode_clip(VaeModel& model, const VaeWeights& weights, const
   return tiled_decode(model, latent, to, stream_options(options), hooks, tile_hooks);
 }
 
-Result<bool> use_prefetch(const RunOptions& o, const JobInput& input, std::string* why) {
+Result<bool> use_prefetch(const RunOptions& o, std::string* why) {
   std::string reason;
   if (o.prefetch == "off") {
     reason = "off";
-  } else if (input.is_sample()) {
-    reason = "the sample clip is generated as the encoder asks for frames, nothing is read";
-  } else if (o.tiling != "off" || o.budget_gb > 0) {
+  } else if (o.tiling != "off") {
     reason = find_option("prefetch")->not_applicable(o);
   } else if (o.chunk_latents == 0 && o.prefetch == "auto") {
     reason = "a whole-clip chunk leaves nothing to overlap the reading with";
@@ -469,7 +467,7 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   if (encodes) {
     phase("read");
     std::string why;
-    SEEDVAE_ASSIGN_OR_RETURN(r.prefetch, use_prefetch(o, job.input, &why));
+    SEEDVAE_ASSIGN_OR_RETURN(r.prefetch, use_prefetch(o, &why));
     if (!r.prefetch) r.prefetch_note = why == "off" ? why : "does not apply: " + why;
     if (job.input.is_sample()) {
       const media::PadPlan p = media::plan_padding(1, job.input.sample_height,
@@ -565,13 +563,13 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
       SEEDVAE_ASSIGN_OR_RETURN(moments,
                                encode_clip(m, weights, video, o, hooks, nullptr, &r.plan_note));
     }
-    r.encode_s = seconds_since(te);
     if (!source->finished()) {
       return internal_error("the frame source did not reach the end of the clip");
     }
     const media::PrefetchStats ps = source->stats();
     r.read_s = ps.read_seconds;
     r.read_wait_s = ps.wait_seconds;
+    r.encode_s = std::max(0.0, seconds_since(te) - r.read_wait_s);  // the engine's time
     r.plan = source->plan();
     r.fps = source->fps();
     if (std::string w = source->warning(); !w.empty()) r.warnings.push_back(std::move(w));
@@ -601,34 +599,39 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     media::QualityAccumulator quality;
     SeamAccumulator seams;
     Status seam_status;
-    double metrics_s = 0, write_s = 0;
+    double metrics_s = 0, write_s = 0, sink_s = 0;
     ChunkSink sink = [&](int64_t first, const HostTensor& chunk) -> Status {
-      // Seam figures on the raw decoded frames, as the tiles produced them.
-      if (!r.tiles.rects.empty() && seam_status.is_ok()) {
-        seam_status = seams.add(chunk, seam_output_rects(r.tiles));
-      }
-      const int64_t k = std::min(chunk.shape()[2], r.plan.frames - first);
-      if (k <= 0) return Status::ok();  // temporal padding
-      const HostTensor recon = trim_chunk(chunk, k, r.plan.height, r.plan.width);
-      if (compare) {
-        const auto tm = Clock::now();
-        SEEDVAE_ASSIGN_OR_RETURN(HostTensor original, originals(k, nullptr));
-        if (original.empty() || original.shape() != recon.shape()) {
-          return internal_error("the input read again gave " + original.shape().to_string() +
-                                " for reconstruction frames " + recon.shape().to_string());
+      const auto ts = Clock::now();
+      const Status st = [&]() -> Status {
+        // Seam figures on the raw decoded frames, as the tiles produced them.
+        if (!r.tiles.rects.empty() && seam_status.is_ok()) {
+          seam_status = seams.add(chunk, seam_output_rects(r.tiles));
         }
-        SEEDVAE_TRY(quality.add(recon, original));
-        metrics_s += seconds_since(tm);
-      }
-      if (writer) {
-        const auto tw = Clock::now();
-        SEEDVAE_TRY(writer->write(recon));
-        write_s += seconds_since(tw);
-      }
-      if (job.keep_reconstruction) SEEDVAE_TRY(job.keep_reconstruction->append(recon));
-      if (cb.on_decoded) SEEDVAE_TRY(cb.on_decoded(first, recon));
-      trim_heap();
-      return Status::ok();
+        const int64_t k = std::min(chunk.shape()[2], r.plan.frames - first);
+        if (k <= 0) return Status::ok();  // temporal padding
+        const HostTensor recon = trim_chunk(chunk, k, r.plan.height, r.plan.width);
+        if (compare) {
+          const auto tm = Clock::now();
+          SEEDVAE_ASSIGN_OR_RETURN(HostTensor original, originals(k, nullptr));
+          if (original.empty() || original.shape() != recon.shape()) {
+            return internal_error("the input read again gave " + original.shape().to_string() +
+                                  " for reconstruction frames " + recon.shape().to_string());
+          }
+          SEEDVAE_TRY(quality.add(recon, original));
+          metrics_s += seconds_since(tm);
+        }
+        if (writer) {
+          const auto tw = Clock::now();
+          SEEDVAE_TRY(writer->write(recon));
+          write_s += seconds_since(tw);
+        }
+        if (job.keep_reconstruction) SEEDVAE_TRY(job.keep_reconstruction->append(recon));
+        if (cb.on_decoded) SEEDVAE_TRY(cb.on_decoded(first, recon));
+        trim_heap();
+        return Status::ok();
+      }();
+      sink_s += seconds_since(ts);
+      return st;
     };
     phase("decode");
     const auto td = Clock::now();
@@ -641,7 +644,7 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     SEEDVAE_TRY(
         decode_clip(m, weights, encodes ? latent : *job.latent, o, hooks, &th, &note).status());
     if (r.plan_note.empty()) r.plan_note = note;
-    r.decode_s = seconds_since(td);
+    r.decode_s = std::max(0.0, seconds_since(td) - sink_s);  // the engine's time
     r.metrics_s = metrics_s;
     r.write_s = write_s;
     if (r.tiles.mode != TilingMode::kOff && seam_status.is_ok()) {

@@ -122,8 +122,10 @@ struct JobResult {
   std::optional<SeamMetrics> seams;            // a tiled decode's seam figures
   double read_s = 0;       // reading and padding (with prefetch: the reader thread's time)
   double read_wait_s = 0;  // of which the engine waited for
-  // decode_s is the whole streamed decode, including the metrics and writes of its chunks, which
-  // metrics_s and write_s (plus finishing the file) count apart.
+  // encode_s and decode_s are the engine's time: the encode less its waits for frames
+  // (read_wait_s), the streamed decode less the host's work on its finished chunks (trimming,
+  // metrics_s, write_s, the caller's on_decoded), which runs while the device computes the next
+  // chunk where copies are asynchronous. total_s is the whole job.
   double encode_s = 0, decode_s = 0, metrics_s = 0, write_s = 0, total_s = 0;
   bool prefetch = false;         // frames were read on the prefetch thread
   std::string prefetch_note;     // why not, when not ("off", "does not apply: ...")
@@ -206,7 +208,7 @@ Status check_finite_weights(const VaeWeights& weights);
 
 // Whether frames are read ahead on a prefetch thread (RunOptions::prefetch): `why` says why not.
 // "on" where it does not apply is an error with the reason.
-Result<bool> use_prefetch(const RunOptions& options, const JobInput& input, std::string* why);
+Result<bool> use_prefetch(const RunOptions& options, std::string* why);
 
 // A latent written by an encode job: the tensor (raw VAE space; a DiT-space file, x 0.9152, is
 // scaled back), the padding plan and the frame rate.

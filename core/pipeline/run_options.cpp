@@ -85,10 +85,6 @@ std::string prefetch_rule(const RunOptions& o) {
            " tiling encodes every tile over the whole clip, so it needs all frames in "
            "memory before it starts";
   }
-  if (o.budget_gb > 0) {
-    return "the memory budget plans the run from the clip's size and length, known only once it "
-           "is read";
-  }
   if (o.chunk_latents == 0) return "a whole-clip chunk leaves nothing to overlap the reading with";
   return "";
 }
