@@ -347,8 +347,8 @@ class tst_Cli : public QObject {
     QVERIFY(tiled.code > 0);
     QVERIFY2(tiled.err.contains("--prefetch on does not apply"), qPrintable(tiled.err));
     // The sample clip is generated on the prefetch thread like a file is read.
-    Run sample = run(
-        {"encode", "--sample-clip", "-o", path("t.safetensors"), "--prefetch", "on", "--json"});
+    Run sample =
+        run({"encode", "--sample-clip", "-o", path("t.safetensors"), "--prefetch", "on", "--json"});
     QCOMPARE(sample.code, 0);
     QVERIFY2(sample.out.contains("\"prefetch\": true"), qPrintable(sample.out));
     Run tiled_auto = run(
