@@ -59,8 +59,10 @@ AbPanel::AbPanel(QWidget* parent) : QWidget(parent) {
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setWordWrap(true);
   root->addWidget(table_, 1);
-  status_ = new QLabel(tr("Set the two slots, then Run A/B."), this);
+  status_ = new QLabel(this);
+  status_->setObjectName(QStringLiteral("abStatus"));
   status_->setWordWrap(true);
+  updateStatus();
   root->addWidget(status_);
   connect(run_, &QPushButton::clicked, this, &AbPanel::runRequested);
   connect(export_, &QPushButton::clicked, this, &AbPanel::exportRequested);
@@ -93,19 +95,42 @@ void AbPanel::setResult(const AbComparison& ab) {
     }
   }
   table_->resizeRowsToContents();
-  status_->setText(ab.ok ? tr("A/B done. The views show A against B (View ▸ Compare A vs B).")
-                         : tr("A/B incomplete: %1").arg(ab.error));
+  updateStatus();
 }
 
 void AbPanel::clearResult() {
   result_.reset();
   table_->clearSpans();
   table_->setRowCount(0);
+  updateStatus();
 }
 
-void AbPanel::setBusy(bool busy) {
+void AbPanel::setBusy(bool busy, bool ab) {
+  busy_ = busy;
+  ab_running_ = busy && ab;
   run_->setEnabled(!busy);
-  if (busy) status_->setText(tr("Running…"));
+  updateStatus();
+}
+
+QString AbPanel::statusText() const {
+  return status_->text();
+}
+
+// "Running A/B…" only while an A/B is in progress; after it, whatever the order in which the
+// controller reports the end of the run and the comparison, the result or the reason it has none.
+void AbPanel::updateStatus() {
+  QString text;
+  if (ab_running_) {
+    text = tr("Running A/B…");
+  } else if (result_) {
+    text = result_->ok ? tr("A/B done. The views show A against B (View ▸ Compare A vs B).")
+                       : tr("A/B incomplete: %1").arg(result_->error);
+  } else if (busy_) {
+    text = tr("A run is in progress: Run A/B is available when it ends.");
+  } else {
+    text = tr("Set the two slots, then Run A/B.");
+  }
+  status_->setText(text);
 }
 
 }  // namespace seedvae::ui

@@ -1,5 +1,7 @@
 // A/B comparison: two settings slots, Run A/B, and the result table (time per frame, peak memory,
-// PSNR/SSIM against the original, max-abs and PSNR of A against B), plus report export.
+// PSNR/SSIM against the original, max-abs and PSNR of A against B), plus report export. The status
+// line follows the state: "Running A/B…" only while the A/B runs; once it is over, the result or
+// the error (a failed or cancelled slot); a single run only disables Run A/B.
 #pragma once
 
 #include <QWidget>
@@ -23,9 +25,11 @@ class AbPanel : public QWidget {
   RunOptions slotSettings(const QString& slot) const;
   void setResult(const AbComparison& ab);
   void clearResult();
-  void setBusy(bool busy);
+  // busy: a run is in progress (Run A/B waits); ab: that run is an A/B comparison.
+  void setBusy(bool busy, bool ab);
   QTableWidget* table() const { return table_; }
   bool hasResult() const { return result_.has_value(); }
+  QString statusText() const;
 
  signals:
   void takeCurrentRequested(QString slot);  // "A" or "B": store the panel's settings in the slot
@@ -34,12 +38,16 @@ class AbPanel : public QWidget {
   void exportRequested();
 
  private:
+  void updateStatus();
+
   QLabel* a_label_;
   QLabel* b_label_;
   QPushButton* run_;
   QPushButton* export_;
   QTableWidget* table_;
   QLabel* status_;
+  bool busy_ = false;
+  bool ab_running_ = false;
   RunOptions a_, b_;
   std::optional<AbComparison> result_;
 };

@@ -29,6 +29,7 @@
 #include <QToolBar>
 #include <QToolButton>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "ui/ab_panel.h"
 #include "ui/channels.h"
@@ -72,13 +73,39 @@ class SlowScope {
   QElapsedTimer timer_;
 };
 
+// The scroll area of a panel in a dock: the panel takes the dock's width and scrolls vertically.
+// Its minimum width follows the panel's minimum width (plus the vertical scroll bar), so the dock
+// cannot be dragged narrower than its content and cut it off at its edge; should the window
+// itself be too narrow for that, a horizontal scroll bar reaches the rest.
+class DockScrollArea : public QScrollArea {
+ public:
+  explicit DockScrollArea(QWidget* panel) {
+    setWidget(panel);
+    setWidgetResizable(true);
+    setFrameShape(QFrame::NoFrame);
+    setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+    panel->installEventFilter(this);
+  }
+
+  QSize minimumSizeHint() const override {
+    QSize s = QScrollArea::minimumSizeHint();
+    if (const QWidget* panel = widget()) {
+      const int bar = style()->pixelMetric(QStyle::PM_ScrollBarExtent, nullptr, this);
+      s.setWidth(std::max(s.width(), panel->minimumSizeHint().width() + bar + 2 * frameWidth()));
+    }
+    return s;
+  }
+
+ protected:
+  bool eventFilter(QObject* watched, QEvent* event) override {
+    // The panel's layout changed (rows shown or hidden, a longer text): so may its minimum width.
+    if (watched == widget() && event->type() == QEvent::LayoutRequest) updateGeometry();
+    return QScrollArea::eventFilter(watched, event);
+  }
+};
+
 QScrollArea* scrolled(QWidget* w) {
-  auto* area = new QScrollArea();
-  area->setWidget(w);
-  area->setWidgetResizable(true);
-  area->setFrameShape(QFrame::NoFrame);
-  area->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  return area;
+  return new DockScrollArea(w);
 }
 
 }  // namespace
@@ -644,7 +671,7 @@ void MainWindow::updateActions() {
   act_run_->setEnabled(!busy);
   act_run_ab_->setEnabled(!busy);
   act_cancel_->setEnabled(busy);
-  ab_panel_->setBusy(busy);
+  ab_panel_->setBusy(busy, controller_->abRunning());
   const bool have = last_run_.has_value() || last_ab_.has_value();
   act_export_->setEnabled(!busy && have);
   act_export_video_->setEnabled(!busy && have);

@@ -111,8 +111,9 @@ void RunController::onRunFinished(const RunSummary& s) {
     pending_b_.reset();
     AbComparison ab;
     ab.a = s;
-    ab.error =
-        s.cancelled ? QStringLiteral("cancelled") : QStringLiteral("run A failed: ") + s.error;
+    // A finished but the A/B was cancelled before B started: cancelled, not a failure of A.
+    const bool cancelled = s.cancelled || (s.ok && cancelRequested());
+    ab.error = cancelled ? QStringLiteral("cancelled") : QStringLiteral("run A failed: ") + s.error;
     last_ab_ = ab;
     setBusy(false);
     emit abFinished(ab);

@@ -35,6 +35,8 @@ class RunController : public QObject {
   const BackendCatalog& catalog() const { return *catalog_; }
   std::shared_ptr<const BackendCatalog> catalogPtr() const { return catalog_; }
   bool busy() const { return busy_; }
+  // True while an A/B comparison (A, B or the comparison job) is in progress.
+  bool abRunning() const { return busy_ && ab_id_ != 0; }
 
   // Returns the run id, or 0 when a run is already in progress.
   quint64 start(RunRequest request);

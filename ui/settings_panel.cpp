@@ -31,6 +31,33 @@ int clamp_int(double v) {
       std::clamp(v, static_cast<double>(INT_MIN), static_cast<double>(INT_MAX)));
 }
 
+// Combo boxes ask for room for `chars` characters, not for their longest item (backend labels,
+// device and preset names can be long): they grow with the dock and elide what does not fit; the
+// popup and the tooltip show the whole text.
+void size_to_contents_length(QComboBox* c, int chars) {
+  c->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  c->setMinimumContentsLength(chars);
+}
+constexpr int kNameChars = 12;  // backend, device and preset combo boxes
+
+int longest_choice(const OptionSpec& spec) {
+  int n = 1;
+  for (std::string_view v : spec.choices) n = std::max(n, static_cast<int>(qstr(v).size()));
+  return n;
+}
+
+// The option forms: a label and its field side by side, the field taking the rest of the row. The
+// rows do not wrap (whatever the style's default): the form's minimum width is then that of its
+// widest label and field, which the dock keeps (MainWindow's DockScrollArea), so no field is
+// squeezed below its minimum size (QFormLayout::WrapLongRows wraps a row only once its field has
+// lost the label spacing's worth of width).
+QFormLayout* make_form() {
+  auto* form = new QFormLayout();
+  form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  form->setRowWrapPolicy(QFormLayout::DontWrapRows);
+  return form;
+}
+
 QSpinBox* make_spin(QWidget* parent, const OptionSpec& spec) {
   auto* s = new QSpinBox(parent);
   s->setRange(clamp_int(spec.minimum), clamp_int(spec.maximum));
@@ -49,16 +76,20 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
 
   // One group box per option group, one row per option, in the table's order.
   QMap<int, QFormLayout*> forms;
-  QFormLayout* memory_form = nullptr;
+  QVBoxLayout* memory_box = nullptr;
   for (const OptionSpec& spec : run_option_table()) {
     const int g = static_cast<int>(spec.group);
     if (!forms.contains(g)) {
       auto* box = new QGroupBox(qstr(option_group_name(spec.group)), this);
-      auto* form = new QFormLayout(box);
-      form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+      auto* box_layout = new QVBoxLayout(box);
+      QFormLayout* form = make_form();
+      box_layout->addLayout(form);
       forms.insert(g, form);
       root->addWidget(box);
-      if (spec.group == OptionGroup::kMemory) memory_form = form;
+      if (spec.group == OptionGroup::kMemory) {
+        memory_box = box_layout;
+        memory_form_ = form;
+      }
     }
     QFormLayout* form = forms.value(g);
     QWidget* w = makeWidget(spec, form->parentWidget());
@@ -90,6 +121,7 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
       tr("The planner's prediction for these settings on this input: the model "
          "replayed on shapes only, no arithmetic."));
   available_ = new QLabel(tr("—"), this);
+  available_->setObjectName(QStringLiteral("availableLabel"));
   available_->setWordWrap(true);
   fit_bar_ = new QProgressBar(this);
   fit_bar_->setObjectName(QStringLiteral("fitBar"));
@@ -107,12 +139,23 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
          "peak fits the budget (or the free memory). An untiled setting switches to "
          "exact tiling, which gives the untiled result."));
   connect(fit_, &QPushButton::clicked, this, &SettingsPanel::fitToBudgetRequested);
-  if (memory_form) {
-    memory_form->addRow(tr("Predicted peak"), predicted_);
-    memory_form->addRow(tr("Available"), available_);
-    memory_form->addRow(fit_bar_);
-    memory_form->addRow(warning_);
-    memory_form->addRow(fit_);
+  if (memory_box) {
+    // Below the memory options, across the group's whole width (the prediction is the longest
+    // text of the panel): each text under a caption rather than in a narrow column beside it.
+    auto caption = [this](const QString& text) {
+      auto* l = new QLabel(text, this);
+      QFont bold = l->font();
+      bold.setBold(true);
+      l->setFont(bold);
+      return l;
+    };
+    memory_box->addWidget(caption(tr("Predicted peak")));
+    memory_box->addWidget(predicted_);
+    memory_box->addWidget(caption(tr("Available")));
+    memory_box->addWidget(available_);
+    memory_box->addWidget(fit_bar_);
+    memory_box->addWidget(warning_);
+    memory_box->addWidget(fit_);
   }
 
   // ---- presets ----
@@ -120,8 +163,12 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
   auto* pl = new QVBoxLayout(presets);
   presets_ = new QComboBox(presets);
   presets_->setObjectName(QStringLiteral("presetCombo"));
+  size_to_contents_length(presets_, kNameChars);
   presets_->setToolTip(tr("Named settings saved as JSON files"));
-  pl->addWidget(presets_);
+  // Two short rows rather than one long one: the combo box with Load, then the other actions.
+  auto* pc = new QHBoxLayout();
+  pc->addWidget(presets_, 1);
+  pl->addLayout(pc);
   auto* pb = new QHBoxLayout();
   preset_load_ = new QPushButton(tr("Load"), presets);
   preset_save_ = new QPushButton(tr("Save as…"), presets);
@@ -133,10 +180,11 @@ SettingsPanel::SettingsPanel(std::shared_ptr<const BackendCatalog> catalog, QWid
   menu->addAction(tr("Import preset file…"), this, &SettingsPanel::importPresetRequested);
   menu->addAction(tr("Export settings to file…"), this, &SettingsPanel::exportPresetRequested);
   more->setMenu(menu);
-  pb->addWidget(preset_load_);
+  pc->addWidget(preset_load_);
   pb->addWidget(preset_save_);
   pb->addWidget(preset_delete_);
   pb->addWidget(more);
+  pb->addStretch(1);
   pl->addLayout(pb);
   root->addWidget(presets);
   root->addStretch(1);
@@ -172,6 +220,7 @@ QWidget* SettingsPanel::makeWidget(const OptionSpec& spec, QWidget* parent) {
   QWidget* w = nullptr;
   if (spec.key == "backend") {
     backend_ = new QComboBox(parent);
+    size_to_contents_length(backend_, kNameChars);
     for (const BackendSpec& s : specs_) {
       backend_->addItem(s.label, s.name);
       const int i = backend_->count() - 1;
@@ -183,10 +232,12 @@ QWidget* SettingsPanel::makeWidget(const OptionSpec& spec, QWidget* parent) {
     w = backend_;
   } else if (spec.key == "device") {
     device_ = new QComboBox(parent);  // filled by setDevices()
+    size_to_contents_length(device_, kNameChars);
     connect(device_, &QComboBox::currentIndexChanged, this, changed);
     w = device_;
   } else if (spec.key == "precision") {
     precision_ = new QComboBox(parent);  // the backend's precisions (rebuildBackendChoices)
+    size_to_contents_length(precision_, 4);
     connect(precision_, &QComboBox::currentIndexChanged, this, changed);
     w = precision_;
   } else {
@@ -200,6 +251,7 @@ QWidget* SettingsPanel::makeWidget(const OptionSpec& spec, QWidget* parent) {
       case OptionKind::kInt:
         if (!spec.choices.empty()) {
           auto* c = new QComboBox(parent);
+          size_to_contents_length(c, longest_choice(spec));
           for (std::string_view v : spec.choices) c->addItem(qstr(v), qstr(v).toInt());
           connect(c, &QComboBox::currentIndexChanged, this, changed);
           w = c;
@@ -225,6 +277,7 @@ QWidget* SettingsPanel::makeWidget(const OptionSpec& spec, QWidget* parent) {
       }
       case OptionKind::kChoice: {
         auto* c = new QComboBox(parent);
+        size_to_contents_length(c, longest_choice(spec));  // fixed choices: never elided
         for (std::string_view v : spec.choices) c->addItem(qstr(v), qstr(v));
         connect(c, &QComboBox::currentIndexChanged, this, changed);
         w = c;
@@ -373,14 +426,18 @@ void SettingsPanel::setSettings(const RunOptions& in) {
 void SettingsPanel::updateEnabled() {
   const RunOptions cur = settings();
   const uint8_t mine = cur.backend == "cuda" ? kCudaBackend : kCpuBackend;
+  QMap<QFormLayout*, bool> form_shown;  // a group box of hidden rows only is hidden too
   for (const Row& row : rows_) {
     const OptionSpec& spec = *row.spec;
+    bool shown = true;  // the backend row is a layout (combo and refresh button): always shown
     if (spec.key == "device") {
       const BackendSpec* b = currentSpec();
-      row.form->setRowVisible(row.widget, b && b->has_devices);
-    } else if (spec.key != "backend") {  // the backend row is a layout (combo and refresh button)
-      row.form->setRowVisible(row.widget, (spec.backends & mine) != 0);
+      shown = b && b->has_devices;
+    } else if (spec.key != "backend") {
+      shown = (spec.backends & mine) != 0;
     }
+    if (spec.key != "backend") row.form->setRowVisible(row.widget, shown);
+    form_shown[row.form] = form_shown.value(row.form) || shown || row.form == memory_form_;
     QString why = option_unavailable_reason(cur, spec.key);
     if (spec.key == "prefetch" && why.isEmpty() && sample_input_) {
       why = tr("the sample clip is generated in memory: there are no frames to read ahead");
@@ -391,6 +448,9 @@ void SettingsPanel::updateEnabled() {
     row.widget->setToolTip(why.isEmpty() ? help : tr("Not available: %1.\n\n%2").arg(why, help));
     if (QWidget* label = row.form->labelForField(row.widget))
       label->setToolTip(row.widget->toolTip());
+  }
+  for (auto it = form_shown.cbegin(); it != form_shown.cend(); ++it) {
+    if (QWidget* box = it.key()->parentWidget()) box->setVisible(it.value());
   }
 }
 

@@ -83,7 +83,8 @@ class SettingsPanel : public QWidget {
   bool sample_input_ = true;
 
   QVector<Row> rows_;
-  QMap<QString, int> row_of_;  // option key -> index in rows_
+  QFormLayout* memory_form_ = nullptr;  // its group also holds the prediction: always shown
+  QMap<QString, int> row_of_;           // option key -> index in rows_
   QComboBox* backend_ = nullptr;
   QComboBox* device_ = nullptr;
   QComboBox* precision_ = nullptr;

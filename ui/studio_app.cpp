@@ -96,6 +96,11 @@ std::optional<StudioOptions> parse_studio_options(const QStringList& arguments, 
                                  QStringLiteral("Run an A/B demo in the real window (offscreen) "
                                                 "and save PNGs of the main views into dir."),
                                  QStringLiteral("dir"));
+  const QCommandLineOption shot_size(
+      QStringLiteral("screenshot-size"),
+      QStringLiteral("Window size of --screenshots (default 1366x768; other sizes add -WxH to the "
+                     "file names)."),
+      QStringLiteral("WxH"));
   const QCommandLineOption frames(QStringLiteral("frames"),
                                   QStringLiteral("Frames to read (sample clip: 17)."),
                                   QStringLiteral("n"));
@@ -106,7 +111,7 @@ std::optional<StudioOptions> parse_studio_options(const QStringList& arguments, 
       QStringLiteral("no-video"),
       QStringLiteral("Headless: do not write the reconstructed video."));
   for (const auto* o : {&help, &version, &demo, &headless, &ab, &input, &weights, &preset,
-                        &preset_b, &output, &shots, &frames, &size, &no_video}) {
+                        &preset_b, &output, &shots, &shot_size, &frames, &size, &no_video}) {
     p.addOption(*o);
   }
   *exit_code = 2;
@@ -156,17 +161,32 @@ std::optional<StudioOptions> parse_studio_options(const QStringList& arguments, 
       return std::nullopt;
     }
   }
+  // "WxH" with both between lo and hi, else an empty size.
+  auto parse_size = [](const QString& text, int lo, int hi) {
+    const QStringList wh = text.toLower().split(QLatin1Char('x'));
+    bool ok1 = false, ok2 = false;
+    QSize out;
+    if (wh.size() == 2) out = QSize(wh[0].toInt(&ok1), wh[1].toInt(&ok2));
+    if (!ok1 || !ok2 || out.width() < lo || out.height() < lo || out.width() > hi ||
+        out.height() > hi) {
+      return QSize();
+    }
+    return out;
+  };
   if (p.isSet(size)) {
     o.sample_size_set = true;
-    const QStringList wh = p.value(size).toLower().split(QLatin1Char('x'));
-    bool ok1 = false, ok2 = false;
-    if (wh.size() == 2) {
-      o.sample_width = wh[0].toInt(&ok1);
-      o.sample_height = wh[1].toInt(&ok2);
-    }
-    if (!ok1 || !ok2 || o.sample_width < 8 || o.sample_height < 8 || o.sample_width > 8192 ||
-        o.sample_height > 8192) {
+    const QSize s = parse_size(p.value(size), 8, 8192);
+    if (s.isEmpty()) {
       *message = QStringLiteral("--sample-size must be WxH between 8 and 8192\n");
+      return std::nullopt;
+    }
+    o.sample_width = s.width();
+    o.sample_height = s.height();
+  }
+  if (p.isSet(shot_size)) {
+    o.screenshot_size = parse_size(p.value(shot_size), 320, 16384);
+    if (o.screenshot_size.isEmpty()) {
+      *message = QStringLiteral("--screenshot-size must be WxH between 320 and 16384\n");
       return std::nullopt;
     }
   }
@@ -192,6 +212,11 @@ RunOptions demo_b_settings(const RunOptions& a, int width, int height) {
   const int overlap = std::max(8, half / 4 / 8 * 8);
   b.overlap = {overlap, overlap};
   return b;
+}
+
+QString screenshot_file_name(const QString& view, const QSize& size) {
+  if (size == QSize(1366, 768)) return QStringLiteral("studio-%1.png").arg(view);
+  return QStringLiteral("studio-%1-%2x%3.png").arg(view).arg(size.width()).arg(size.height());
 }
 
 JobInput input_from_options(const StudioOptions& o) {
@@ -415,14 +440,15 @@ namespace {
 // Drives the real window through its views with timers (no nested event loops) and saves PNGs.
 class ScreenshotTour : public QObject {
  public:
-  ScreenshotTour(MainWindow* w, QString dir) : QObject(w), w_(w), dir_(std::move(dir)) {
+  ScreenshotTour(MainWindow* w, QString dir, QSize size)
+      : QObject(w), w_(w), dir_(std::move(dir)), size_(size) {
     QDir().mkpath(dir_);
     connect(w_->controller(), &RunController::frameAvailable, this, [this](const FrameUpdate& f) {
       if (!live_taken_ && f.slot == QLatin1String("A") &&
           f.available >= std::max<qint64>(2, f.total / 2)) {
         live_taken_ = true;
         w_->setViewMode(CompareView::Mode::kSplit);
-        shot(QStringLiteral("studio-live-run.png"));
+        shot(QStringLiteral("live-run"));
       }
     });
     connect(w_, &MainWindow::abFinished, this, [this](const AbComparison& ab) {
@@ -436,8 +462,16 @@ class ScreenshotTour : public QObject {
   }
 
  private:
-  void shot(const QString& name) {
-    const QString path = dir_ + QLatin1Char('/') + name;
+  // Saves the window as it is now: the view's screenshot at the tour's size.
+  void shot(const QString& view) {
+    if (w_->size() != size_) {
+      err(QStringLiteral("screenshots: the window is %1x%2, not %3x%4 (a smaller screen?)\n")
+              .arg(w_->width())
+              .arg(w_->height())
+              .arg(size_.width())
+              .arg(size_.height()));
+    }
+    const QString path = dir_ + QLatin1Char('/') + screenshot_file_name(view, size_);
     if (w_->grab().save(path, "PNG"))
       err(QStringLiteral("wrote %1\n").arg(path));
     else
@@ -454,26 +488,26 @@ class ScreenshotTour : public QObject {
         w_->setViewMode(CompareView::Mode::kSplit);
         w_->view()->setDivider(0.5);
         break;
-      case 1: shot(QStringLiteral("studio-split.png")); break;
+      case 1: shot(QStringLiteral("split")); break;
       case 2:
         w_->showDock(QStringLiteral("settings"));
         w_->setViewMode(CompareView::Mode::kSideBySide);
         break;
-      case 3: shot(QStringLiteral("studio-side-by-side.png")); break;
+      case 3: shot(QStringLiteral("side-by-side")); break;
       case 4: w_->setViewMode(CompareView::Mode::kDifference); break;
-      case 5: shot(QStringLiteral("studio-difference.png")); break;
+      case 5: shot(QStringLiteral("difference")); break;
       case 6:
         w_->setPair(MainWindow::Pair::kAB);
         w_->setViewMode(CompareView::Mode::kSplit);
         w_->showDock(QStringLiteral("ab"));
         break;
-      case 7: shot(QStringLiteral("studio-ab.png")); break;
+      case 7: shot(QStringLiteral("ab")); break;
       case 8:
         w_->setPair(MainWindow::Pair::kOriginalB);
         w_->setViewMode(CompareView::Mode::kRight);
         w_->setOverlay(true, true);
         break;
-      case 9: shot(QStringLiteral("studio-tiles-seams.png")); break;
+      case 9: shot(QStringLiteral("tiles-seams")); break;
       case 10:
         // The settings panel's memory section: B's tiled settings with the planner's prediction.
         w_->setOverlay(false, false);
@@ -483,7 +517,7 @@ class ScreenshotTour : public QObject {
         w_->revealInDock(QStringLiteral("settings"), QStringLiteral("fitButton"));
         QTimer::singleShot(600, this, [this] { step(11); });  // the prediction arrives
         return;
-      case 11: shot(QStringLiteral("studio-settings-memory.png")); break;
+      case 11: shot(QStringLiteral("settings-memory")); break;
       default: QCoreApplication::exit(0); return;
     }
     QTimer::singleShot(250, this, [this, i] { step(i + 1); });
@@ -491,6 +525,7 @@ class ScreenshotTour : public QObject {
 
   MainWindow* w_;
   QString dir_;
+  QSize size_;
   bool live_taken_ = false;
 };
 
@@ -595,8 +630,8 @@ int run_studio(int argc, char** argv, std::shared_ptr<const BackendCatalog> cata
   }
   if (!opt.screenshots.isEmpty()) {
     w->setConfirmations(false);
-    w->resize(1366, 768);
-    new ScreenshotTour(w, QFileInfo(opt.screenshots).absoluteFilePath());
+    w->resize(opt.screenshot_size);
+    new ScreenshotTour(w, QFileInfo(opt.screenshots).absoluteFilePath(), opt.screenshot_size);
   }
   w->show();
   if (opt.demo || !opt.screenshots.isEmpty()) w->runWhenReady(ab);

@@ -6,13 +6,16 @@
 //   seedvae-studio --headless [...]   the same job without windows; writes the report and stills
 //                                     into --output (default out/studio-report-<time>) and prints
 //                                     it
-//   seedvae-studio --screenshots DIR  the real window (offscreen), an A/B demo, PNGs of the views
+//   seedvae-studio --screenshots DIR [--screenshot-size WxH]
+//                                     the real window (offscreen) at that size (default 1366x768),
+//                                     an A/B demo, PNGs of the views
 //
 // Without a display (QT_QPA_PLATFORM unset and no DISPLAY / WAYLAND_DISPLAY on Linux) --headless
 // is implied.
 #pragma once
 
 #include <QObject>
+#include <QSize>
 #include <QString>
 #include <QStringList>
 #include <memory>
@@ -44,6 +47,8 @@ struct StudioOptions {
   bool sample_size_set =
       false;              // --sample-size given: the synthetic sample clip, never the demo clip
   bool no_video = false;  // headless: skip writing the reconstructed video
+  // The window's size for --screenshots.
+  QSize screenshot_size{1366, 768};
 };
 
 // Returns the options, or nullopt with `message` set (help/version text with `exit_code` 0, or an
@@ -56,6 +61,9 @@ bool display_available();
 // frame (so the tile overlay and the seams have something to show).
 RunOptions demo_b_settings(const RunOptions& a, int width, int height);
 JobInput input_from_options(const StudioOptions& o);
+// The file name of a screenshot of `view` ("split", "ab", ...) taken at `size`: studio-<view>.png
+// at 1366x768 (the pictures the documentation shows), studio-<view>-<W>x<H>.png at other sizes.
+QString screenshot_file_name(const QString& view, const QSize& size);
 
 // The headless job: loads the weights, runs (or runs A/B) through the same RunController the
 // window uses, feeds a hidden ChartsPanel, writes the report, prints its folder. finished(code):

@@ -2,13 +2,21 @@
 // loading good and bad files (dialogs, no crash, no freeze), the settings panel generated from the
 // run options table and its memory warning, the bounded channels, the synchronised views, the
 // chart series.
+#include <QAbstractSpinBox>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDockWidget>
+#include <QElapsedTimer>
 #include <QJsonDocument>
 #include <QLabel>
+#include <QLineEdit>
 #include <QLineSeries>
 #include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
 #include <QRegularExpression>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStackedBarSeries>
@@ -21,6 +29,7 @@
 #include "ui/image_convert.h"
 #include "ui/info_panel.h"
 #include "ui/memory_predictor.h"
+#include "ui/run_controller.h"
 #include "ui/settings_panel.h"
 
 using namespace seedvae;
@@ -46,6 +55,96 @@ class FakeCatalog : public CpuCatalog {
     return specs;
   }
 };
+
+// The fake GPU backend with a device whose name is as long as real ones are, for the layout test.
+class FakeDeviceCatalog : public FakeCatalog {
+ public:
+  QVector<BackendSpec> backends() const override {
+    QVector<BackendSpec> specs = FakeCatalog::backends();
+    specs.back().label = "CUDA (cuDNN, cuBLAS)";  // the studio's own label
+    return specs;
+  }
+  QVector<DeviceStatus> probe_devices(const QString& backend) const override {
+    if (backend != QLatin1String("cuda")) return CpuCatalog::probe_devices(backend);
+    return {DeviceStatus{0, "NVIDIA GeForce RTX 4090 Laptop GPU (fake)", 12ll << 30, 16ll << 30}};
+  }
+};
+
+// The widgets of the settings dock whose content the user might not see: each visible input
+// widget, label and button must lie inside the dock's viewport horizontally (or within the reach
+// of its horizontal scroll bar), inside every parent between it and the viewport, be at least as
+// large as its minimum size hint (a combo box or spin box narrower than that cuts its text) and,
+// for a word-wrapped label, as tall as its wrapped text. Returns one line per problem, empty when
+// everything fits.
+QStringList clipped_in_settings_dock(MainWindow& w) {
+  QStringList problems;
+  auto* dock = w.findChild<QDockWidget*>("dock_settings");
+  auto* area = dock ? qobject_cast<QScrollArea*>(dock->widget()) : nullptr;
+  if (!area || !area->widget()) return {"no settings dock with a scroll area"};
+  QWidget* viewport = area->viewport();
+  QWidget* content = area->widget();
+  const QScrollBar* hbar = area->horizontalScrollBar();
+  // With a horizontal scroll bar the user reaches the whole content width.
+  const int reach =
+      viewport->width() + (hbar->isVisible() && hbar->maximum() > 0 ? hbar->maximum() : 0);
+  auto name = [](const QWidget* c) {
+    QString n = QString::fromLatin1(c->metaObject()->className());
+    if (!c->objectName().isEmpty()) n += " " + c->objectName();
+    for (const QWidget* p = c->parentWidget(); p; p = p->parentWidget()) {
+      if (p->objectName().startsWith("opt_")) return n + " in " + p->objectName();
+    }
+    if (auto* l = qobject_cast<const QLabel*>(c)) n += " \"" + l->text().left(40) + "\"";
+    if (auto* b = qobject_cast<const QAbstractButton*>(c)) n += " \"" + b->text() + "\"";
+    return n;
+  };
+  for (QWidget* c : content->findChildren<QWidget*>()) {
+    const bool checked =
+        qobject_cast<QComboBox*>(c) || qobject_cast<QAbstractSpinBox*>(c) ||
+        qobject_cast<QLabel*>(c) || qobject_cast<QAbstractButton*>(c) ||
+        qobject_cast<QProgressBar*>(c) ||
+        (qobject_cast<QLineEdit*>(c) && !qobject_cast<QAbstractSpinBox*>(c->parentWidget()) &&
+         !qobject_cast<QComboBox*>(c->parentWidget()));
+    if (!checked || !c->isVisibleTo(content) || c->width() <= 0) continue;
+    const QString what = name(c);
+    const int left = c->mapTo(content, QPoint(0, 0)).x();
+    if (left < 0 || left + c->width() > reach) {
+      problems << QStringLiteral("%1: x %2..%3 outside the dock's 0..%4")
+                      .arg(what)
+                      .arg(left)
+                      .arg(left + c->width())
+                      .arg(reach);
+    }
+    for (QWidget* p = c->parentWidget(); p && p != content; p = p->parentWidget()) {
+      const int x = c->mapTo(p, QPoint(0, 0)).x();
+      if (x < 0 || x + c->width() > p->width()) {
+        problems << QStringLiteral("%1: cut by its parent %2 (x %3..%4 of %5)")
+                        .arg(what, QString::fromLatin1(p->metaObject()->className()))
+                        .arg(x)
+                        .arg(x + c->width())
+                        .arg(p->width());
+        break;
+      }
+    }
+    const QSize min = c->minimumSizeHint();
+    if (min.isValid() && (c->width() < min.width() || c->height() < min.height())) {
+      problems << QStringLiteral("%1: %2x%3 px, needs %4x%5")
+                      .arg(what)
+                      .arg(c->width())
+                      .arg(c->height())
+                      .arg(min.width())
+                      .arg(min.height());
+    }
+    if (auto* l = qobject_cast<QLabel*>(c); l && l->wordWrap() && !l->text().isEmpty()) {
+      const int need = l->heightForWidth(l->width());
+      if (need > l->height())
+        problems << QStringLiteral("%1: %2 px tall, its text needs %3")
+                        .arg(what)
+                        .arg(l->height())
+                        .arg(need);
+    }
+  }
+  return problems;
+}
 
 // Every option at a value other than its default (and valid together).
 RunOptions every_option_changed() {
@@ -352,6 +451,85 @@ class tst_StudioBasics : public QObject {
     qobject_cast<QSpinBox*>(panel.optionWidget("chunk_latents"))->setValue(0);
     QVERIFY(!prefetch->isEnabled());
     QVERIFY2(prefetch->toolTip().contains("whole-clip chunk"), qPrintable(prefetch->toolTip()));
+  }
+
+  // The settings dock of the real window fits its content at the laptop and the desktop size,
+  // with the CPU backend and with a GPU backend (more rows, a long device name), and with the dock
+  // dragged to its narrowest: no option widget, label or button is cut at the dock's edge or by
+  // its group, every combo box is as wide as its minimum size hint, the wrapped predicted-peak
+  // text is whole; scrolled to the top, to the memory section and to the presets.
+  void settingsDockFitsTheWindow_data() {
+    QTest::addColumn<QSize>("size");
+    QTest::addColumn<bool>("gpu");
+    QTest::addColumn<bool>("narrowest");
+    for (const QSize size : {QSize(1366, 768), QSize(1920, 1080)}) {
+      for (const bool gpu : {false, true}) {
+        for (const bool narrowest : {false, true}) {
+          const QByteArray name = QByteArray::number(size.width()) + "x" +
+                                  QByteArray::number(size.height()) + (gpu ? " gpu" : " cpu") +
+                                  (narrowest ? " narrowest dock" : "");
+          QTest::newRow(name.constData()) << size << gpu << narrowest;
+        }
+      }
+    }
+  }
+  void settingsDockFitsTheWindow() {
+    QFETCH(QSize, size);
+    QFETCH(bool, gpu);
+    QFETCH(bool, narrowest);
+    std::shared_ptr<const BackendCatalog> catalog;
+    if (gpu)
+      catalog = std::make_shared<FakeDeviceCatalog>();
+    else
+      catalog = std::make_shared<CpuCatalog>();
+    MainWindow w(catalog, temp_store(dir_, QString("layout-%1").arg(QTest::currentDataTag())));
+    w.setConfirmations(false);
+    QSignalSpy weights(&w, &MainWindow::weightsLoaded);
+    w.resize(size);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QCOMPARE(w.size(), size);
+    RunOptions s = w.settingsPanel()->settings();
+    s.tiling = "blend";  // the tile and overlap fields enabled
+    if (gpu) {
+      s.backend = "cuda";
+      s.precision = "bf16";
+    }
+    w.applySettings(s);
+    if (gpu) {
+      w.controller()->probeDevices("cuda");
+      auto* device = w.settingsPanel()->findChild<QComboBox*>("opt_device");
+      QTRY_VERIFY_WITH_TIMEOUT(device && device->count() == 1, 10000);
+    }
+    QVERIFY(weights.count() > 0 || weights.wait(20000));
+    // The prediction is the longest text of the panel.
+    auto* predicted = w.settingsPanel()->findChild<QLabel*>("predictedLabel");
+    QTRY_VERIFY_WITH_TIMEOUT(predicted->text().contains("weights"), 20000);
+    w.showDock("settings");
+    auto* dock = w.findChild<QDockWidget*>("dock_settings");
+    QVERIFY(dock);
+    if (narrowest) {
+      const int before = dock->width();
+      w.resizeDocks({dock}, {1}, Qt::Horizontal);  // as narrow as the dock lets itself be
+      QTRY_VERIFY_WITH_TIMEOUT(dock->width() < before, 2000);
+    }
+    for (const char* target : {"opt_backend", "fitButton", "presetCombo"}) {
+      w.revealInDock("settings", target);
+      // Layouts settle over a few posted events; what stays is what the user sees.
+      QStringList problems;
+      QElapsedTimer settling;
+      settling.start();
+      do {
+        QTest::qWait(50);
+        problems = clipped_in_settings_dock(w);
+      } while (!problems.isEmpty() && settling.elapsed() < 1000);
+      QVERIFY2(problems.isEmpty(), qPrintable(QStringLiteral("%1, dock %2 px wide, at %3:\n  ")
+                                                  .arg(QTest::currentDataTag())
+                                                  .arg(dock->width())
+                                                  .arg(target) +
+                                              problems.join("\n  ")));
+    }
+    w.close();
   }
 
   void predictionFromThePlanner() {

@@ -7,7 +7,9 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLabel>
 #include <QLineSeries>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QtTest>
@@ -21,6 +23,7 @@
 #include "ui/report.h"
 #include "ui/run_controller.h"
 #include "ui/scrubber.h"
+#include "ui/settings_panel.h"
 #include "ui/studio_app.h"
 
 using namespace seedvae;
@@ -202,6 +205,69 @@ class tst_StudioRuns : public QObject {
     QCOMPARE(ab.tiled_slot, QString("B"));
     QVERIFY(std::isfinite(ab.seam_max_abs));
     QVERIFY(ab.b.tile_report);
+  }
+
+  // The A/B panel's status says "Running A/B…" only while an A/B runs: after it, the result; after
+  // a single run (which only disables Run A/B), the prompt again; after a cancelled A/B (during A
+  // and during B), the reason.
+  void abStatusIsNotRunningAfterTheRun() {
+    auto w = make_window(dir_, "ab-status");
+    QSignalSpy weights(w.get(), &MainWindow::weightsLoaded);
+    QSignalSpy ab_done(w.get(), &MainWindow::abFinished);
+    QSignalSpy finished(w.get(), &MainWindow::runFinished);
+    QVERIFY(weights.wait(20000));
+    w->infoPanel()->setSample(64, 64, 9);
+    RunOptions a = w->settingsPanel()->settings();
+    a.chunk_latents = 1;
+    RunOptions b = a;
+    b.chunk_latents = 0;
+    w->setSlot("A", a);
+    w->setSlot("B", b);
+    auto* status = w->abPanel()->findChild<QLabel*>("abStatus");
+    QVERIFY(status);
+    auto running = [&] { return status->text().contains("Running"); };
+
+    // A finished A/B.
+    QVERIFY(w->startAB());
+    QVERIFY2(running(), qPrintable(status->text()));
+    QVERIFY(ab_done.wait(180000));
+    QVERIFY2(ab_done.last().first().value<AbComparison>().ok,
+             qPrintable(ab_done.last().first().value<AbComparison>().error));
+    QVERIFY(!w->controller()->busy());
+    QVERIFY2(!running() && status->text().contains("A/B done"), qPrintable(status->text()));
+
+    // A single run: Run A/B waits, and the panel does not claim an A/B is running, during or
+    // after it.
+    finished.clear();
+    QVERIFY(w->startRun());
+    QVERIFY2(!running(), qPrintable(status->text()));
+    QVERIFY(!w->abPanel()->findChild<QPushButton*>("runAB")->isEnabled());
+    QVERIFY(finished.wait(120000));
+    QTRY_VERIFY_WITH_TIMEOUT(!w->controller()->busy(), 10000);
+    QVERIFY2(!running(), qPrintable(status->text()));
+    QVERIFY(w->abPanel()->findChild<QPushButton*>("runAB")->isEnabled());
+
+    // An A/B cancelled during A, then one cancelled during B: the panel says so.
+    ab_done.clear();
+    QVERIFY(w->startAB());
+    w->cancelRun();
+    QVERIFY(ab_done.wait(60000));
+    QVERIFY(!ab_done.last().first().value<AbComparison>().ok);
+    QVERIFY2(!running() && status->text().contains("cancelled"), qPrintable(status->text()));
+
+    // (A larger clip, so B is still computing when its start arrives here.)
+    w->infoPanel()->setSample(128, 128, 17);
+    ab_done.clear();
+    QSignalSpy started(w->controller(), &RunController::runStarted);
+    QVERIFY(w->startAB());
+    QTRY_VERIFY_WITH_TIMEOUT(started.count() == 2 || !ab_done.isEmpty(), 120000);
+    QVERIFY2(ab_done.isEmpty(), "the A/B ended before B started");
+    w->cancelRun();
+    QVERIFY(ab_done.wait(60000));
+    const AbComparison cancelled_b = ab_done.last().first().value<AbComparison>();
+    QVERIFY(!cancelled_b.ok);
+    QVERIFY(cancelled_b.a.ok && cancelled_b.b.cancelled);
+    QVERIFY2(!running() && status->text().contains("cancelled"), qPrintable(status->text()));
   }
 
   void chartsFollowARun() {
@@ -545,6 +611,18 @@ class tst_StudioRuns : public QObject {
     QCOMPARE(code, 0);
     QVERIFY(msg.contains("--headless"));
     QVERIFY2(!msg.contains("<executable_name>"), qPrintable(msg.left(120)));
+    // Screenshots at another window size: the size in the file names; 1366x768 keeps the names
+    // the documentation links to.
+    auto shots = parse_studio_options(
+        {"seedvae-studio", "--screenshots", "out", "--screenshot-size", "1920x1080"}, &msg, &code);
+    QVERIFY(shots.has_value());
+    QCOMPARE(shots->screenshot_size, QSize(1920, 1080));
+    QCOMPARE(parse_studio_options({"seedvae-studio"}, &msg, &code)->screenshot_size,
+             QSize(1366, 768));
+    QCOMPARE(screenshot_file_name("ab", QSize(1366, 768)), QString("studio-ab.png"));
+    QCOMPARE(screenshot_file_name("ab", QSize(1920, 1080)), QString("studio-ab-1920x1080.png"));
+    QVERIFY(!parse_studio_options({"seedvae-studio", "--screenshot-size", "large"}, &msg, &code));
+    QCOMPARE(code, 2);
     const RunOptions b = demo_b_settings(RunOptions(), 256, 256);
     QCOMPARE(b.tiling, std::string("blend"));
     QCOMPARE(b.tile.width, int64_t{128});
