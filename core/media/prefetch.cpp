@@ -257,7 +257,12 @@ Result<HostTensor> VideoFrameSource::next(int64_t max_frames) {
     SEEDVAE_ASSIGN_OR_RETURN(HostTensor raw, raw_next(max_frames));
     const int64_t k = frames_of(raw);
     if (k > 0) {
-      if (opts_.on_frames) SEEDVAE_TRY(opts_.on_frames(raw));
+      if (opts_.on_frames) {
+        const auto th = Clock::now();
+        const Status st = opts_.on_frames(raw);
+        hook_seconds_ += seconds_since(th);
+        SEEDVAE_TRY(st);
+      }
       const Shape& s = raw.shape();
       if (plan_.frames == 0) {
         plan_ = plan_padding(1, s[3], s[4], opts_.spatial_multiple);
@@ -293,7 +298,9 @@ Result<HostTensor> VideoFrameSource::next(int64_t max_frames) {
 }
 
 PrefetchStats VideoFrameSource::stats() const {
-  return prefetch_ ? prefetch_->stats() : direct_;
+  PrefetchStats st = prefetch_ ? prefetch_->stats() : direct_;
+  st.hook_seconds = hook_seconds_;
+  return st;
 }
 
 std::string VideoFrameSource::warning() const {

@@ -41,6 +41,9 @@ struct PrefetchStats {
   int64_t peak_ahead = 0;   // most chunks read or being read that the consumer had not pulled
   double read_seconds = 0;  // time spent reading (decode, convert) on the reader's side
   double wait_seconds = 0;  // time the consumer spent waiting for frames
+  // VideoFrameSource: time in VideoSourceOptions::on_frames (the caller's work, on the consumer's
+  // thread)
+  double hook_seconds = 0;
 };
 
 // Reads frames for the reader thread: at most max_frames, polling `stop` between frames; fewer
@@ -155,6 +158,7 @@ class VideoFrameSource final : public FrameSource {
   PadPlan plan_;
   HostTensor history_;    // the last (up to 4) padded source frames, for the temporal padding
   PrefetchStats direct_;  // stats without a prefetch thread
+  double hook_seconds_ = 0;
 };
 
 }  // namespace seedvae::media

@@ -569,7 +569,8 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     const media::PrefetchStats ps = source->stats();
     r.read_s = ps.read_seconds;
     r.read_wait_s = ps.wait_seconds;
-    r.encode_s = std::max(0.0, seconds_since(te) - r.read_wait_s);  // the engine's time
+    // the engine's time: less the waits for frames and the caller's work on them (keep_original)
+    r.encode_s = std::max(0.0, seconds_since(te) - r.read_wait_s - ps.hook_seconds);
     r.plan = source->plan();
     r.fps = source->fps();
     if (std::string w = source->warning(); !w.empty()) r.warnings.push_back(std::move(w));

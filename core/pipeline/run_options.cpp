@@ -815,6 +815,12 @@ std::string backend_key(const RunOptions& o) {
     k += '=';
     k += format_option_value(option_value(o, s));
   }
+  // The CUDA backend applies the device budget when it is made (CudaBackend::apply_budget), so
+  // another budget needs another backend.
+  if (o.backend == "cuda") {
+    k += ";budget_gb=";
+    k += format_option_value(option_value(o, *find_option("budget_gb")));
+  }
   return k;
 }
 

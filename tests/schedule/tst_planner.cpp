@@ -444,6 +444,17 @@ class tst_Planner : public QObject {
     QVERIFY(as_set->method.find("automatic schedule") == std::string::npos);
   }
 
+  // A CUDA backend applies the device budget when it is made: another budget is another backend
+  // (the studio's session makes it anew), while the CPU backend ignores the budget.
+  void budgetIsPartOfTheCudaBackend() {
+    RunOptions a, b;
+    a.backend = b.backend = "cuda";
+    b.budget_gb = 6;
+    QVERIFY(backend_key(a) != backend_key(b));
+    a.backend = b.backend = "cpu";
+    QCOMPARE(backend_key(a), backend_key(b));
+  }
+
   void badRequests() {
     PlanRequest r;
     r.config = VaeConfig::tiny();

@@ -207,6 +207,11 @@ class StallProbe {
     if (!pending_.empty()) settle(p.wall - 10'000'000);
   }
 
+  // The time until the next tick is not a gap (the test itself keeps the GUI thread busy).
+  void pause() {
+    last_.wall = -1;
+  }
+
   // After the last tick: waits for the monitor's next sample, then decomposes the rest.
   void finish() {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

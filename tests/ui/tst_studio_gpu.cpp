@@ -8,7 +8,7 @@
 //     (A vs B PSNR), and the studio's encode+decode ms/frame matches `seedvae bench` of the same
 //     settings within 25 %;
 //   - cancel takes effect within one chunk, and the next run succeeds;
-//   - an out-of-memory (a 0.4 GiB budget, no automatic schedule) is reported in the window with
+//   - an out-of-memory (a 2 GiB budget, no automatic schedule) is reported in the window with
 //     the engine's message, and the next run with a fitting setting succeeds;
 //   - CUDA -> CPU -> CUDA between runs works, and the idle engine gives the card back (the
 //     device's free memory returns to within 256 MiB of what it was before the first run);
@@ -116,6 +116,9 @@ class tst_StudioGpu : public QObject {
     gaps_.finish();
     qInfo("longest GUI event-loop gap: %.1f ms (own %.1f ms) over %.1f s", gaps_.longestWall(),
           gaps_.longestOwn().own(), gaps_.seconds());
+    const std::vector<Gap> long_gaps = gaps_.longGaps();
+    for (size_t i = 0; i < std::min<size_t>(long_gaps.size(), 8); ++i)
+      qInfo("  gap %s", qPrintable(long_gaps[i].describe()));
     const Gap worst = gaps_.longestOwn();
     QVERIFY2(worst.own() < 100.0,
              qPrintable("the application stalled the GUI thread: " + worst.describe()));
@@ -179,6 +182,8 @@ class tst_StudioGpu : public QObject {
     QVERIFY(r.a_vs_b.psnr_db > 35);
     // SEEDVAE_STUDIO_GPU_OUT: the A/B report and a screenshot of the window, for the docs.
     if (const QString out = qEnvironmentVariable("SEEDVAE_STUDIO_GPU_OUT"); !out.isEmpty()) {
+      probe_.stop();  // the test's own rendering of the window is no stall of the application
+      gaps_.pause();
       w_->setPair(MainWindow::Pair::kAB);
       w_->showDock(QStringLiteral("ab"));
       QTest::qWait(500);
@@ -188,6 +193,7 @@ class tst_StudioGpu : public QObject {
       QVERIFY(written.wait(300000));
       const ReportResult rr = written.first().first().value<ReportResult>();
       QVERIFY2(rr.ok, qPrintable(rr.error));
+      probe_.start();
     }
     // The same settings through `seedvae bench` (warmed up, medians).
     QStringList args{"bench",  "--backend", "cuda",     "--precision", "bf16",
@@ -198,8 +204,9 @@ class tst_StudioGpu : public QObject {
     QProcess p;
     // SEEDVAE_CLI: where the CLI is when the test runs away from its build (scripts/studio-gpu.sh).
     const QString cli = qEnvironmentVariable("SEEDVAE_CLI", QStringLiteral(SEEDVAE_CLI_PATH));
+    QSignalSpy bench_done(&p, &QProcess::finished);  // waits in the event loop: no GUI stall
     p.start(cli, args);
-    QVERIFY(p.waitForFinished(600000));
+    QVERIFY(bench_done.wait(600000));
     const QJsonObject j = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
     double bench_ms = 0;
     for (const QJsonValue op : j.value("ops").toArray()) {
@@ -238,7 +245,7 @@ class tst_StudioGpu : public QObject {
 
   void outOfMemoryIsReportedAndTheNextRunSucceeds() {
     RunOptions s = gpu_settings();
-    s.budget_gb = 0.4;
+    s.budget_gb = 2;  // room for the context and the weights, not for a 720p chunk untiled
     s.auto_schedule = false;
     w_->applySettings(s);
     QSignalSpy errors(w_.get(), &MainWindow::errorShown);
@@ -287,6 +294,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   qputenv("SEEDVAE_IDLE_RELEASE_S", "2");
+  qputenv("SEEDVAE_STUDIO_TRACE", "1");  // a slow GUI handler or paint names itself in the log
   QApplication app(argc, argv);
   register_studio_types();
   tst_StudioGpu t;
