@@ -123,9 +123,9 @@ struct JobResult {
   double read_s = 0;       // reading and padding (with prefetch: the reader thread's time)
   double read_wait_s = 0;  // of which the engine waited for
   // encode_s and decode_s are the engine's time: the encode less its waits for frames
-  // (read_wait_s) and keeping them (keep_original), the streamed decode less the host's work on its finished chunks (trimming,
-  // metrics_s, write_s, the caller's on_decoded), which runs while the device computes the next
-  // chunk where copies are asynchronous. total_s is the whole job.
+  // (read_wait_s) and keeping them (keep_original), the streamed decode less the host's work on its
+  // finished chunks (trimming, metrics_s, write_s, the caller's on_decoded), which runs while the
+  // device computes the next chunk where copies are asynchronous. total_s is the whole job.
   double encode_s = 0, decode_s = 0, metrics_s = 0, write_s = 0, total_s = 0;
   bool prefetch = false;         // frames were read on the prefetch thread
   std::string prefetch_note;     // why not, when not ("off", "does not apply: ...")
