@@ -19,6 +19,7 @@
 
 #include "core/pipeline/run_options.h"
 #include "tests/support/golden.h"
+#include "tests/support/run_process.h"
 
 namespace fs = std::filesystem;
 
@@ -29,21 +30,9 @@ class tst_Cli : public QObject {
   fs::path tmp_ = fs::temp_directory_path() /
                   ("seedvae_tst_cli_" + std::to_string(QCoreApplication::applicationPid()));
 
-  struct Run {
-    int code = -1;
-    QString out, err;
-  };
+  using Run = seedvae::test::ProcessRun;
   static Run run(const QStringList& args, int timeout_ms = 300000) {
-    QProcess p;
-    p.start(QStringLiteral(SEEDVAE_CLI_PATH), args);
-    if (!p.waitForFinished(timeout_ms)) {
-      p.kill();
-      p.waitForFinished();
-      return {};
-    }
-    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-            QString::fromUtf8(p.readAllStandardOutput()),
-            QString::fromUtf8(p.readAllStandardError())};
+    return seedvae::test::run_process(QStringLiteral(SEEDVAE_CLI_PATH), args, timeout_ms);
   }
   QString path(const char* name) const { return QString::fromStdString((tmp_ / name).string()); }
   static std::string read_bytes(const fs::path& p) {

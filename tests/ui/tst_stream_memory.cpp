@@ -13,27 +13,16 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "tests/support/run_process.h"
+
 namespace {
 
-struct Run {
-  int code = -1;
-  QString out, err;
-};
+using Run = seedvae::test::ProcessRun;
 
 Run run(const QString& program, const QStringList& args, int timeout_ms = 900000) {
-  QProcess p;
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
-  p.setProcessEnvironment(env);
-  p.start(program, args);
-  if (!p.waitForFinished(timeout_ms)) {
-    p.kill();
-    p.waitForFinished();
-    return {};
-  }
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
+  return seedvae::test::run_process(program, args, timeout_ms, env);
 }
 
 constexpr double kMiB = 1024.0 * 1024.0;
