@@ -210,10 +210,6 @@ EngineWorker::EngineWorker(std::shared_ptr<const BackendCatalog> catalog,
   if (ok) idle_release_s_ = env;
 }
 
-void EngineWorker::setIdleRelease(double seconds) {
-  idle_release_s_ = seconds;
-}
-
 void EngineWorker::busy() {
   idle_timer_->stop();
 }

@@ -42,11 +42,6 @@ class EngineWorker : public QObject {
   void writeVideo(const RunSummary& run, const QString& path);
   // Frees the model and the backend (on this thread) before the thread ends.
   void release();
-  // Seconds of idleness after which the worker frees the model and the backend -- for CUDA the
-  // device memory and context -- so other applications get the card back; the next run makes
-  // them again. Default 60 (SEEDVAE_IDLE_RELEASE_S overrides it); 0 releases right after every
-  // piece of work, a negative value never.
-  void setIdleRelease(double seconds);
 
  signals:
   void runStarted(quint64 id, QString slot);
@@ -74,6 +69,10 @@ class EngineWorker : public QObject {
   std::shared_ptr<const VaeWeights> builtin_weights_;
   QString builtin_name_;
   QTimer* idle_timer_ = nullptr;  // a child: it moves to the worker's thread with it
+  // Seconds of idleness after a run after which the worker frees the model and the backend --
+  // for CUDA the device memory and context -- so other applications get the card back; the next
+  // run makes them again. SEEDVAE_IDLE_RELEASE_S overrides the 60; 0 releases right after every
+  // run, a negative value never.
   double idle_release_s_ = 60;
 };
 

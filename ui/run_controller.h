@@ -67,7 +67,7 @@ class RunController : public QObject {
   void devicesProbed(QString backend, QVector<seedvae::ui::DeviceStatus> devices);
   void reportWritten(seedvae::ui::ReportResult result);
   void videoWritten(bool ok, QString path, QString message);
-  // The idle engine freed its backend and device (EngineWorker::setIdleRelease).
+  // The idle engine freed its backend and device (EngineWorker, SEEDVAE_IDLE_RELEASE_S).
   void engineReleased();
 
  private:
