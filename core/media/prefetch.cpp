@@ -268,14 +268,25 @@ Result<HostTensor> VideoFrameSource::next(int64_t max_frames) {
         plan_ = plan_padding(1, s[3], s[4], opts_.spatial_multiple);
         plan_.frames = plan_.padded_frames = 0;
       }
-      // Spatial padding of this chunk: the same right/bottom pad apply_padding() gives the clip.
-      const PadPlan chunk{k, plan_.height, plan_.width, k, plan_.padded_height, plan_.padded_width};
-      SEEDVAE_ASSIGN_OR_RETURN(out, apply_padding(raw, chunk, opts_.temporal_pad));
+      // Spatial padding of this chunk: the same right/bottom pad apply_padding() gives the clip
+      // (none needed: the frames as they are, no copy).
+      if (plan_.height == plan_.padded_height && plan_.width == plan_.padded_width) {
+        out = std::move(raw);
+      } else {
+        const PadPlan chunk{k, plan_.height,        plan_.width,
+                            k, plan_.padded_height, plan_.padded_width};
+        SEEDVAE_ASSIGN_OR_RETURN(out, apply_padding(raw, chunk, opts_.temporal_pad));
+      }
       raw = {};
       plan_.frames += k;
-      SEEDVAE_ASSIGN_OR_RETURN(HostTensor h, join(std::move(history_), out));
-      const int64_t hn = frames_of(h);
-      history_ = hn > 4 ? slice_time(h, hn - 4, hn) : std::move(h);
+      // The last (up to) 4 padded frames, copied from this chunk alone when it has them.
+      if (k >= 4) {
+        history_ = slice_time(out, k - 4, k);
+      } else {
+        SEEDVAE_ASSIGN_OR_RETURN(HostTensor h, join(std::move(history_), out));
+        const int64_t hn = frames_of(h);
+        history_ = hn > 4 ? slice_time(h, hn - 4, hn) : std::move(h);
+      }
     }
     if (k < max_frames) {  // the end of the stream: pad to 4n+1 into this chunk
       if (plan_.frames == 0) return internal_error("the frame reader returned no frames");
