@@ -6,7 +6,7 @@
 // each decoded chunk is trimmed, compared with the source frames (read a second time, in step),
 // written and handed to the caller as soon as it is finished, then dropped. Host memory holds a
 // few chunks of frames and the latent, not the clip, so it does not grow with the clip's length
-// (tests/core/tst_stream_memory.cpp). Exceptions: a tiled encode reads the whole padded clip first
+// (tests/ui/tst_stream_memory.cpp). Exceptions: a tiled encode reads the whole padded clip first
 // (its tiles each run over every chunk), and a caller that wants frames afterwards keeps them in
 // a media::FrameSpool (in memory or in a temporary file) through JobSpec::keep_original /
 // keep_reconstruction. No front end reads, pads, chunks, tiles, plans a budget,

@@ -374,7 +374,8 @@ const std::vector<OptionSpec>& table() {
          .member = &RunOptions::budget_gb,
          .minimum = 0,
          .maximum = 1 << 20,
-         .special_text = "free memory"});
+         .special_text = "free memory",
+         .made_into = kCudaBackend});
     add({.key = "auto_schedule",
          .flag = "--auto-schedule",
          .negative_flag = "--no-auto-schedule",
@@ -808,18 +809,13 @@ std::string backend_key(const RunOptions& o) {
   std::string k = o.backend + ":" + o.precision;
   for (const OptionSpec& s : table()) {
     const uint8_t mine = o.backend == "cuda" ? kCudaBackend : kCpuBackend;
-    if (s.group != OptionGroup::kEngine && s.group != OptionGroup::kCuda) continue;
+    const bool engine = s.group == OptionGroup::kEngine || s.group == OptionGroup::kCuda;
+    if (!engine && (s.made_into & mine) == 0) continue;
     if ((s.backends & mine) == 0 || s.key == "backend" || s.key == "precision") continue;
     k += ';';  // appended piece by piece: GCC 12 warns (-Wrestrict) on ";" + std::string here
     k += s.key;
     k += '=';
     k += format_option_value(option_value(o, s));
-  }
-  // The CUDA backend applies the device budget when it is made (CudaBackend::apply_budget), so
-  // another budget needs another backend.
-  if (o.backend == "cuda") {
-    k += ";budget_gb=";
-    k += format_option_value(option_value(o, *find_option("budget_gb")));
   }
   return k;
 }

@@ -100,6 +100,9 @@ struct OptionSpec {
   double minimum = 0, maximum = 0;                 // kInt / kReal / kSize components
   std::string_view special_text = {};  // how the minimum reads ("auto", "off", "whole clip")
   uint8_t backends = kAnyBackend;
+  // Backends that take this option when they are made, though it is not an engine option (the
+  // CUDA backend applies the device budget at creation): part of backend_key() for them.
+  uint8_t made_into = 0;
   // Why the option does not apply to a run with `o` (empty when it does); backends aside.
   std::string (*not_applicable)(const RunOptions& o) = nullptr;
   // Shown in the short label of a run (A/B view captions) when not at its default.
