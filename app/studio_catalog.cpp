@@ -40,6 +40,12 @@ class AppCatalog final : public ui::BackendCatalog {
     return out;
   }
 
+  void release_idle() const override {
+#ifdef SEEDVAE_HAVE_CUDA
+    gpu::release_idle_devices();
+#endif
+  }
+
   QVector<DeviceStatus> probe_devices(const QString& backend) const override {
     if (backend == QLatin1String("cpu")) return cpu_.probe_devices(backend);
     QVector<DeviceStatus> out;

@@ -118,7 +118,41 @@ std::string sanitize(std::string s) {
   return s;
 }
 
+// The CUDA contexts this process made, per device: their size on the card (measured by the first
+// backend there; -1 until then) and the backends alive on them (release_idle_devices).
+struct Contexts {
+  std::mutex mu;
+  std::map<int, int64_t> bytes;
+  std::map<int, int> live;
+};
+Contexts& contexts() {
+  static Contexts c;
+  return c;
+}
+
 }  // namespace
+
+int release_idle_devices() {
+  Contexts& ctx = contexts();
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  int released = 0;
+  for (auto it = ctx.live.begin(); it != ctx.live.end();) {
+    if (it->second > 0) {
+      ++it;
+      continue;
+    }
+    // Destroys the device's primary context: every allocation, stream, event, module and
+    // library handle of the process on it. Nothing is left to use them (no backend is alive),
+    // and the next backend there makes a new context and measures it again.
+    if (cudaSetDevice(it->first) == cudaSuccess && cudaDeviceReset() == cudaSuccess) ++released;
+    cudaGetLastError();
+    ctx.bytes.erase(it->first);
+    it = ctx.live.erase(it);
+  }
+  // The thread's current device is left as it is: selecting one (cudaSetDevice) would create
+  // its context again.
+  return released;
+}
 
 namespace detail {
 
@@ -131,17 +165,16 @@ Result<std::unique_ptr<Backend>> CudaBackend::create(const CudaOptions& o) {
   // process. The first backend on a card reads it before cudaSetDevice creates the context and
   // measures the context; the context outlives its backends, so a later one (a job that turned
   // the offload on) subtracts that context from the card's use at its own start.
-  static std::mutex context_mu;
-  static std::map<int, int64_t> context_bytes;  // per device, -1 until measured
+  Contexts& ctx = contexts();
   char bus[64] = {};
   int64_t context = -1;
   if (cudaDeviceGetPCIBusId(bus, sizeof bus, o.device) == cudaSuccess) {
     b->probe_ = DeviceMemoryProbe::open(bus, &b->probe_note_);
     if (b->probe_) {
       const int64_t used = b->probe_->used_bytes();
-      std::lock_guard<std::mutex> lock(context_mu);
-      auto it = context_bytes.find(o.device);
-      context = it == context_bytes.end() ? -1 : it->second;
+      std::lock_guard<std::mutex> lock(ctx.mu);
+      auto it = ctx.bytes.find(o.device);
+      context = it == ctx.bytes.end() ? -1 : it->second;
       b->baseline_bytes_ = used < 0 ? -1 : used - std::max<int64_t>(context, 0);
       b->probe_note_ = "nvml";
     }
@@ -150,9 +183,13 @@ Result<std::unique_ptr<Backend>> CudaBackend::create(const CudaOptions& o) {
     b->probe_note_ = "the PCI bus id of device " + std::to_string(o.device) + " is unknown";
   }
   SEEDVAE_CUDA_TRY(cudaSetDevice(o.device), "selecting CUDA device " + std::to_string(o.device));
-  if (b->probe_ && b->baseline_bytes_ >= 0 && context < 0) {
-    std::lock_guard<std::mutex> lock(context_mu);
-    context_bytes[o.device] = std::max<int64_t>(0, b->probe_->used_bytes() - b->baseline_bytes_);
+  {
+    std::lock_guard<std::mutex> lock(ctx.mu);
+    ++ctx.live[o.device];  // from here the destructor counts it down
+    b->counted_ = true;
+    if (b->probe_ && b->baseline_bytes_ >= 0 && context < 0) {
+      ctx.bytes[o.device] = std::max<int64_t>(0, b->probe_->used_bytes() - b->baseline_bytes_);
+    }
   }
   cudaDeviceProp p{};
   SEEDVAE_CUDA_TRY(cudaGetDeviceProperties(&p, o.device), "querying the device");
@@ -279,6 +316,11 @@ CudaBackend::~CudaBackend() {
   if (d2h_stream_) cudaStreamDestroy(d2h_stream_);
   if (h2d_stream_) cudaStreamDestroy(h2d_stream_);
   if (copy_out_stream_) cudaStreamDestroy(copy_out_stream_);
+  if (counted_) {
+    Contexts& ctx = contexts();
+    std::lock_guard<std::mutex> lock(ctx.mu);
+    --ctx.live[opt_.device];
+  }
 }
 
 CudaBackendReport CudaBackend::report() const {

@@ -42,6 +42,11 @@ std::string format_cuda_version(int v);
 // 2 MiB steps allow), so a large card looks small to other processes; freed with the handle.
 // For a helper process of the benchmark (`seedvae_gpu_bench hold`), as another application.
 Result<std::shared_ptr<void>> hold_device_memory(int device, int64_t leave_free_bytes);
+// Gives the cards back to the driver where no CUDA backend of this process is alive any more:
+// their CUDA contexts (about half a GiB each, which outlive the backends) are destroyed; the next
+// backend there creates its context again (a few hundred ms). For a long-lived process that
+// sits idle (the studio). Returns how many devices it released.
+int release_idle_devices();
 // For --version: the CUDA runtime, cuDNN and cuBLAS versions loaded at run time and those this
 // build was compiled against, and the driver's ("none" without one). Initialises no device.
 std::string version_report();

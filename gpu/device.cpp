@@ -4,7 +4,10 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <memory>
+
 #include "gpu/cuda_backend.h"
+#include "gpu/device_memory.h"
 
 namespace seedvae::gpu {
 
@@ -107,13 +110,28 @@ std::vector<DeviceInfo> list_devices() {
     d.compute_minor = p.minor;
     d.total_bytes = static_cast<int64_t>(p.totalGlobalMem);
     d.multiprocessors = p.multiProcessorCount;
-    int prev = 0;
-    cudaGetDevice(&prev);
-    if (cudaSetDevice(i) == cudaSuccess) {
-      size_t free_b = 0, total_b = 0;
-      if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
-        d.free_bytes = static_cast<int64_t>(free_b);
-      cudaSetDevice(prev);
+    // Free memory from NVML: asking the runtime (cudaMemGetInfo) would create a context on every
+    // card, about half a GiB each that stays for the process's life, on cards the user may not
+    // run on. Only without NVML does the runtime answer.
+    char bus[32] = {};
+    std::shared_ptr<DeviceMemoryProbe> probe;
+    if (cudaDeviceGetPCIBusId(bus, sizeof bus, i) == cudaSuccess) {
+      probe = DeviceMemoryProbe::open(bus, nullptr);
+    } else {
+      cudaGetLastError();
+    }
+    if (const int64_t used = probe ? probe->used_bytes() : -1; used >= 0) {
+      d.free_bytes = probe->total_bytes() - used;
+    } else {
+      int prev = 0;
+      cudaGetDevice(&prev);
+      if (cudaSetDevice(i) == cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+          d.free_bytes = static_cast<int64_t>(free_b);
+        cudaSetDevice(prev);
+      }
+      cudaGetLastError();
     }
     out.push_back(d);
   }

@@ -6,15 +6,17 @@
 #
 #   scripts/studio-gpu.sh dist    (on the build machine) configure and build build-studio
 #                                 (CUDA for sm_90, no OpenCV, the studio, the tests), then gather
-#                                 build-studio/dist (~25 MB)
+#                                 build-studio/dist (~35 MB)
 #   scripts/studio-gpu.sh run     (on the GPU machine, through the device tool's `run` with
-#                                 carry ["build-studio/dist"]) runs tst_studio_gpu with the real
+#                                 carry ["build-studio/dist"]) runs test_gpu_telemetry, then
+#                                 tst_studio_gpu with the real
 #                                 configuration's synthetic weights; logs, the A/B report and the
 #                                 window's screenshot go to $OUT (default /tmp/seedvae-out)
 #
 # Environment: OUT, DIST (default build-studio/dist), BUILD (default build-studio),
 # CUDA_ARCHS (default 90), TEST_ARGS (Qt Test arguments, e.g. a test function's name),
-# TEST_TIMEOUT_S (default 480), ROUNDTRIP_FRAMES (the CLI round trips first, default "33 201").
+# TEST_TIMEOUT_S (default 480), ROUNDTRIP_FRAMES (the CLI round trips first, default "33 201"),
+# STALL_STACKS_MS (print the GUI thread's stack during any stall that long; default 0: off).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -26,11 +28,11 @@ if [ "${1:-}" = "dist" ]; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSEEDVAE_WITH_CUDA=ON \
     -DSEEDVAE_WITH_MEDIA=OFF -DSEEDVAE_WITH_UI=ON -DSEEDVAE_BUILD_TESTS=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" > /dev/null
-  ninja -C "$BUILD" seedvae seedvae-studio tst_studio_gpu
+  ninja -C "$BUILD" seedvae seedvae-studio tst_studio_gpu test_gpu_telemetry
   rm -rf "$DIST"
   stage=$(mktemp -d)
   mkdir -p "$stage/bin" "$stage/lib" "$stage/plugins/platforms" "$stage/fonts" "$DIST"
-  for b in app/seedvae app/seedvae-studio tests/ui/tst_studio_gpu; do
+  for b in app/seedvae app/seedvae-studio tests/ui/tst_studio_gpu gpu/tests/test_gpu_telemetry; do
     strip -o "$stage/bin/$(basename "$b")" "$BUILD/$b"
   done
   qtplugins=$(dirname "$(dirname "$(find /usr/lib -name libqoffscreen.so -path '*qt6*' | head -1)")")
@@ -89,10 +91,15 @@ for n in ${ROUNDTRIP_FRAMES:-33 201}; do
     2>> "$OUT/roundtrip.log"
   echo "roundtrip $n frames: rc=$? $(tr -d '\n' < "$OUT/roundtrip_$n.json" | head -c 400)"
 done
-# the test's bench step runs the CLI by the path it was built with; run it from the carried copy
-SEEDVAE_CLI="$WORK/bin/seedvae" QTEST_FUNCTION_TIMEOUT=450000 timeout "${TEST_TIMEOUT_S:-480}" "$WORK/bin/tst_studio_gpu" \
-  ${TEST_ARGS:-} > "$OUT/tst_studio_gpu.log" 2>&1
+# The engine's telemetry on the card (the studio's deferred stage timing included).
+"$WORK/bin/test_gpu_telemetry" > "$OUT/test_gpu_telemetry.log" 2>&1
+echo "test_gpu_telemetry rc=$? $(tail -1 "$OUT/test_gpu_telemetry.log")" | tee -a "$OUT/info.log"
+# the test's bench step runs the CLI by the path it was built with; run it from the carried copy.
+# STALL_STACKS_MS: print the GUI thread's stack during any stall that long (tests/ui/stall_stacks.h)
+SEEDVAE_STALL_STACKS=${STALL_STACKS_MS:-0} SEEDVAE_CLI="$WORK/bin/seedvae" QTEST_FUNCTION_TIMEOUT=450000 \
+  timeout "${TEST_TIMEOUT_S:-480}" "$WORK/bin/tst_studio_gpu" ${TEST_ARGS:-} > "$OUT/tst_studio_gpu.log" 2>&1
 echo "tst_studio_gpu rc=$?" | tee -a "$OUT/info.log"
-grep -E "PASS|FAIL|QINFO|QWARN|Totals" "$OUT/tst_studio_gpu.log" | tail -40
-tar -C "$OUT" -czf "$OUT/results.tgz" studio tst_studio_gpu.log info.log roundtrip* 2>/dev/null
+grep -E "PASS|FAIL|QINFO|QWARN|Totals|SKIP" "$OUT/tst_studio_gpu.log" | tail -40
+tar -C "$OUT" -czf "$OUT/results.tgz" studio tst_studio_gpu.log test_gpu_telemetry.log info.log \
+  roundtrip* 2>/dev/null
 exit 0

@@ -38,6 +38,9 @@ class BackendCatalog {
   virtual QVector<DeviceStatus> probe_devices(const QString& backend) const = 0;
   // Worker thread only. The returned backend belongs to the calling thread.
   virtual Result<std::unique_ptr<Backend>> create(const RunOptions& settings) const = 0;
+  // Worker thread only, after its backend is gone: gives what the backends leave behind (a GPU's
+  // context) back to the system, so an idle studio does not hold a card. Default: nothing.
+  virtual void release_idle() const {}
 
   // Convenience: the spec of `name`, or nullptr.
   const BackendSpec* find(const QVector<BackendSpec>& specs, const QString& name) const;

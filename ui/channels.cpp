@@ -44,20 +44,12 @@ void FrameStore::set_sources(std::shared_ptr<const media::FrameSpool> originals,
   reconstruction_ = std::move(reconstruction);
   frames_ = {};
   original_images_ = {};
-  put_count_ = 0;
 }
 
 void FrameStore::set_total(qint64 total, double fps) {
   std::lock_guard lock(mutex_);
   total_ = total;
   fps_ = fps > 0 ? fps : 24;
-}
-
-void FrameStore::put(qint64 index, QImage image) {
-  if (index < 0) return;
-  std::lock_guard lock(mutex_);
-  if (index == put_count_) ++put_count_;
-  frames_.insert(index, std::move(image));
 }
 
 qint64 FrameStore::total() const {
@@ -72,7 +64,7 @@ double FrameStore::fps() const {
 
 qint64 FrameStore::available() const {
   std::lock_guard lock(mutex_);
-  return reconstruction_ ? reconstruction_->frames() : put_count_;
+  return reconstruction_ ? reconstruction_->frames() : 0;
 }
 
 qint64 FrameStore::original_count() const {
@@ -80,30 +72,80 @@ qint64 FrameStore::original_count() const {
   return originals_ ? originals_->frames() : 0;
 }
 
-QImage FrameStore::lookup(Cache& cache, const media::FrameSpool* spool, qint64 index) const {
+// The spool is read and the frame converted outside the lock (tens of ms for a large frame on a
+// slow host), so a thread that finds its frame cached never waits for another's conversion.
+QImage FrameStore::lookup(bool original, qint64 index) const {
   if (index < 0) return {};
-  QImage image = cache.find(index);
-  if (!image.isNull() || spool == nullptr || index >= spool->frames()) return image;
+  Cache& cache = original ? original_images_ : frames_;
+  std::shared_ptr<const media::FrameSpool> spool;
+  {
+    std::lock_guard lock(mutex_);
+    QImage image = cache.find(index);
+    spool = original ? originals_ : reconstruction_;
+    if (!image.isNull() || spool == nullptr || index >= spool->frames()) return image;
+  }
   auto frames = spool->read(index, 1);
   if (!frames.is_ok()) return {};
-  image = frame_to_image(*frames, 0);
-  cache.insert(index, image);
+  QImage image = frame_to_image(*frames, 0);
+  std::lock_guard lock(mutex_);
+  // the run's sources may have changed meanwhile: cache only a frame of the current ones
+  if ((original ? originals_ : reconstruction_) == spool) cache.insert(index, image);
   return image;
 }
 
 QImage FrameStore::frame(qint64 index) const {
-  std::lock_guard lock(mutex_);
-  return lookup(frames_, reconstruction_.get(), index);
+  return lookup(false, index);
 }
 
 QImage FrameStore::original(qint64 index) const {
-  std::lock_guard lock(mutex_);
-  return lookup(original_images_, originals_.get(), index);
+  return lookup(true, index);
 }
 
 qint64 FrameStore::cached_bytes() const {
   std::lock_guard lock(mutex_);
   return frames_.bytes + original_images_.bytes;
+}
+
+LatestTaskThread::LatestTaskThread() : thread_([this] { loop(); }) {}
+
+LatestTaskThread::~LatestTaskThread() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+    next_ = nullptr;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void LatestTaskThread::post(std::function<void()> task) {
+  {
+    std::lock_guard lock(mutex_);
+    next_ = std::move(task);
+  }
+  cv_.notify_all();
+}
+
+void LatestTaskThread::flush() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [this] { return stop_ || (!next_ && !running_); });
+}
+
+void LatestTaskThread::loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || next_; });
+    if (stop_) return;
+    std::function<void()> task = std::move(next_);
+    next_ = nullptr;
+    running_ = true;
+    lock.unlock();
+    task();
+    task = nullptr;  // its captures go before flush() returns
+    lock.lock();
+    running_ = false;
+    cv_.notify_all();
+  }
 }
 
 }  // namespace seedvae::ui

@@ -11,6 +11,9 @@
 //  * BoundedQueue<T>: telemetry samples, bounded (oldest dropped and counted), drained in batches
 //    with the same one-notification-in-flight rule.
 //  * ProgressThrottle: lets a progress update through when it moved >= 1% or >= 100 ms passed.
+//  * LatestTaskThread: runs the newest posted task on a thread of its own, dropping older ones
+//    that have not started (the live preview's image conversion: neither the engine thread nor
+//    the GUI thread spends the 5-50 ms a large frame takes).
 #pragma once
 
 #include <QImage>
@@ -18,10 +21,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "core/media/frame_spool.h"
@@ -45,8 +51,6 @@ class FrameStore {
   void set_sources(std::shared_ptr<const media::FrameSpool> originals,
                    std::shared_ptr<const media::FrameSpool> reconstruction);
   void set_total(qint64 total, double fps);
-  // Caches frame `index` of the reconstruction as it is decoded (the live preview).
-  void put(qint64 index, QImage image);
 
   qint64 total() const;
   double fps() const;
@@ -65,12 +69,11 @@ class FrameStore {
     QImage find(qint64 index);
     void insert(qint64 index, QImage image);
   };
-  QImage lookup(Cache& cache, const media::FrameSpool* spool, qint64 index) const;
+  QImage lookup(bool original, qint64 index) const;
 
   mutable std::mutex mutex_;
   qint64 total_ = 0;
   double fps_ = 24;
-  qint64 put_count_ = 0;  // frames put without a spool behind them
   std::shared_ptr<const media::FrameSpool> originals_, reconstruction_;
   mutable Cache frames_, original_images_;
 };
@@ -170,6 +173,27 @@ class ProgressThrottle {
   bool sent_any_ = false;
   double last_fraction_ = 0;
   std::chrono::steady_clock::time_point last_time_{};
+};
+
+class LatestTaskThread {
+ public:
+  LatestTaskThread();
+  ~LatestTaskThread();  // the running task finishes, a waiting one is dropped
+  LatestTaskThread(const LatestTaskThread&) = delete;
+  LatestTaskThread& operator=(const LatestTaskThread&) = delete;
+
+  // Any thread. Replaces the task waiting to run, if any.
+  void post(std::function<void()> task);
+  // Returns once every task posted before the call has run or been replaced.
+  void flush();
+
+ private:
+  void loop();
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::function<void()> next_;
+  bool running_ = false, stop_ = false;
+  std::thread thread_;  // last: started after the state it uses
 };
 
 }  // namespace seedvae::ui

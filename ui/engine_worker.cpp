@@ -102,6 +102,10 @@ class RunTelemetry final : public TelemetrySink {
         host_memory_(host_memory),
         log_(log) {}
 
+  // The studio's runs must take the time `seedvae bench` measures: no drain per stage; the
+  // charts get device times up to one chunk late (core/base/telemetry.h).
+  StageTiming stage_timing() const override { return StageTiming::kDeferred; }
+
   void on_stage(const StageSample& s) override {
     TelemetryPoint p;
     p.stage = intern(s.stage);
@@ -203,6 +207,7 @@ EngineWorker::EngineWorker(std::shared_ptr<const BackendCatalog> catalog,
   connect(idle_timer_, &QTimer::timeout, this, [this] {
     if (session_.backend() == nullptr) return;
     session_.release();
+    catalog_->release_idle();  // the card's context too
     emit released();
   });
   bool ok = false;
@@ -220,6 +225,7 @@ void EngineWorker::idle() {
 }
 
 EngineWorker::~EngineWorker() {
+  preview_.flush();  // no preview task runs on a worker being destroyed
   release();
 }
 
@@ -253,6 +259,9 @@ void EngineWorker::run(const RunRequest& request) {
   summary.cancelled = st.code() == StatusCode::kCancelled;
   if (!st.is_ok()) summary.error = qstr(st.to_string());
   summary.process_peak_bytes = process_peak_resident_bytes();
+  if (summary.cancelled && request.cancel) {
+    summary.cancel_done_s = request.cancel->seconds_since_request();
+  }
   emit runFinished(summary);
   idle();
 }
@@ -341,25 +350,37 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
     if (req.store) req.store->set_total(p.frames, clip.fps);
     return Status::ok();
   };
-  // Decoded chunks stream to the preview.
+  // Decoded chunks stream to the preview: the newest frame's images (the reconstruction and its
+  // original, read back from the run's spools into the store's cache, where the window finds
+  // them) are made on the preview thread.
   cb.on_decoded = [&](int64_t first, const HostTensor& chunk) -> Status {
     const int64_t n = chunk.shape()[2];
-    for (int64_t i = 0; i < n; ++i) {
-      QImage img = frame_to_image(chunk, i);
-      if (req.store) req.store->put(first + i, img);
+    if (n > 0) {
       FrameUpdate u;
       u.run_id = req.id;
       u.slot = req.slot;
-      u.index = first + i;
-      u.available = std::min<qint64>(first + i + 1, sum.frames);
+      u.index = first + n - 1;
+      u.available = std::min<qint64>(first + n, sum.frames);
       u.total = sum.frames;
-      u.image = std::move(img);
-      if (frames_->publish(std::move(u))) emit framesReady();
+      if (req.store) {
+        preview_.post([this, u = std::move(u), store = req.store]() mutable {
+          u.image = store->frame(u.index);
+          store->original(u.index);
+          if (frames_->publish(std::move(u))) emit framesReady();
+        });
+      } else {
+        u.image = frame_to_image(chunk, n - 1);
+        if (frames_->publish(std::move(u))) emit framesReady();
+      }
     }
     return req.cancel ? req.cancel->check() : Status::ok();
   };
   JobResult r;
   const Status st = session_.run(job, cb, r);
+  if (st.code() == StatusCode::kCancelled && req.cancel) {
+    sum.cancel_stop_s = req.cancel->seconds_since_request();
+  }
+  preview_.flush();  // the last frame is published before the run's end
 
   // ---- the summary (also of a failed or cancelled run: what it did so far) ----
   sum.backend_name = qstr(r.backend_name);

@@ -7,9 +7,9 @@
 //
 // Output channels (all bounded): progress signals throttled to >= 1% or >= 100 ms; decoded frames
 // through a LatestChannel (a slow GUI drops frames; the run's frame spools keep them all for the
-// scrubber, behind the FrameStore's bounded cache); telemetry through a BoundedQueue drained in
-// batches. Each channel keeps at most one
-// queued notification in flight.
+// scrubber, behind the FrameStore's bounded cache), the newest one's images made on a preview
+// thread (LatestTaskThread) so neither this thread nor the GUI's converts them; telemetry through
+// a BoundedQueue drained in batches. Each channel keeps at most one queued notification in flight.
 #pragma once
 
 #include <QObject>
@@ -74,6 +74,8 @@ class EngineWorker : public QObject {
   // run makes them again. SEEDVAE_IDLE_RELEASE_S overrides the 60; 0 releases right after every
   // run, a negative value never.
   double idle_release_s_ = 60;
+  // The live preview's images (declared last: stopped before the state its tasks use goes).
+  LatestTaskThread preview_;
 };
 
 }  // namespace seedvae::ui

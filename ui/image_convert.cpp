@@ -20,10 +20,13 @@ QImage frame_to_image(const HostTensor& video, qint64 t, int width, int height) 
   const float* r = base + (0 * s[2] + t) * plane;
   const float* g = base + (1 * s[2] + t) * plane;
   const float* b = base + (2 * s[2] + t) * plane;
+  // Rounds half away from zero like std::lround, without the library call (x >= 0; x - i is
+  // exact): the GUI thread converts every frame it shows.
   auto to8 = [](float v) -> uchar {
     if (!(v == v)) return 0;
     const float x = (std::clamp(v, -1.f, 1.f) + 1.f) * 127.5f;
-    return static_cast<uchar>(std::lround(x));
+    const int i = static_cast<int>(x);
+    return static_cast<uchar>(x - static_cast<float>(i) >= 0.5f ? i + 1 : i);
   };
   for (int y = 0; y < h; ++y) {
     auto* line = reinterpret_cast<QRgb*>(img.scanLine(y));

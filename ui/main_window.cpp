@@ -615,7 +615,6 @@ void MainWindow::buildStatusBar() {
 }
 
 void MainWindow::restoreSession() {
-  QSettings& qs = store_->qsettings();
   if (auto s = store_->load_current()) settings_panel_->setSettings(*s);
   RunOptions a = settings_panel_->settings();
   RunOptions b = a;
@@ -624,7 +623,7 @@ void MainWindow::restoreSession() {
   setSlot(QStringLiteral("B"), store_->load_slot(QStringLiteral("B")).value_or(b));
   settings_panel_->setPresetNames(store_->preset_names());
   updateRecentMenus();
-  const QByteArray geometry = qs.value(QStringLiteral("window/geometry")).toByteArray();
+  const QByteArray geometry = store_->value(QStringLiteral("window/geometry")).toByteArray();
   if (geometry.isEmpty() || !restoreGeometry(geometry)) {
     // Fit the screen: 1366x768 laptops get the whole available area.
     QSize size(1366, 768);
@@ -633,7 +632,7 @@ void MainWindow::restoreSession() {
     }
     resize(size);
   }
-  const QByteArray state = qs.value(QStringLiteral("window/state")).toByteArray();
+  const QByteArray state = store_->value(QStringLiteral("window/state")).toByteArray();
   if (!state.isEmpty()) QMainWindow::restoreState(state);
 }
 
@@ -704,19 +703,19 @@ void MainWindow::useBuiltinWeights() {
 }
 
 void MainWindow::openVideoDialog() {
-  const QString dir = store_->qsettings().value(QStringLiteral("dirs/video")).toString();
+  const QString dir = store_->value(QStringLiteral("dirs/video")).toString();
   const QString path = QFileDialog::getOpenFileName(this, tr("Open video"), dir, tr(kVideoFilter));
   if (path.isEmpty()) return;
-  store_->qsettings().setValue(QStringLiteral("dirs/video"), QFileInfo(path).absolutePath());
+  store_->set_value(QStringLiteral("dirs/video"), QFileInfo(path).absolutePath());
   openVideo(path);
 }
 
 void MainWindow::openWeightsDialog() {
-  const QString dir = store_->qsettings().value(QStringLiteral("dirs/weights")).toString();
+  const QString dir = store_->value(QStringLiteral("dirs/weights")).toString();
   const QString path = QFileDialog::getOpenFileName(
       this, tr("Open weights"), dir, tr("SeedVR2 VAE checkpoints (*.safetensors);;All files (*)"));
   if (path.isEmpty()) return;
-  store_->qsettings().setValue(QStringLiteral("dirs/weights"), QFileInfo(path).absolutePath());
+  store_->set_value(QStringLiteral("dirs/weights"), QFileInfo(path).absolutePath());
   openWeights(path);
 }
 
@@ -1208,14 +1207,14 @@ void MainWindow::exportReport() {
     showError(tr("Nothing to export"), tr("Run once (F5) or run A/B (F6) first."));
     return;
   }
-  QString base = store_->qsettings()
-                     .value(QStringLiteral("dirs/report"),
-                            QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation))
+  QString base = store_
+                     ->value(QStringLiteral("dirs/report"),
+                             QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation))
                      .toString();
   const QString dir =
       QFileDialog::getExistingDirectory(this, tr("Export report into folder"), base);
   if (dir.isEmpty()) return;
-  store_->qsettings().setValue(QStringLiteral("dirs/report"), dir);
+  store_->set_value(QStringLiteral("dirs/report"), dir);
   exportReportTo(dir + QStringLiteral("/seedvae-report-") +
                  QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss"));
 }
@@ -1236,7 +1235,7 @@ void MainWindow::exportVideo() {
   const RunSummary copy = *run;
   const QString path = QFileDialog::getSaveFileName(
       this, tr("Export reconstructed video"),
-      store_->qsettings().value("dirs/video").toString() + "/reconstruction.mkv",
+      store_->value("dirs/video").toString() + "/reconstruction.mkv",
       tr("Lossless FFV1 (*.mkv);;MPEG-4 (*.mp4);;Motion JPEG (*.avi)"));
   if (path.isEmpty()) return;
   controller_->writeVideo(copy, path);
@@ -1263,8 +1262,8 @@ void MainWindow::showInfo(const QString& title, const QString& text) {
 
 void MainWindow::closeEvent(QCloseEvent* e) {
   store_->save_current(settings_panel_->settings());
-  store_->qsettings().setValue(QStringLiteral("window/geometry"), saveGeometry());
-  store_->qsettings().setValue(QStringLiteral("window/state"), saveState());
+  store_->set_value(QStringLiteral("window/geometry"), saveGeometry());
+  store_->set_value(QStringLiteral("window/state"), saveState());
   controller_->cancel();
   e->accept();
 }

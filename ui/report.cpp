@@ -356,11 +356,11 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
     if (!job.ab->ok) s << "\nComparison incomplete: " << job.ab->error << "\n";
     s << "\n";
   }
-  // Time by stage, summed over chunks and tiles: host wall time after the device finished the
-  // stage, and the GPU time from CUDA events where the backend measures it.
-  s << "## Time by stage\n\nWall time per stage (after the device finished it), with the GPU time "
-       "from "
-       "CUDA events in parentheses where the backend measures it.\n\n| Stage |";
+  // Time by stage, summed over chunks and tiles (the studio's telemetry is deferred:
+  // core/base/telemetry.h).
+  s << "## Time by stage\n\nTime per stage, summed over chunks and tiles: on a GPU the device's "
+       "time from CUDA events (GPU, in parentheses; the stages are not drained one by one, so "
+       "the run keeps its speed), on the CPU the wall time.\n\n| Stage |";
   for (const RunSummary& r : job.runs) s << " " << tag_of(r) << " (ms) |";
   s << "\n|---|";
   for (int i = 0; i < job.runs.size(); ++i) s << "---:|";

@@ -112,8 +112,9 @@ void RunController::onRunFinished(const RunSummary& s) {
     AbComparison ab;
     ab.a = s;
     // A finished but the A/B was cancelled before B started: cancelled, not a failure of A.
-    const bool cancelled = s.cancelled || (s.ok && cancelRequested());
-    ab.error = cancelled ? QStringLiteral("cancelled") : QStringLiteral("run A failed: ") + s.error;
+    ab.cancelled = s.cancelled || (s.ok && cancelRequested());
+    ab.error =
+        ab.cancelled ? QStringLiteral("cancelled") : QStringLiteral("run A failed: ") + s.error;
     last_ab_ = ab;
     setBusy(false);
     emit abFinished(ab);
@@ -124,6 +125,7 @@ void RunController::onRunFinished(const RunSummary& s) {
       AbComparison ab;
       ab.a = *ab_a_;
       ab.b = s;
+      ab.cancelled = s.cancelled;
       ab.error =
           s.cancelled ? QStringLiteral("cancelled") : QStringLiteral("run B failed: ") + s.error;
       last_ab_ = ab;

@@ -233,7 +233,11 @@ QWidget* SettingsPanel::makeWidget(const OptionSpec& spec, QWidget* parent) {
   } else if (spec.key == "device") {
     device_ = new QComboBox(parent);  // filled by setDevices()
     size_to_contents_length(device_, kNameChars);
-    connect(device_, &QComboBox::currentIndexChanged, this, changed);
+    connect(device_, &QComboBox::currentIndexChanged, this, [this, changed] {
+      if (!updating_ && device_->currentData().isValid())
+        wanted_device_ = device_->currentData().toInt();
+      changed();
+    });
     w = device_;
   } else if (spec.key == "precision") {
     precision_ = new QComboBox(parent);  // the backend's precisions (rebuildBackendChoices)
@@ -380,7 +384,7 @@ void SettingsPanel::rebuildBackendChoices(const QString& backend) {
   const int i = precision_->findData(keep);
   precision_->setCurrentIndex(i >= 0 ? i : 0);
   precision_->setEnabled(spec->precisions.size() > 1);
-  fillDevices(device_->currentData().isValid() ? device_->currentData().toInt() : 0);
+  fillDevices();
   updating_ = was;
 }
 
@@ -398,15 +402,18 @@ void SettingsPanel::setSampleInput(bool sample) {
 RunOptions SettingsPanel::settings() const {
   RunOptions s;
   for (const Row& row : rows_) {
-    if (row.spec->key == "device" && device_->count() == 0) continue;  // not probed yet
+    if (row.spec->key == "device") continue;
     // Widgets hold values inside the option's range; anything else keeps the default.
     (void)set_option(s, *row.spec, readWidget(row));
   }
+  s.device = chosenDevice();
   return s;
 }
 
 void SettingsPanel::setSettings(const RunOptions& in) {
   const RunOptions s = catalog_->normalized(in);
+  const QString backend_before = currentBackend();
+  wanted_device_ = s.device;
   updating_ = true;
   const int bi = backend_->findData(QString::fromStdString(s.backend));
   if (bi >= 0) backend_->setCurrentIndex(bi);
@@ -419,6 +426,8 @@ void SettingsPanel::setSettings(const RunOptions& in) {
   updating_ = false;
   updateEnabled();
   updateMemory();
+  // another backend: its devices are probed as when the user picks it
+  if (currentBackend() != backend_before) emit backendChanged(currentBackend());
 }
 
 // Rows of the other backend's options are hidden; options that do not apply to the current
@@ -457,25 +466,32 @@ void SettingsPanel::updateEnabled() {
 void SettingsPanel::setDevices(const QString& backend, const QVector<DeviceStatus>& devices) {
   devices_backend_ = backend;
   devices_ = devices;
-  fillDevices(device_->currentData().isValid() ? device_->currentData().toInt() : 0);
+  fillDevices();
   updateMemory();
 }
 
 // The device combo lists the last probe's devices when they are the current backend's.
-void SettingsPanel::fillDevices(int select) {
+int SettingsPanel::chosenDevice() const {
+  return device_->currentData().isValid() ? device_->currentData().toInt() : wanted_device_;
+}
+
+void SettingsPanel::fillDevices() {
   const bool was = updating_;
   updating_ = true;
   device_->clear();
   if (devices_backend_ == currentBackend()) {
     for (const DeviceStatus& d : devices_) {
-      device_->addItem(QStringLiteral("%1: %2").arg(d.index).arg(d.name), d.index);
-      device_->setItemData(
-          device_->count() - 1,
-          tr("%1 free of %2").arg(format_bytes(d.free_bytes), format_bytes(d.total_bytes)),
-          Qt::ToolTipRole);
+      const QString memory =
+          d.free_bytes >= 0
+              ? tr("%1 free of %2").arg(format_bytes(d.free_bytes), format_bytes(d.total_bytes))
+              : tr("%1, free memory unknown").arg(format_bytes(d.total_bytes));
+      device_->addItem(QStringLiteral("%1: %2 · %3").arg(d.index).arg(d.name, memory), d.index);
+      device_->setItemData(device_->count() - 1,
+                           QStringLiteral("%1: %2\n%3").arg(d.index).arg(d.name, memory),
+                           Qt::ToolTipRole);
     }
   }
-  const int i = device_->findData(select);
+  const int i = device_->findData(wanted_device_);
   device_->setCurrentIndex(i >= 0 ? i : 0);
   updating_ = was;
 }
@@ -488,7 +504,7 @@ void SettingsPanel::setPrediction(const Prediction& p) {
 qint64 SettingsPanel::availableBytes() const {
   qint64 free = -1;
   if (devices_backend_ == currentBackend()) {
-    const int dev = device_->currentData().isValid() ? device_->currentData().toInt() : 0;
+    const int dev = chosenDevice();
     for (const DeviceStatus& d : devices_) {
       if (d.index == dev) free = d.free_bytes;
     }
@@ -540,8 +556,7 @@ void SettingsPanel::updateMemory() {
   const double budget_gb = settings().budget_gb;
   QString free_text;
   for (const DeviceStatus& d : devices_) {
-    if (devices_backend_ == currentBackend() &&
-        d.index == (device_->currentData().isValid() ? device_->currentData().toInt() : 0)) {
+    if (devices_backend_ == currentBackend() && d.index == chosenDevice()) {
       free_text = tr("%1 free of %2 (%3)")
                       .arg(format_bytes(d.free_bytes), format_bytes(d.total_bytes),
                            host ? tr("system RAM") : d.name);

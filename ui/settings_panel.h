@@ -70,7 +70,8 @@ class SettingsPanel : public QWidget {
   OptionValue readWidget(const Row& row) const;
   void writeWidget(const Row& row, const OptionValue& value);
   void rebuildBackendChoices(const QString& backend);
-  void fillDevices(int select);
+  void fillDevices();  // the probed devices, wanted_device_ selected when listed
+  int chosenDevice() const;
   void updateEnabled();
   void updateMemory();
   void emitChanged();
@@ -87,6 +88,9 @@ class SettingsPanel : public QWidget {
   QMap<QString, int> row_of_;           // option key -> index in rows_
   QComboBox* backend_ = nullptr;
   QComboBox* device_ = nullptr;
+  // The device asked for (setSettings or the user): kept while the list does not show it yet
+  // (before the first probe, or on the other backend), so a preset's device survives the wait.
+  int wanted_device_ = 0;
   QComboBox* precision_ = nullptr;
   QToolButton* refresh_devices_ = nullptr;
 

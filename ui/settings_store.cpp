@@ -37,26 +37,59 @@ SettingsStore::SettingsStore(std::unique_ptr<QSettings> settings, QString preset
     presets_dir_ = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
                    QStringLiteral("/presets");
   }
+  for (const QString& key : settings_->allKeys()) values_.insert(key, settings_->value(key));
+  writer_.setObjectName(QStringLiteral("settings writer"));
+  writer_.start(QThread::LowPriority);
+  settings_->moveToThread(&writer_);
+}
+
+SettingsStore::~SettingsStore() {
+  QThread* here = QThread::currentThread();
+  QMetaObject::invokeMethod(
+      settings_.get(),
+      [s = settings_.get(), here] {
+        s->sync();
+        s->moveToThread(here);  // destroyed here, after its thread has ended
+      },
+      Qt::BlockingQueuedConnection);
+  writer_.quit();
+  writer_.wait();
+}
+
+QVariant SettingsStore::value(const QString& key, const QVariant& fallback) const {
+  return values_.value(key, fallback);
+}
+
+void SettingsStore::set_value(const QString& key, const QVariant& value) {
+  values_.insert(key, value);
+  QMetaObject::invokeMethod(
+      settings_.get(), [s = settings_.get(), key, value] { s->setValue(key, value); },
+      Qt::QueuedConnection);
+}
+
+void SettingsStore::flush() {
+  QMetaObject::invokeMethod(
+      settings_.get(), [s = settings_.get()] { s->sync(); }, Qt::BlockingQueuedConnection);
 }
 
 std::optional<RunOptions> SettingsStore::load_current() const {
-  return settings_from_string(settings_->value(QStringLiteral("engine/current")).toString());
+  return settings_from_string(value(QStringLiteral("engine/current")).toString());
 }
 
 void SettingsStore::save_current(const RunOptions& s) {
-  settings_->setValue(QStringLiteral("engine/current"), settings_to_string(s));
+  set_value(QStringLiteral("engine/current"), settings_to_string(s));
 }
 
 std::optional<RunOptions> SettingsStore::load_slot(const QString& slot) const {
-  return settings_from_string(settings_->value(QStringLiteral("engine/slot_") + slot).toString());
+  return settings_from_string(value(QStringLiteral("engine/slot_") + slot).toString());
 }
 
 void SettingsStore::save_slot(const QString& slot, const RunOptions& s) {
-  settings_->setValue(QStringLiteral("engine/slot_") + slot, settings_to_string(s));
+  set_value(QStringLiteral("engine/slot_") + slot, settings_to_string(s));
 }
 
 QStringList SettingsStore::recent(const QString& kind) const {
-  return settings_->value(QStringLiteral("recent/") + kind).toStringList();
+  return value(QStringLiteral("recent/") + kind).toStringList();
 }
 
 void SettingsStore::add_recent(const QString& kind, const QString& path) {
@@ -65,13 +98,13 @@ void SettingsStore::add_recent(const QString& kind, const QString& path) {
   list.removeAll(abs);
   list.prepend(abs);
   while (list.size() > kMaxRecent) list.removeLast();
-  settings_->setValue(QStringLiteral("recent/") + kind, list);
+  set_value(QStringLiteral("recent/") + kind, list);
 }
 
 void SettingsStore::remove_recent(const QString& kind, const QString& path) {
   QStringList list = recent(kind);
   list.removeAll(path);
-  settings_->setValue(QStringLiteral("recent/") + kind, list);
+  set_value(QStringLiteral("recent/") + kind, list);
 }
 
 // ---- presets ----------------------------------------------------------------------------------

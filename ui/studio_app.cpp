@@ -293,7 +293,7 @@ HeadlessJob::HeadlessJob(std::shared_ptr<const BackendCatalog> catalog, StudioOp
     ab_ = ab;
     if (!ab.ok) {
       err(QStringLiteral("A/B: %1\n").arg(ab.error));
-      finish(ab.a.cancelled || ab.b.cancelled ? 130 : 1);
+      finish(ab.cancelled ? 130 : 1);
       return;
     }
     err(QStringLiteral("A vs B: max |diff| %1, PSNR %2 dB\n")

@@ -153,6 +153,9 @@ struct RunSummary {
   QString slot;
   bool ok = false;
   bool cancelled = false;
+  // A cancelled run: seconds from the request to the job's return (the engine stopped) and to
+  // the summary's dispatch to the window; -1 otherwise.
+  double cancel_stop_s = -1, cancel_done_s = -1;
   QString error;
   RunOptions settings;
   QString backend_name;
@@ -202,6 +205,7 @@ struct RunSummary {
 
 struct AbComparison {
   bool ok = false;
+  bool cancelled = false;  // A or B cancelled, or the A/B cancelled between them
   QString error;
   RunSummary a, b;
   QualityNumbers a_vs_b;

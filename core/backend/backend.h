@@ -191,19 +191,36 @@ class Backend {
   // Returns cached device memory to the driver (between two measured ops); default: nothing.
   virtual void release_cached_memory() {}
 
+  // The device's time of the streamed chunks run so far, each from its upload to its download
+  // (the device's own clock, e.g. CUDA events; the transfers' host side excluded), in ms; -1 on a
+  // backend without a device timer. Read before and after a phase, it is the phase's device time.
+  virtual double device_busy_ms() const { return -1; }
+
   // Device time of a span of queued work, for telemetry (called only while a TelemetrySink is
   // installed, so it costs nothing otherwise). begin_device_span() marks the current end of the
-  // backend's queue and returns a handle (>= 0); end_device_span(handle) marks it again, waits for
-  // that mark and returns the device time between the two marks in milliseconds. Spans may nest;
-  // one never ended costs nothing (handles are recycled: the oldest of more than
-  // kMaxOpenDeviceSpans open spans expires). Both never fail the run: -1 (no span / no time) on a
-  // backend without a device timer (the default, e.g. the CPU backend), for an unknown or expired
-  // handle, and on any device error while timing.
-  static constexpr int kMaxOpenDeviceSpans = 16;
+  // backend's queue and returns a handle (>= 0); close_device_span(handle) marks it again without
+  // waiting; read_device_span(handle, wait) returns the device time between the two marks in
+  // milliseconds once the device has passed the second one -- waiting for it if `wait`, else
+  // kSpanPending while it has not (the handle stays valid) -- and frees the handle.
+  // end_device_span(handle) is close + read with waiting. Spans may nest; one never ended costs
+  // nothing (handles are recycled: the oldest of more than kMaxOpenDeviceSpans open or unread
+  // spans expires). None of them fails the run: -1 (no span / no time) on a backend without a
+  // device timer (the default, e.g. the CPU backend), for an unknown or expired handle, and on
+  // any device error while timing.
+  static constexpr int kMaxOpenDeviceSpans = 64;
+  static constexpr double kSpanPending = -2;
   virtual int64_t begin_device_span() { return -1; }
-  virtual double end_device_span(int64_t span) {
+  virtual bool close_device_span(int64_t span) {
     (void)span;
+    return false;
+  }
+  virtual double read_device_span(int64_t span, bool wait) {
+    (void)span;
+    (void)wait;
     return -1;
+  }
+  double end_device_span(int64_t span) {
+    return close_device_span(span) ? read_device_span(span, true) : -1;
   }
 };
 

@@ -12,6 +12,16 @@
 // inside the wall span, so device_ms <= wall_ms. device_ms = -1 means "no device timer" (the CPU
 // backend, the dry-run backend) or a failed measurement (telemetry never fails a run).
 //
+// Draining the queue after every stage costs a device (the CUDA backend) the overlap of the
+// host's launches with its work: about a quarter of the time per frame at 720p on an H100. A
+// sink whose stage_timing() is kDeferred is not drained per stage: on a backend with a device
+// timer each stage's device span is closed without waiting and read once the device has passed
+// it -- at the latest when the chunk after it has been queued (VaeModel::end_summary) or the
+// stream ends (VaeModel::flush_telemetry) -- so its samples arrive up to one chunk late, in
+// order, with wall_ms = device_ms (the host's own time per stage is not separable without the
+// drain) and the memory figures of the moment the stage was queued. Without a device timer
+// (the CPU backend) kDeferred samples are the synchronised ones.
+//
 // Summary samples, only for sinks whose wants_summaries() is true (they overlap the stage samples,
 // so a sink that sums every sample would count time twice): "chunk" -- one streamed chunk
 // (core/schedule/streaming.h), from before its upload to after its download; "tile" -- one tile's
@@ -42,6 +52,8 @@ class TelemetrySink {
   virtual void on_stage(const StageSample& sample) = 0;
   // Whether the "chunk" / "tile" summary samples are wanted too (default: stage samples only).
   virtual bool wants_summaries() const { return false; }
+  enum class StageTiming { kSynchronized, kDeferred };
+  virtual StageTiming stage_timing() const { return StageTiming::kSynchronized; }
 };
 
 }  // namespace seedvae

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 
 #if defined(_WIN32)
 #include <process.h>
@@ -76,11 +77,18 @@ Result<std::shared_ptr<FrameSpool>> FrameSpool::on_disk(const std::filesystem::p
 }
 
 FrameSpool::~FrameSpool() {
-  if (file_) std::fclose(file_);
-  if (!path_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove(path_, ec);
-  }
+  if (!file_) return;
+  // Closing the last handle of a large unlinked file frees its blocks in the kernel: 150 ms for
+  // a 720p run's spools, measured on the studio's GUI thread, which drops a finished run's
+  // frames when the next one ends. The file is closed on a thread of its own, so whoever drops
+  // the spool never waits (at exit the system closes it).
+  std::thread([file = file_, path = path_] {
+    std::fclose(file);
+    if (!path.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+    }
+  }).detach();
 }
 
 Status FrameSpool::append(const HostTensor& frames) {

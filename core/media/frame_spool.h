@@ -30,6 +30,9 @@ class FrameSpool {
   // that are only shown (an 8-bit source's levels stay within 1/8 of a level).
   static Result<std::shared_ptr<FrameSpool>> on_disk(const std::filesystem::path& directory,
                                                      DType storage = DType::kF32);
+  // An on-disk spool's file is closed on a thread of its own (freeing a large file's blocks takes
+  // the kernel tens to hundreds of ms, which the dropping thread -- the GUI's -- must not wait
+  // for).
   ~FrameSpool();
   FrameSpool(const FrameSpool&) = delete;
   FrameSpool& operator=(const FrameSpool&) = delete;

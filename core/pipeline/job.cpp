@@ -30,6 +30,16 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// A streamed phase's engine time (JobResult::encode_s): its host time less the caller's work,
+// but no less than the device's own time of the phase's chunks, which that work may have
+// overlapped.
+double engine_seconds(double host_s, const Backend& backend, double device_ms_before) {
+  const double device_ms = backend.device_busy_ms();
+  const double device_s =
+      device_ms >= 0 && device_ms_before >= 0 ? (device_ms - device_ms_before) / 1000.0 : 0.0;
+  return std::max({0.0, host_s, device_s});
+}
+
 constexpr float kDitScale = 0.9152f;  // SeedVR2's DiT latent space: (latent - 0) * 0.9152
 
 // What the reader reads of a file input.
@@ -541,6 +551,7 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     SEEDVAE_ASSIGN_OR_RETURN(source, open_source(job, o, r.prefetch, cb.cancel));
     phase("encode");
     const auto te = Clock::now();
+    const double device_before = backend->device_busy_ms();
     HostTensor moments;
     StreamHooks hooks{cb.cancel, cb.progress, {}, -1};
     // The posterior mean is taken chunk by chunk, so the moments (twice the latent) of the whole
@@ -570,7 +581,8 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     r.read_s = ps.read_seconds;
     r.read_wait_s = ps.wait_seconds;
     // the engine's time: less the waits for frames and the caller's work on them (keep_original)
-    r.encode_s = std::max(0.0, seconds_since(te) - r.read_wait_s - ps.hook_seconds);
+    r.encode_s = engine_seconds(seconds_since(te) - r.read_wait_s - ps.hook_seconds, *backend,
+                                device_before);
     r.plan = source->plan();
     r.fps = source->fps();
     if (std::string w = source->warning(); !w.empty()) r.warnings.push_back(std::move(w));
@@ -636,6 +648,7 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     };
     phase("decode");
     const auto td = Clock::now();
+    const double device_before = backend->device_busy_ms();
     TileHooks th;
     th.report = &r.tiles;
     th.on_tile = cb.on_tile;
@@ -645,7 +658,7 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     SEEDVAE_TRY(
         decode_clip(m, weights, encodes ? latent : *job.latent, o, hooks, &th, &note).status());
     if (r.plan_note.empty()) r.plan_note = note;
-    r.decode_s = std::max(0.0, seconds_since(td) - sink_s);  // the engine's time
+    r.decode_s = engine_seconds(seconds_since(td) - sink_s, *backend, device_before);
     r.metrics_s = metrics_s;
     r.write_s = write_s;
     if (r.tiles.mode != TilingMode::kOff && seam_status.is_ok()) {

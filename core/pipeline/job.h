@@ -124,8 +124,10 @@ struct JobResult {
   double read_wait_s = 0;  // of which the engine waited for
   // encode_s and decode_s are the engine's time: the encode less its waits for frames
   // (read_wait_s) and keeping them (keep_original), the streamed decode less the host's work on its
-  // finished chunks (trimming, metrics_s, write_s, the caller's on_decoded), which runs while the
-  // device computes the next chunk where copies are asynchronous. total_s is the whole job.
+  // finished chunks (trimming, metrics_s, write_s, the caller's on_decoded). Where copies are
+  // asynchronous that work runs while the device computes the next chunk, so subtracting it can
+  // undercount: on a backend with a device timer the device's own time of the phase's chunks
+  // (Backend::device_busy_ms) is the floor. total_s is the whole job.
   double encode_s = 0, decode_s = 0, metrics_s = 0, write_s = 0, total_s = 0;
   bool prefetch = false;         // frames were read on the prefetch thread
   std::string prefetch_note;     // why not, when not ("off", "does not apply: ...")

@@ -106,7 +106,10 @@ class ExactTilingBackend final : public Backend {
   MemoryStats memory_stats() const override { return device_.memory_stats(); }
   void reset_peak() override;
   int64_t begin_device_span() override { return device_.begin_device_span(); }
-  double end_device_span(int64_t span) override { return device_.end_device_span(span); }
+  bool close_device_span(int64_t span) override { return device_.close_device_span(span); }
+  double read_device_span(int64_t span, bool wait) override {
+    return device_.read_device_span(span, wait);
+  }
 
   struct Impl;
 

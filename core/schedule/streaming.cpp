@@ -131,6 +131,7 @@ Result<HostTensor> run_stream(VaeModel& model, const HostTensor& input,
     produced += t;
   }
   SEEDVAE_TRY(pipe.drain());
+  model.flush_telemetry();
   if (produced != out_frames) {
     return internal_error("stream produced " + std::to_string(produced) + " frames, expected " +
                           std::to_string(out_frames));
@@ -221,6 +222,7 @@ Result<HostTensor> encode_stream(VaeModel& model, FrameSource& source, const Str
     if (k < want) break;
   }
   SEEDVAE_TRY(pipe.drain());
+  model.flush_telemetry();
   if (hooks.progress && !parts.empty()) hooks.progress->report("encode", finished, finished);
   if (frames_in < 1 || (frames_in - 1) % f != 0) {
     return invalid_argument("encode needs a [1, 3, 4n+1, H, W] video, the frame source gave " +

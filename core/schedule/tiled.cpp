@@ -338,6 +338,7 @@ Result<HostTensor> run_blend(const BlendJob& job) {
       if (report) report->host_state_bytes = std::max(report->host_state_bytes, state.bytes());
     }
     SEEDVAE_TRY(pipe.drain());
+    model.flush_telemetry();
     normalise(acc);
     if (job.hooks.on_chunk) {
       for (size_t ci = 0; ci < chunks.size(); ++ci) {
@@ -364,6 +365,7 @@ Result<HostTensor> run_blend(const BlendJob& job) {
         SEEDVAE_TRY(step(tile, ci, chunk_in, state, acc, 0, park_it ? &parked[ti] : nullptr));
       }
       SEEDVAE_TRY(pipe.drain());  // the chunk's last tile, before normalising and unparking
+      model.flush_telemetry();
       normalise(acc);
       if (job.hooks.on_chunk) SEEDVAE_TRY(job.hooks.on_chunk(out_first[ci], acc));
       if (job.hooks.gathers()) pieces.push_back(std::move(acc));
@@ -453,6 +455,7 @@ Result<HostTensor> run_exact(VaeModel& model, const HostTensor& input, const Til
     x = {};
     SEEDVAE_ASSIGN_OR_RETURN(HostTensor out, tiles.download(y));
     y = {};
+    tiled.flush_telemetry();
     if (report) report->host_state_bytes = std::max(report->host_state_bytes, state.bytes());
     if (hooks.on_chunk) SEEDVAE_TRY(hooks.on_chunk(produced, out));
     produced += out.shape()[2];

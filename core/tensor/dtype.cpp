@@ -133,6 +133,26 @@ void convert_elements(const void* src, DType st, void* dst, DType dt, int64_t n)
     }
     return;
   }
+  // The common pairs in loops of their own (no per-element dispatch): the studio converts whole
+  // fp16 frames on its GUI thread.
+  if (st == DType::kF16 && dt == DType::kF32) {
+    const auto* s = static_cast<const uint16_t*>(src);
+    auto* d = static_cast<float*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = half_bits_to_float(s[i]);
+    return;
+  }
+  if (st == DType::kBF16 && dt == DType::kF32) {
+    const auto* s = static_cast<const uint16_t*>(src);
+    auto* d = static_cast<float*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = bf16_bits_to_float(s[i]);
+    return;
+  }
+  if (st == DType::kF32 && dt == DType::kF16) {
+    const auto* s = static_cast<const float*>(src);
+    auto* d = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = float_to_half_bits(s[i]);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const float f = load_as_float(src, st, i);
     switch (dt) {

@@ -1,6 +1,8 @@
 #include "core/vae/vae_model.h"
 
 #include <algorithm>
+#include <chrono>
+#include <limits>
 #include <vector>
 
 namespace seedvae {
@@ -56,7 +58,9 @@ class VaeModel::Pass {
         state_(state),
         opt_(options),
         capturing_(capturing),
-        in_place_state_(model.graphs_on()) {}
+        in_place_state_(model.graphs_on()) {
+    ++m_.passes_;
+  }
 
   Result<Tensor> encode(const Tensor& x);
   Result<Tensor> decode(const Tensor& z);
@@ -173,19 +177,61 @@ const Tensor& VaeModel::w(const std::string& name) const {
   return it == weights_.end() ? kEmpty : it->second;
 }
 
+void VaeModel::set_telemetry(TelemetrySink* sink) {
+  if (sink != telemetry_) {
+    for (const PendingStage& p : pending_) backend_->read_device_span(p.span, false);
+    pending_.clear();
+  }
+  telemetry_ = sink;
+}
+
 void VaeModel::emit_sample(std::string_view stage, int64_t chunk, int64_t tile, double wall_ms,
-                           double device_ms) const {
-  const MemoryStats m = backend_->memory_stats();
+                           double device_ms, const MemoryStats& memory) const {
   StageSample s;
   s.stage = std::string(stage);
   s.chunk = chunk;
   s.tile = tile;
   s.wall_ms = wall_ms;
   s.device_ms = device_ms;
-  s.current_bytes = m.current_bytes;
-  s.peak_bytes = m.peak_bytes;
-  s.device_used_bytes = m.device_used_bytes;
+  s.current_bytes = memory.current_bytes;
+  s.peak_bytes = memory.peak_bytes;
+  s.device_used_bytes = memory.device_used_bytes;
   telemetry_->on_stage(s);
+}
+
+Result<std::chrono::steady_clock::time_point> VaeModel::end_stage(
+    std::string_view stage, int64_t chunk, int64_t tile,
+    std::chrono::steady_clock::time_point start, int64_t span) const {
+  if (telemetry_->stage_timing() == TelemetrySink::StageTiming::kDeferred &&
+      backend_->close_device_span(span)) {
+    pending_.push_back(
+        PendingStage{std::string(stage), chunk, tile, span, passes_, backend_->memory_stats()});
+    emit_pending(0);
+    return std::chrono::steady_clock::now();
+  }
+  // synchronised: the device span first (it waits for its own end mark), then the wall clock
+  // after the queue has drained, so the device span lies inside the wall span
+  const double device_ms = backend_->end_device_span(span);
+  SEEDVAE_TRY(backend_->synchronize());
+  emit_pending(std::numeric_limits<int64_t>::max());  // a deferred sink's earlier stages first
+  const auto now = std::chrono::steady_clock::now();
+  emit_sample(stage, chunk, tile, std::chrono::duration<double, std::milli>(now - start).count(),
+              device_ms, backend_->memory_stats());
+  return now;
+}
+
+void VaeModel::emit_pending(int64_t wait_before_pass) const {
+  while (!pending_.empty()) {
+    const PendingStage& p = pending_.front();
+    const double ms = backend_->read_device_span(p.span, p.pass < wait_before_pass);
+    if (ms == Backend::kSpanPending) return;
+    emit_sample(p.stage, p.chunk, p.tile, std::max(ms, 0.0), ms, p.memory);
+    pending_.pop_front();
+  }
+}
+
+void VaeModel::flush_telemetry() const {
+  if (telemetry_) emit_pending(std::numeric_limits<int64_t>::max());
 }
 
 VaeModel::SummarySpan VaeModel::begin_summary() const {
@@ -200,12 +246,17 @@ VaeModel::SummarySpan VaeModel::begin_summary() const {
 
 Status VaeModel::end_summary(std::string_view stage, const SummarySpan& span, int64_t chunk,
                              int64_t tile) const {
-  if (!span.active || !telemetry_) return Status::ok();
+  if (!telemetry_) return Status::ok();
+  // the chunk just queued runs on: wait only for the stages of the ones before it
+  emit_pending(passes_);
+  if (!span.active) return Status::ok();
   const double device_ms = backend_->end_device_span(span.device_span);
   SEEDVAE_TRY(backend_->synchronize());
+  emit_pending(std::numeric_limits<int64_t>::max());  // the summary follows its stages
   const auto now = std::chrono::steady_clock::now();
   emit_sample(stage, chunk, tile,
-              std::chrono::duration<double, std::milli>(now - span.start).count(), device_ms);
+              std::chrono::duration<double, std::milli>(now - span.start).count(), device_ms,
+              backend_->memory_stats());
   return Status::ok();
 }
 
@@ -229,17 +280,11 @@ Result<Tensor> VaeModel::decode_chunk(const Tensor& z, CausalState& state,
 
 // ---- telemetry ---------------------------------------------------------------------------------
 
-// A stage ends here and the next one starts: device span first (it waits for its own end mark),
-// then the wall clock after the queue has drained, so the device span lies inside the wall span.
+// A stage ends here and the next one starts (VaeModel::end_stage).
 Status VaeModel::Pass::observe(std::string_view block, const Tensor& t) {
   if (m_.telemetry_ && !capturing_) {
-    const double device_ms = b_.end_device_span(stage_span_);
-    SEEDVAE_TRY(b_.synchronize());
-    const auto now = std::chrono::steady_clock::now();
-    m_.emit_sample(block, opt_.chunk, opt_.tile,
-                   std::chrono::duration<double, std::milli>(now - stage_start_).count(),
-                   device_ms);
-    stage_start_ = now;
+    SEEDVAE_ASSIGN_OR_RETURN(stage_start_,
+                             m_.end_stage(block, opt_.chunk, opt_.tile, stage_start_, stage_span_));
     stage_span_ = b_.begin_device_span();
   }
   return m_.observer_ ? m_.observer_(block, t) : Status::ok();
@@ -747,17 +792,13 @@ Result<Tensor> VaeModel::graphed(std::string_view coder, const Tensor& x, Causal
     GraphCache::Record& rec = it->second;
     const auto wall0 = std::chrono::steady_clock::now();
     const int64_t span = telemetry_ ? backend_->begin_device_span() : -1;
+    ++passes_;
     SEEDVAE_TRY(backend_->copy_frames_into(rec.in, 0, x, 0, frames));
     SEEDVAE_TRY(backend_->launch_graph(rec.id));
     ++cache.stats.replayed;
     if (telemetry_) {
-      const double device_ms = backend_->end_device_span(span);
-      SEEDVAE_TRY(backend_->synchronize());
-      emit_sample(
-          std::string(coder) + ".graph", options.chunk, options.tile,
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0)
-              .count(),
-          device_ms);
+      SEEDVAE_TRY(end_stage(std::string(coder) + ".graph", options.chunk, options.tile, wall0, span)
+                      .status());
     }
     return backend_->slice_frames(rec.out, 0, rec.out.shape[2]);
   }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -94,7 +95,8 @@ class VaeModel {
   void set_observer(BlockObserver observer) { observer_ = std::move(observer); }
   // Per-block timing and memory (synchronises the backend after each block while installed; the
   // device time comes from Backend::begin_device_span/end_device_span, core/base/telemetry.h).
-  void set_telemetry(TelemetrySink* sink) { telemetry_ = sink; }
+  // A deferred sink's samples not yet read when the sink changes are dropped.
+  void set_telemetry(TelemetrySink* sink);
   TelemetrySink* telemetry() const { return telemetry_; }
 
   // The scheduler's "chunk" / "tile" summary samples: begin_summary() before a chunk's upload,
@@ -109,6 +111,9 @@ class VaeModel {
   SummarySpan begin_summary() const;
   Status end_summary(std::string_view stage, const SummarySpan& span, int64_t chunk,
                      int64_t tile) const;
+  // Emits a deferred sink's stage samples that are still unread, waiting for the device (the
+  // schedulers call it when a stream's or a tiled run's chunks are done).
+  void flush_telemetry() const;
 
   // CUDA graphs (Backend::graphs_enabled(), no block observer installed): a chunk is recorded
   // once and replayed for later chunks with the same input shape, options, state layout (names
@@ -145,13 +150,30 @@ class VaeModel {
                          const ChunkOptions& options, Run run);
   bool graphs_on() const { return backend_->graphs_enabled() && !observer_; }
   void emit_sample(std::string_view stage, int64_t chunk, int64_t tile, double wall_ms,
-                   double device_ms) const;
+                   double device_ms, const MemoryStats& memory) const;
+  // Ends a stage's timing (host clock `start`, device span `span`): a synchronised sink gets its
+  // sample now, after draining the queue; a deferred one's is queued (PendingStage) when the
+  // backend has a device timer. Returns when the next stage starts on the host clock.
+  Result<std::chrono::steady_clock::time_point> end_stage(
+      std::string_view stage, int64_t chunk, int64_t tile,
+      std::chrono::steady_clock::time_point start, int64_t span) const;
+  // Emits the queued samples in order while their spans are read: those of passes before
+  // `wait_before_pass` wait for the device, the rest stop at the first still pending.
+  void emit_pending(int64_t wait_before_pass) const;
+
+  struct PendingStage {
+    std::string stage;
+    int64_t chunk = -1, tile = -1, span = -1, pass = 0;
+    MemoryStats memory;
+  };
 
   Backend* backend_ = nullptr;
   VaeConfig config_;
   std::map<std::string, Tensor> weights_;
   BlockObserver observer_;
   TelemetrySink* telemetry_ = nullptr;
+  mutable std::deque<PendingStage> pending_;  // a deferred sink's stages not yet read
+  mutable int64_t passes_ = 0;                // encode/decode passes run (PendingStage::pass)
   std::unique_ptr<GraphCache> graphs_;
 };
 

@@ -248,15 +248,20 @@ class CudaBackend final : public Backend {
   std::function<int64_t()> device_memory_probe() const override;
   void release_cached_memory() override { alloc_->release_cached(); }
   int64_t begin_device_span() override;
-  double end_device_span(int64_t span) override;
+  double device_busy_ms() const override { return device_ms_; }
+  bool close_device_span(int64_t span) override;
+  double read_device_span(int64_t span, bool wait) override;
 
  private:
   CudaBackend() = default;
 
   struct SpanSlot {
     cudaEvent_t start = nullptr, end = nullptr;
-    int64_t id = -1;  // the open span's handle, -1 when free
+    int64_t id = -1;      // the open or unread span's handle, -1 when free
+    bool closed = false;  // its end is recorded
   };
+  SpanSlot* find_span(int64_t span);  // the caller's open or unread span, nullptr if none
+  bool counted_ = false;  // counted among the device's live backends (release_idle_devices)
 
   // ---- memory (memory.cpp) -----------------------------------------------------------------
   // Host transfers: two pinned staging buffers, DMA of one overlapping the (multi-threaded) host

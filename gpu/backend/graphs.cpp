@@ -118,10 +118,10 @@ MemoryStats CudaBackend::memory_stats() const {
   return m;
 }
 
-// Device spans for telemetry: a pair of timing events per open span, recorded on the compute
-// stream, from a pool of at most kMaxOpenDeviceSpans pairs created on first use and reused (no
-// event is created or destroyed per stage). A failure yields -1 and clears the (non-sticky)
-// error, so the next op does not report it; timing never fails a run.
+// Device spans for telemetry: a pair of timing events per open or unread span, recorded on the
+// compute stream, from a pool of at most kMaxOpenDeviceSpans pairs created on first use and
+// reused (no event is created or destroyed per stage). A failure yields -1 and clears the
+// (non-sticky) error, so the next op does not report it; timing never fails a run.
 int64_t CudaBackend::begin_device_span() {
   if (std::this_thread::get_id() != owner_) return -1;
   SpanSlot* slot = nullptr;
@@ -141,11 +141,12 @@ int64_t CudaBackend::begin_device_span() {
     spans_.push_back(sl);
     slot = &spans_.back();
   }
-  if (slot == nullptr) {  // all open: the oldest one expires
+  if (slot == nullptr) {  // all in use: the oldest one expires
     slot = &*std::min_element(spans_.begin(), spans_.end(),
                               [](const SpanSlot& a, const SpanSlot& b) { return a.id < b.id; });
   }
   slot->id = -1;
+  slot->closed = false;
   if (cudaEventRecord(slot->start, stream_) != cudaSuccess) {
     cudaGetLastError();
     return -1;
@@ -154,21 +155,44 @@ int64_t CudaBackend::begin_device_span() {
   return slot->id;
 }
 
-double CudaBackend::end_device_span(int64_t span) {
-  if (span < 0 || std::this_thread::get_id() != owner_) return -1;
+CudaBackend::SpanSlot* CudaBackend::find_span(int64_t span) {
+  if (span < 0 || std::this_thread::get_id() != owner_) return nullptr;
   for (SpanSlot& sl : spans_) {
-    if (sl.id != span) continue;
-    sl.id = -1;
-    float ms = 0;
-    if (cudaEventRecord(sl.end, stream_) == cudaSuccess &&
-        cudaEventSynchronize(sl.end) == cudaSuccess &&
-        cudaEventElapsedTime(&ms, sl.start, sl.end) == cudaSuccess) {
-      return ms;
-    }
-    cudaGetLastError();
-    return -1;
+    if (sl.id == span) return &sl;
   }
-  return -1;  // unknown or expired
+  return nullptr;  // unknown or expired
+}
+
+bool CudaBackend::close_device_span(int64_t span) {
+  SpanSlot* sl = find_span(span);
+  if (sl == nullptr || sl->closed) return false;
+  if (cudaEventRecord(sl->end, stream_) != cudaSuccess) {
+    cudaGetLastError();
+    sl->id = -1;
+    return false;
+  }
+  sl->closed = true;
+  return true;
+}
+
+double CudaBackend::read_device_span(int64_t span, bool wait) {
+  SpanSlot* sl = find_span(span);
+  if (sl == nullptr || !sl->closed) return -1;
+  if (!wait) {
+    const cudaError_t q = cudaEventQuery(sl->end);
+    if (q == cudaErrorNotReady) {
+      cudaGetLastError();
+      return kSpanPending;
+    }
+  }
+  sl->id = -1;
+  float ms = 0;
+  if ((wait ? cudaEventSynchronize(sl->end) : cudaSuccess) == cudaSuccess &&
+      cudaEventElapsedTime(&ms, sl->start, sl->end) == cudaSuccess) {
+    return ms;
+  }
+  cudaGetLastError();
+  return -1;
 }
 
 }  // namespace seedvae::gpu::detail

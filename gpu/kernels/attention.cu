@@ -299,13 +299,12 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
 template <typename T, int D>
 bool try_launch_mma(const FlashArgs& a, Stream stream) {
   constexpr int smem = mma_smem_bytes<D>();
-  static bool configured = false;
-  if (!configured) {
-    if (cudaFuncSetAttribute(flash_mma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             smem) != cudaSuccess) {
-      return false;
-    }
-    configured = true;
+  // Set on every launch (a host-side call of microseconds): the attribute belongs to the device's
+  // context, which another device or a released context (release_idle_devices) does not share.
+  if (cudaFuncSetAttribute(flash_mma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           smem) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
   }
   const dim3 grid(static_cast<unsigned>(dev::ceil_div(a.tokens, kBr)),
                   static_cast<unsigned>(a.frames));

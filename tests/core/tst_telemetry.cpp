@@ -100,24 +100,39 @@ class tst_Telemetry : public QObject {
     QTest::addColumn<bool>("encode");
     QTest::addColumn<bool>("summaries");
     QTest::addColumn<int>("hires");
-    QTest::newRow("decode") << false << false << 0;
-    QTest::newRow("decode, summaries") << false << true << 0;
-    QTest::newRow("decode, summaries, hires-chunk 1") << false << true << 1;
-    QTest::newRow("encode") << true << false << 0;
-    QTest::newRow("encode, summaries, hires-chunk 2") << true << true << 2;
+    QTest::addColumn<bool>("deferred");
+    QTest::newRow("decode") << false << false << 0 << false;
+    QTest::newRow("decode, summaries") << false << true << 0 << false;
+    QTest::newRow("decode, summaries, hires-chunk 1") << false << true << 1 << false;
+    QTest::newRow("encode") << true << false << 0 << false;
+    QTest::newRow("encode, summaries, hires-chunk 2") << true << true << 2 << false;
+    // Without a device timer a deferred sink gets the synchronised samples, as they happen.
+    QTest::newRow("decode, deferred") << false << false << 0 << true;
+    QTest::newRow("encode, summaries, deferred") << true << true << 0 << true;
   }
 
   void streamedStages() {
     QFETCH(bool, encode);
     QFETCH(bool, summaries);
     QFETCH(int, hires);
+    QFETCH(bool, deferred);
     VaeModel& m = *model_;
     const HostTensor in =
         encode ? random_tensor({1, 3, 9, 32, 32}, 1) : random_tensor({1, 16, 3, 4, 4}, 2);
-    Recorder rec(summaries);
+    Recorder rec(summaries, deferred ? TelemetrySink::StageTiming::kDeferred
+                                     : TelemetrySink::StageTiming::kSynchronized);
     m.set_telemetry(&rec);
     const StreamOptions so{.chunk_latents = 1, .hires_chunk_frames = hires};
-    auto r = encode ? encode_video(m, in, so) : decode_latent(m, in, so);
+    // every sample of a chunk is in when the chunk is handed on
+    StreamHooks hooks;
+    hooks.on_chunk = [&](int64_t, const HostTensor&) {
+      return rec.samples.empty() ||
+                     rec.samples.back().stage.find("conv_out") != std::string::npos ||
+                     is_summary(rec.samples.back())
+                 ? Status::ok()
+                 : internal_error("chunk handed on before its last stage sample");
+    };
+    auto r = encode ? encode_video(m, in, so, hooks) : decode_latent(m, in, so, hooks);
     m.set_telemetry(nullptr);
     QVERIFY2(r.is_ok(), r.status().to_string().c_str());
     checkSamples(rec.samples, summaries, "chunk");

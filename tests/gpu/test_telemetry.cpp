@@ -238,6 +238,76 @@ GPU_TEST(tile_summaries_in_blended_tiling) {
   }
 }
 
+// A deferred sink (TelemetrySink::StageTiming::kDeferred): no drain per stage, yet the same
+// stage samples in the same order as a synchronised sink, each with device time (wall_ms =
+// device_ms), and every sample of a chunk in before the chunk after it is handed on.
+GPU_TEST(deferred_stage_samples) {
+  auto b = gpu::create_cuda_backend(options(Precision::kBf16));
+  CHECK_MSG(b.is_ok(), b.status().to_string());
+  if (!b) return;
+  REQUIRE_OK(VaeModel m, VaeModel::create(**b, test::tiny_weights()));
+  const HostTensor latent = test::random_tensor(Shape{1, 16, 5, 16, 16}, 2);
+  const HostTensor video = test::random_tensor(Shape{1, 3, 17, 64, 64}, 1);
+  TileOptions blend;
+  blend.mode = TilingMode::kBlend;
+  blend.spec = {64, 64, 16, 16};
+  blend.layout = TileLayout::kUniform;
+  blend.order = TileOrder::kChunkMajor;
+  using Timing = TelemetrySink::StageTiming;
+  for (const int hires : {0, 1}) {
+    for (const int kind : {0, 1, 2}) {  // decode, encode, blended decode
+      const StreamOptions so{.chunk_latents = 1, .hires_chunk_frames = hires};
+      const std::string what = std::string(kind == 0   ? "decode"
+                                           : kind == 1 ? "encode"
+                                                       : "tiled") +
+                               (hires ? " hires-chunk 1" : "");
+      auto run = [&](Recorder& rec, StreamHooks hooks) {
+        m.set_telemetry(&rec);
+        auto r = kind == 0   ? decode_latent(m, latent, so, hooks)
+                 : kind == 1 ? encode_video(m, video, so, hooks)
+                             : tiled_decode(m, latent, blend, so, hooks);
+        m.set_telemetry(nullptr);
+        CHECK_MSG(r.is_ok(), what + ": " + r.status().to_string());
+      };
+      Recorder warm(false);
+      run(warm, {});
+      Recorder sync(false), deferred(false, Timing::kDeferred);
+      run(sync, {});
+      int64_t handed = 0;
+      StreamHooks hooks;
+      hooks.on_chunk = [&](int64_t, const HostTensor&) {
+        // every sample of the chunks before the one handed on is in
+        int64_t before = 0, before_sync = 0;
+        for (const StageSample& s : deferred.samples) before += s.chunk < handed;
+        for (const StageSample& s : sync.samples) before_sync += s.chunk < handed;
+        ++handed;
+        return before == before_sync ? Status::ok()
+                                     : internal_error("chunk " + std::to_string(handed - 1) +
+                                                      " handed on with samples missing");
+      };
+      run(deferred, hooks);
+      CHECK_MSG(handed > 2, what + ": chunks handed on");
+      CHECK_MSG(deferred.samples.size() == sync.samples.size(),
+                what + ": " + std::to_string(deferred.samples.size()) + " deferred samples, " +
+                    std::to_string(sync.samples.size()) + " synchronised");
+      double sync_ms = 0, deferred_ms = 0;
+      for (size_t i = 0; i < std::min(deferred.samples.size(), sync.samples.size()); ++i) {
+        const StageSample& d = deferred.samples[i];
+        const StageSample& y = sync.samples[i];
+        CHECK_MSG(d.stage == y.stage && d.chunk == y.chunk && d.tile == y.tile,
+                  what + ": " + describe(d) + " vs " + describe(y));
+        CHECK_MSG(d.device_ms > 0 && d.wall_ms == d.device_ms, what + ": " + describe(d));
+        CHECK_MSG(d.current_bytes > 0 && d.peak_bytes >= d.current_bytes, describe(d));
+        sync_ms += y.device_ms;
+        deferred_ms += d.device_ms;
+      }
+      std::printf("    %s: device time of the stages: synchronised %.3f ms, deferred %.3f ms\n",
+                  what.c_str(), sync_ms, deferred_ms);
+      CHECK(deferred_ms > 0);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

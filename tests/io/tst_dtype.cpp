@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "core/tensor/dtype.h"
 
@@ -308,6 +309,24 @@ void tst_DType::convertElements() {
   uint16_t t = 0;
   convert_elements(&tenth, DType::kF64, &t, DType::kF16, 1);
   QCOMPARE(hex(t), hex(0x2E66));
+  // The bulk paths (f16/bf16 -> f32, f32 -> f16) agree with the scalar conversions on every
+  // 16-bit pattern, and on every f16 value's f32 neighbours.
+  std::vector<uint16_t> all(65536);
+  for (uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<float> f(65536);
+  convert_elements(all.data(), DType::kF16, f.data(), DType::kF32, 65536);
+  for (uint32_t i = 0; i < 65536; ++i) {
+    QCOMPARE(std::bit_cast<uint32_t>(f[i]), std::bit_cast<uint32_t>(half_bits_to_float(all[i])));
+  }
+  convert_elements(all.data(), DType::kBF16, f.data(), DType::kF32, 65536);
+  for (uint32_t i = 0; i < 65536; ++i) {
+    QCOMPARE(std::bit_cast<uint32_t>(f[i]), std::bit_cast<uint32_t>(bf16_bits_to_float(all[i])));
+  }
+  convert_elements(all.data(), DType::kF16, f.data(), DType::kF32, 65536);
+  for (float& v : f) v = std::nextafter(v, 0.f);
+  std::vector<uint16_t> h16(65536);
+  convert_elements(f.data(), DType::kF32, h16.data(), DType::kF16, 65536);
+  for (uint32_t i = 0; i < 65536; ++i) QCOMPARE(h16[i], float_to_half_bits(f[i]));
 }
 
 QTEST_GUILESS_MAIN(tst_DType)

@@ -198,6 +198,33 @@ class tst_StudioBasics : public QObject {
   // Presets: every option round-trips through the table's JSON; older presets (CUDA switches
   // under "toggles", tile and overlap as two numbers, the budget in MiB, boolean prefetch and
   // async tiles) still load; wrong types, values out of range and unknown keys warn.
+  // A frame's 8-bit image: [-1, 1] -> [0, 255], rounded half away from zero (as std::lround),
+  // clamped, NaN black; the width and height crop.
+  void frameToImageRounding() {
+    std::vector<float> values;
+    for (int k = 0; k <= 255; ++k) {  // each level's half-way point and its float neighbours
+      const float mid = (static_cast<float>(k) + 0.5f) / 127.5f - 1.f;
+      values.insert(values.end(), {mid, std::nextafter(mid, -2.f), std::nextafter(mid, 2.f),
+                                   static_cast<float>(k) / 127.5f - 1.f});
+    }
+    values.insert(values.end(), {-1.5f, 1.5f, -1.f, 1.f, std::nanf(""), 0.f, -0.f});
+    const auto n = static_cast<int64_t>(values.size());
+    HostTensor video(DType::kF32, Shape{1, 3, 1, 1, n});
+    for (int c = 0; c < 3; ++c)
+      std::copy(values.begin(), values.end(), video.f32().begin() + c * n);
+    const QImage img = frame_to_image(video, 0);
+    QCOMPARE(img.width(), static_cast<int>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = values[static_cast<size_t>(i)];
+      const int want =
+          v == v ? static_cast<int>(std::lround((std::clamp(v, -1.f, 1.f) + 1.f) * 127.5f)) : 0;
+      const QRgb px = img.pixel(static_cast<int>(i), 0);
+      QVERIFY2(qRed(px) == want && qGreen(px) == want && qBlue(px) == want,
+               qPrintable(QString("%1 -> %2, want %3").arg(v, 0, 'g', 9).arg(qRed(px)).arg(want)));
+    }
+    QCOMPARE(frame_to_image(video, 0, 5, 1).width(), 5);
+  }
+
   void settingsJsonRoundTrip() {
     const RunOptions s = every_option_changed();
     for (const OptionSpec& spec : run_option_table()) {
@@ -385,6 +412,32 @@ class tst_StudioBasics : public QObject {
     }
     QVERIFY(panel.optionWidget("autotune")->isVisibleTo(&panel));
     QVERIFY(!panel.optionWidget("threads")->isVisibleTo(&panel));
+    {  // a preset's device survives until the devices are probed; another backend is probed
+      SettingsPanel fresh(catalog);
+      RunOptions cpu = fresh.settings();
+      cpu.backend = "cpu";
+      cpu.precision = "fp32";
+      fresh.setSettings(cpu);
+      QSignalSpy probe(&fresh, &SettingsPanel::backendChanged);
+      RunOptions want = every_option_changed();
+      want.device = 1;
+      fresh.setSettings(want);
+      QCOMPARE(probe.count(), 1);
+      QCOMPARE(probe.first().first().toString(), QString("cuda"));
+      QCOMPARE(fresh.settings().device, 1);
+      fresh.setDevices("cuda", {DeviceStatus{0, "fake 0", 1ll << 30, 2ll << 30},
+                                DeviceStatus{1, "fake 1", 1ll << 30, 2ll << 30}});
+      QCOMPARE(qobject_cast<QComboBox*>(fresh.optionWidget("device"))->currentData().toInt(), 1);
+      QCOMPARE(fresh.settings().device, 1);
+      fresh.setSettings(want);
+      QCOMPARE(probe.count(), 1);  // the same backend: no new probe
+    }
+    {  // each device with its name and memory, in the list and in its tooltip
+      auto* device = qobject_cast<QComboBox*>(panel.optionWidget("device"));
+      QCOMPARE(device->count(), 2);
+      QCOMPARE(device->itemText(1), QString("1: fake 1 · 1.00 GiB free of 2.00 GiB"));
+      QVERIFY(device->itemData(1, Qt::ToolTipRole).toString().contains("1.00 GiB free of"));
+    }
     auto* backend = qobject_cast<QComboBox*>(panel.optionWidget("backend"));
     backend->setCurrentIndex(backend->findData("cpu"));
     QVERIFY(changed.count() >= 1);
@@ -580,6 +633,34 @@ class tst_StudioBasics : public QObject {
     QVERIFY(!t.should_send(0.005));
     QVERIFY(t.should_send(0.02));
     QVERIFY(t.should_send(0.021, true));
+
+    // The preview thread runs the newest task; one posted while another runs replaces the one
+    // still waiting; flush() returns after the last one ran.
+    LatestTaskThread tasks;
+    std::mutex m;
+    std::condition_variable cv;
+    bool started = false, release = false;
+    std::vector<int> ran;
+    tasks.post([&] {
+      std::unique_lock lock(m);
+      started = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return release; });
+      ran.push_back(1);
+    });
+    {
+      std::unique_lock lock(m);
+      QVERIFY(cv.wait_for(lock, std::chrono::seconds(10), [&] { return started; }));
+    }
+    tasks.post([&] { ran.push_back(2); });
+    tasks.post([&] { ran.push_back(3); });  // replaces 2
+    {
+      std::lock_guard lock(m);
+      release = true;
+    }
+    cv.notify_all();
+    tasks.flush();
+    QCOMPARE(ran, (std::vector<int>{1, 3}));
   }
 
   void viewsShareZoomAndPan() {

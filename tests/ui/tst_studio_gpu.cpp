@@ -12,8 +12,11 @@
 //     the engine's message, and the next run with a fitting setting succeeds;
 //   - CUDA -> CPU -> CUDA between runs works, and the idle engine gives the card back (the
 //     device's free memory returns to within 256 MiB of what it was before the first run);
+//   - the device list names every card with its memory; with two or more, a run on the last
+//     card runs there and leaves card 0 alone, and so does the CLI's --device;
 //   - no GUI event-loop gap is the application's own for 100 ms or more.
 // Without a CUDA device (or in a build without the CUDA backend) it exits with 77 (skipped).
+#include <QComboBox>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -26,6 +29,7 @@
 
 #include "app/studio_catalog.h"
 #include "tests/ui/stall_probe.h"
+#include "tests/ui/stall_stacks.h"
 #include "tests/ui/studio_test_util.h"
 #include "ui/charts_panel.h"
 #include "ui/info_panel.h"
@@ -62,6 +66,7 @@ class tst_StudioGpu : public QObject {
   QTemporaryDir dir_;
   std::unique_ptr<MainWindow> w_;
   StallProbe gaps_;
+  std::unique_ptr<StallStacks> stacks_;  // SEEDVAE_STALL_STACKS=<ms>: where a stall happens
   QTimer probe_;
   int64_t free_before_ = -1;
   double first_ms_per_frame_ = 0;
@@ -107,12 +112,17 @@ class tst_StudioGpu : public QObject {
     w_->infoPanel()->setSample(1280, 720, 33);
     probe_.setTimerType(Qt::PreciseTimer);
     probe_.setInterval(1);
-    connect(&probe_, &QTimer::timeout, this, [this] { gaps_.tick(); });
+    stacks_ = std::make_unique<StallStacks>();
+    connect(&probe_, &QTimer::timeout, this, [this] {
+      gaps_.tick();
+      stacks_->tick();
+    });
     probe_.start();
   }
 
   void cleanupTestCase() {
     probe_.stop();
+    stacks_.reset();
     gaps_.finish();
     qInfo("longest GUI event-loop gap: %.1f ms (own %.1f ms) over %.1f s", gaps_.longestWall(),
           gaps_.longestOwn().own(), gaps_.seconds());
@@ -184,6 +194,7 @@ class tst_StudioGpu : public QObject {
     if (const QString out = qEnvironmentVariable("SEEDVAE_STUDIO_GPU_OUT"); !out.isEmpty()) {
       probe_.stop();  // the test's own rendering of the window is no stall of the application
       gaps_.pause();
+      stacks_->pause();
       w_->setPair(MainWindow::Pair::kAB);
       w_->showDock(QStringLiteral("ab"));
       QTest::qWait(500);
@@ -235,7 +246,10 @@ class tst_StudioGpu : public QObject {
     // A chunk is 4 frames: its share of the run's time, with room for the encoder's or decoder's
     // slower first chunk.
     const double chunk_ms = 4 * std::max(first_ms_per_frame_, 1.0);
-    qInfo("cancel took effect after %.0f ms (a chunk ~ %.0f ms)", ms, chunk_ms);
+    qInfo(
+        "cancel took effect after %.0f ms (a chunk ~ %.0f ms): the engine stopped after %.0f "
+        "ms, the summary left it after %.0f ms",
+        ms, chunk_ms, s.cancel_stop_s * 1000, s.cancel_done_s * 1000);
     QVERIFY(s.cancelled);
     QVERIFY2(ms < 3 * chunk_ms + 500, qPrintable(QString::number(ms)));
     w_->infoPanel()->setSample(1280, 720, 33);
@@ -285,6 +299,72 @@ class tst_StudioGpu : public QObject {
     QVERIFY(after > held);
     QVERIFY(after >= free_before_ - (int64_t{256} << 20));
     w_->infoPanel()->setSample(1280, 720, 33);
+  }
+
+  // The settings list every card with its name and memory; with two or more, a run on the last
+  // one runs there (its backend is "cuda:N", its memory rises, card 0's does not), and so does
+  // the CLI's `--device N`.
+  void runsOnTheChosenDevice() {
+#ifdef SEEDVAE_HAVE_CUDA
+    const std::vector<gpu::DeviceInfo> devices = gpu::list_devices();
+    w_->applySettings(gpu_settings());
+    auto* combo = qobject_cast<QComboBox*>(w_->settingsPanel()->optionWidget("device"));
+    QVERIFY(combo);
+    QTRY_COMPARE_WITH_TIMEOUT(combo->count(), static_cast<int>(devices.size()), 30000);
+    for (int i = 0; i < combo->count(); ++i) {
+      const QString text = combo->itemText(i);
+      qInfo("device choice %d: %s", i, qPrintable(text));
+      QVERIFY2(text.contains(QString::fromStdString(devices[static_cast<size_t>(i)].name)) &&
+                   text.contains("free of"),
+               qPrintable(text));
+    }
+    if (devices.size() < 2) QSKIP("one CUDA device: choosing another needs a machine with two");
+    const int chosen = static_cast<int>(devices.size()) - 1;
+    RunOptions s = gpu_settings();
+    s.device = chosen;
+    w_->applySettings(s);
+    QCOMPARE(w_->settingsPanel()->settings().device, chosen);
+    auto free_of = [](int d) {
+      const auto now = gpu::list_devices();
+      return d < static_cast<int>(now.size()) ? now[static_cast<size_t>(d)].free_bytes : -1;
+    };
+    const int64_t free0 = free_of(0), free_chosen = free_of(chosen);
+    int64_t min0 = free0, min_chosen = free_chosen;
+    QTimer sampler;
+    connect(&sampler, &QTimer::timeout, this, [&] {
+      min0 = std::min(min0, free_of(0));
+      min_chosen = std::min(min_chosen, free_of(chosen));
+    });
+    sampler.start(100);
+    const RunSummary r = run_once();
+    sampler.stop();
+    QVERIFY2(r.ok, qPrintable(r.error));
+    qInfo(
+        "run on %s: %.1f ms/frame; free during the run: card 0 %.2f -> %.2f GiB, card %d %.2f "
+        "-> %.2f GiB",
+        qPrintable(r.backend_name), r.ms_per_frame, free0 / 1073741824.0, min0 / 1073741824.0,
+        chosen, free_chosen / 1073741824.0, min_chosen / 1073741824.0);
+    QVERIFY2(r.backend_name.startsWith(QStringLiteral("cuda:%1 ").arg(chosen)),
+             qPrintable(r.backend_name));
+    QVERIFY(min_chosen < free_chosen - (int64_t{1} << 30));
+    QVERIFY(min0 >= free0 - (int64_t{256} << 20));
+    // The CLI on the same card.
+    QProcess p;
+    QSignalSpy done(&p, &QProcess::finished);
+    const QString weights = qEnvironmentVariable("SEEDVAE_STUDIO_GPU_WEIGHTS");
+    p.start(qEnvironmentVariable("SEEDVAE_CLI", QStringLiteral(SEEDVAE_CLI_PATH)),
+            QStringList{"bench", "--backend", "cuda", "--device", QString::number(chosen), "--size",
+                        "256x256", "--frames", "9", "--json"}
+                << (weights.isEmpty() ? QStringList{"--synthetic", "tiny"}
+                                      : QStringList{"--weights", weights}));
+    QVERIFY(done.wait(600000));
+    const QJsonObject j = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+    qInfo("seedvae bench --device %d: %s", chosen, qPrintable(j.value("backend").toString()));
+    QVERIFY2(j.value("backend").toString().startsWith(QStringLiteral("cuda:%1 ").arg(chosen)),
+             p.readAllStandardError().constData());
+#else
+    QSKIP("no CUDA backend in this build");
+#endif
   }
 };
 

@@ -145,6 +145,10 @@ class tst_StudioRuns : public QObject {
     qInfo("cancel latency: %.2f ms; one decoder chunk took %.1f ms (decoded %lld of 41 frames)",
           latency_ms, first_chunk_ms, s.store->available());
     QVERIFY2(latency_ms < 3000, qPrintable(QString::number(latency_ms)));
+    // The summary splits it: the engine's stop, then the summary's dispatch, within the whole.
+    QVERIFY2(s.cancel_stop_s >= 0 && s.cancel_done_s >= s.cancel_stop_s &&
+                 s.cancel_done_s * 1000 <= latency_ms + 1,
+             qPrintable(QString("%1 %2").arg(s.cancel_stop_s).arg(s.cancel_done_s)));
 
     // A new run after a cancel works, and a cancel before the first chunk also stops it.
     QVERIFY(c.start(request(sample_input(64, 64, 9), 1)) != 0);
@@ -305,13 +309,7 @@ class tst_StudioRuns : public QObject {
   }
 
   void headlessJobWritesReport() {
-    StudioOptions o;
-    o.headless = true;
-    o.ab = true;
-    o.sample_width = 64;
-    o.sample_height = 64;
-    o.frames = 9;
-    o.output = dir_.filePath("headless");
+    const StudioOptions o = headless_ab("headless", 64, 9);
     HeadlessJob job(std::make_shared<CpuCatalog>(), o);
     QSignalSpy done(&job, &HeadlessJob::finished);
     job.start();
@@ -344,6 +342,24 @@ class tst_StudioRuns : public QObject {
     }
     QVERIFY(root.value("ab").toObject().value("table").toArray().size() >= 8);
     QVERIFY(root.value("runs").toArray().at(1).toObject().value("tiles").toArray().size() >= 4);
+  }
+
+  // A headless A/B interrupted after A (SIGINT lands between the runs) exits with 130, the
+  // cancelled code, not 1: A did not fail.
+  void headlessAbCancelledBetweenRuns() {
+    const StudioOptions o = headless_ab("headless-cancelled", 32, 5);
+    HeadlessJob job(std::make_shared<CpuCatalog>(), o);
+    QSignalSpy done(&job, &HeadlessJob::finished);
+    QString slot_seen;
+    connect(job.controller(), &RunController::runFinished, &job, [&](const RunSummary& s) {
+      slot_seen += s.slot + (s.ok ? "+" : "-");
+      if (s.slot == QLatin1String("A")) job.cancel();
+    });
+    job.start();
+    QVERIFY(done.wait(120000));
+    QCOMPARE(slot_seen, QString("A+"));  // B never ran
+    QCOMPARE(done.first().first().toInt(), 130);
+    QVERIFY(!QFileInfo::exists(o.output + "/report.md"));
   }
 
   // Frame prefetch on a PNG-sequence video: the reconstruction is bit-identical to the run that
@@ -629,6 +645,18 @@ class tst_StudioRuns : public QObject {
   }
 
  private:
+  // A headless A/B of the sample clip, its report into `name` under the test's directory.
+  StudioOptions headless_ab(const char* name, int size, int frames) const {
+    StudioOptions o;
+    o.headless = true;
+    o.ab = true;
+    o.sample_width = size;
+    o.sample_height = size;
+    o.frames = frames;
+    o.output = dir_.filePath(name);
+    return o;
+  }
+
   QTemporaryDir dir_;
   std::shared_ptr<const VaeWeights> weights_;
 };
