@@ -48,6 +48,8 @@ std::string describe_options(const CudaOptions& o) {
   s += o.fuse_bias ? ", fused bias" : ", separate bias pass";
   if (o.offload_state) s += ", causal state offloaded to host";
   if (o.memory_limit_mib > 0) s += ", memory limit " + std::to_string(o.memory_limit_mib) + " MiB";
+  if (o.smem_limit_kib > 0)
+    s += ", shared memory limit " + std::to_string(o.smem_limit_kib) + " KiB";
   if (o.cuda_graphs) s += ", CUDA graphs";
   return s;
 }
@@ -57,6 +59,7 @@ Status validate_options(const CudaOptions& o) {
   if (o.workspace_mib < 0) return invalid_argument("the cuDNN workspace limit must be >= 0 MiB");
   if (o.memory_limit_mib < 0) return invalid_argument("the memory limit must be >= 0 MiB");
   if (o.max_conv_elements < 0) return invalid_argument("max_conv_elements must be >= 0");
+  if (o.smem_limit_kib < 0) return invalid_argument("the shared memory limit must be >= 0 KiB");
   if (o.offload_window_mib < 0 || o.offload_min_bytes < 0) {
     return invalid_argument("the offload window and threshold must be >= 0");
   }
@@ -125,9 +128,11 @@ struct Contexts {
   std::map<int, int64_t> bytes;
   std::map<int, int> live;
 };
+// Never destroyed: a backend that is itself a static (a test's, say) may be destroyed at exit
+// after any other static, and its destructor still counts itself down here.
 Contexts& contexts() {
-  static Contexts c;
-  return c;
+  static Contexts* c = new Contexts();
+  return *c;
 }
 
 }  // namespace
@@ -197,7 +202,7 @@ Result<std::unique_ptr<Backend>> CudaBackend::create(const CudaOptions& o) {
   b->cc_ = p.major * 10 + p.minor;
   int optin = 0;
   cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, o.device);
-  b->smem_optin_ = optin;
+  b->smem_optin_ = o.smem_limit_kib > 0 ? std::min(optin, o.smem_limit_kib * 1024) : optin;
   cudaStream_t s = nullptr;
   SEEDVAE_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "creating the stream");
   b->stream_ = s;

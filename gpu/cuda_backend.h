@@ -85,6 +85,11 @@ struct CudaOptions : CudaSwitches {
   int64_t budget_bytes = 0;
   // Testing: largest element count per cuDNN call (0: 2^31 - 1), to exercise temporal splitting.
   int64_t max_conv_elements = 0;
+  // Testing: the most shared memory one block may opt in to, in KiB (0: the card's limit). With
+  // 99 an H100 picks its kernels as an RTX 50xx (sm_120, 99 KiB) does: the head-512 attention
+  // leaves the tensor-core kernel, which needs more, for the SIMT one (`seedvae_gpu_bench
+  // --smem-limit-kib`; the GPU op tests run a configuration this way).
+  int smem_limit_kib = 0;
   // Diagnostic: remember what every live allocation is, so the report can list what was live at
   // the memory peak (CudaBackendReport::peak_census). Costs a hash-map update per allocation.
   bool memory_census = false;

@@ -1,5 +1,6 @@
 #include "ui/channels.h"
 
+#include "core/base/thread_name.h"
 #include "ui/image_convert.h"
 
 namespace seedvae::ui {
@@ -101,12 +102,26 @@ QImage FrameStore::original(qint64 index) const {
   return lookup(true, index);
 }
 
+QImage FrameStore::cached_frame(qint64 index) const {
+  std::lock_guard lock(mutex_);
+  return frames_.find(index);
+}
+
+QImage FrameStore::cached_original(qint64 index) const {
+  std::lock_guard lock(mutex_);
+  return original_images_.find(index);
+}
+
 qint64 FrameStore::cached_bytes() const {
   std::lock_guard lock(mutex_);
   return frames_.bytes + original_images_.bytes;
 }
 
-LatestTaskThread::LatestTaskThread() : thread_([this] { loop(); }) {}
+LatestTaskThread::LatestTaskThread(const char* name)
+    : thread_([this, name] {
+        set_current_thread_name(name);
+        loop();
+      }) {}
 
 LatestTaskThread::~LatestTaskThread() {
   {

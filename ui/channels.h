@@ -58,6 +58,10 @@ class FrameStore {
   qint64 original_count() const;
   QImage frame(qint64 index) const;     // null image if not decoded yet
   QImage original(qint64 index) const;  // null image if not read
+  // The same images if converted already (cached), else a null image: never converts, for the
+  // GUI thread.
+  QImage cached_frame(qint64 index) const;
+  QImage cached_original(qint64 index) const;
   // Images cached now, of both kinds (bounded by kCacheBytes each).
   qint64 cached_bytes() const;
 
@@ -177,7 +181,8 @@ class ProgressThrottle {
 
 class LatestTaskThread {
  public:
-  LatestTaskThread();
+  // `name`: the thread's name (set_current_thread_name).
+  explicit LatestTaskThread(const char* name);
   ~LatestTaskThread();  // the running task finishes, a waiting one is dropped
   LatestTaskThread(const LatestTaskThread&) = delete;
   LatestTaskThread& operator=(const LatestTaskThread&) = delete;

@@ -44,7 +44,7 @@ void style_chart(QChart* c, const QString& title) {
 
 }  // namespace
 
-ChartsPanel::ChartsPanel(QWidget* parent) : QWidget(parent) {
+ChartsPanel::ChartsPanel(QWidget* parent, Labels labels) : QWidget(parent) {
   memory_chart_ = new QChart();
   style_chart(memory_chart_, tr("Memory"));
   allocated_ = new QLineSeries();
@@ -74,7 +74,22 @@ ChartsPanel::ChartsPanel(QWidget* parent) : QWidget(parent) {
   timing_ = new QStackedBarSeries();
   timing_->setBarWidth(0.85);
   timing_chart_->addSeries(timing_);
-  time_x_ = new QBarCategoryAxis();
+  // Naming every bar on the axis costs a text layout per bar at every refresh (tens of ms on a
+  // slow core, a GUI stall): on screen the axis only counts bars and hovering names them; the
+  // report's copy names them.
+  if (labels == Labels::kNamed) {
+    time_names_ = new QBarCategoryAxis();
+    time_x_ = time_names_;
+    QFont xf = time_names_->labelsFont();
+    xf.setPointSizeF(std::max(6.0, xf.pointSizeF() * 0.75));
+    time_names_->setLabelsFont(xf);
+    time_names_->setLabelsAngle(-60);
+  } else {
+    time_index_ = new QValueAxis();
+    time_index_->setLabelsVisible(false);  // (a title would be elided: Qt sizes it by the labels)
+    time_index_->setRange(-0.5, 0.5);
+    time_x_ = time_index_;
+  }
   time_y_ = new QValueAxis();
   time_y_->setTitleText(tr("ms"));
   time_y_->setLabelFormat(QStringLiteral("%.0f"));
@@ -82,10 +97,6 @@ ChartsPanel::ChartsPanel(QWidget* parent) : QWidget(parent) {
   timing_chart_->addAxis(time_y_, Qt::AlignLeft);
   timing_->attachAxis(time_x_);
   timing_->attachAxis(time_y_);
-  QFont xf = time_x_->labelsFont();
-  xf.setPointSizeF(std::max(6.0, xf.pointSizeF() * 0.75));
-  time_x_->setLabelsFont(xf);
-  time_x_->setLabelsAngle(-60);
 
   memory_view_ = make_view(memory_chart_, this);
   memory_view_->setObjectName(QStringLiteral("memoryChart"));
@@ -250,12 +261,16 @@ void ChartsPanel::rebuildBars() {
   timing_chart_->removeSeries(timing_);
   delete timing_;
   timing_ = series;
-  time_x_->clear();
-  time_x_->append(categories_.mid(first));
+  if (time_names_ != nullptr) {
+    time_names_->clear();
+    time_names_->append(categories_.mid(first));
+    time_names_->setLabelsVisible(n - first <= 64);
+  } else {
+    time_index_->setRange(-0.5, std::max(1, n - first) - 0.5);  // bar i of the window sits at i
+  }
   timing_chart_->addSeries(timing_);
   timing_->attachAxis(time_x_);
   timing_->attachAxis(time_y_);
-  time_x_->setLabelsVisible(n - first <= 24);
 }
 
 void ChartsPanel::updateRanges() {
@@ -271,14 +286,13 @@ void ChartsPanel::updateRanges() {
 QImage ChartsPanel::render(const QString& which, QSize size) {
   // A private, never-displayed copy of the panel fed with the whole log: the report gets every
   // sample at a readable size whatever the on-screen panel looks like.
-  ChartsPanel copy;
+  ChartsPanel copy(nullptr, Labels::kNamed);
   copy.setAttribute(Qt::WA_DontShowOnScreen);
   const bool timing = which == QLatin1String("timing");
   (timing ? copy.memory_view_ : copy.timing_view_)->hide();
   copy.visible_bars_ = 1 << 20;  // the report shows every chunk and tile
   copy.addPoints(log_);
   copy.flush();
-  copy.time_x_->setLabelsVisible(copy.timingCategories() <= 64);
   copy.resize(size);
   copy.layout()->activate();
   QImage img(size, QImage::Format_ARGB32_Premultiplied);

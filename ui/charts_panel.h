@@ -22,6 +22,7 @@
 
 QT_BEGIN_NAMESPACE
 class QTimer;
+class QAbstractAxis;
 class QBarCategoryAxis;
 class QBarSet;
 class QChart;
@@ -37,7 +38,10 @@ class ChartsPanel : public QWidget {
   Q_OBJECT
 
  public:
-  explicit ChartsPanel(QWidget* parent = nullptr);
+  // kIndexed: the timing chart's axis counts bars (hovering a bar names it), cheap to refresh;
+  // kNamed: it names every bar (up to 64), as the report's charts do.
+  enum class Labels { kIndexed, kNamed };
+  explicit ChartsPanel(QWidget* parent = nullptr, Labels labels = Labels::kIndexed);
 
   void clear();  // a new session
   void addPoints(const QVector<TelemetryPoint>& points);
@@ -85,7 +89,9 @@ class ChartsPanel : public QWidget {
   QChart* timing_chart_;
   QChartView* timing_view_;
   QStackedBarSeries* timing_;
-  QBarCategoryAxis* time_x_;
+  QAbstractAxis* time_x_ = nullptr;         // one of:
+  QBarCategoryAxis* time_names_ = nullptr;  // Labels::kNamed
+  QValueAxis* time_index_ = nullptr;        // Labels::kIndexed
   QValueAxis* time_y_;
   QVector<TelemetryPoint> log_;
   QStringList groups_;               // stage groups, in order of appearance

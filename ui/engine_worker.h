@@ -75,7 +75,7 @@ class EngineWorker : public QObject {
   // run, a negative value never.
   double idle_release_s_ = 60;
   // The live preview's images (declared last: stopped before the state its tasks use goes).
-  LatestTaskThread preview_;
+  LatestTaskThread preview_{"seedvae-preview"};
 };
 
 }  // namespace seedvae::ui

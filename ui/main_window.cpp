@@ -1082,6 +1082,31 @@ void MainWindow::revealInDock(const QString& dock, const QString& object_name) {
   if (area && target) area->ensureWidgetVisible(target, 10, 60);
 }
 
+QImage MainWindow::frameImage(const std::shared_ptr<FrameStore>& store, bool original, qint64 index,
+                              bool* pending) {
+  if (pending) *pending = false;
+  if (!store || index < 0) return {};
+  QImage image = original ? store->cached_original(index) : store->cached_frame(index);
+  if (!image.isNull()) return image;
+  if (index >= (original ? store->original_count() : store->available())) return {};
+  if (pending) *pending = true;
+  // The newest request replaces one not started; the refresh then asks again for what is still
+  // missing. A frame that cannot be read refreshes nothing (no loop).
+  converter_.post([this, store, original, index] {
+    const QImage converted = original ? store->original(index) : store->frame(index);
+    if (!converted.isNull()) QMetaObject::invokeMethod(this, [this] { refreshViews(); });
+  });
+  return {};
+}
+
+void MainWindow::settleViews() {
+  refreshViews();
+  for (int round = 0; views_pending_ && round < 4; ++round) {  // left, then right, at most
+    converter_.flush();
+    refreshViews();
+  }
+}
+
 std::shared_ptr<FrameStore> MainWindow::storeFor(const QString& slot) const {
   if (const RunSummary* s = summaryFor(slot)) return s->store;
   return controller_->store(slot);
@@ -1097,7 +1122,8 @@ void MainWindow::refreshViews() {
   const qint64 i = scrubber_->position();
   QImage left, right;
   QString ll = tr("Original"), rl = tr("Reconstruction");
-  std::shared_ptr<FrameStore> shown;  // the reconstruction on the right
+  std::shared_ptr<FrameStore> shown;                 // the reconstruction on the right
+  bool left_pending = false, right_pending = false;  // converting: the views keep their images
   QString shown_slot;
   switch (pair_) {
     case Pair::kOriginalRecon: {
@@ -1110,7 +1136,7 @@ void MainWindow::refreshViews() {
       auto a = storeFor(QStringLiteral("A"));
       shown = storeFor(QStringLiteral("B"));
       shown_slot = QStringLiteral("B");
-      left = a ? a->frame(i) : QImage();
+      left = frameImage(a, false, i, &left_pending);
       ll = tr("A · %1").arg(settings_label(ab_panel_->slotSettings("A")));
       rl = tr("B · %1").arg(settings_label(ab_panel_->slotSettings("B")));
       break;
@@ -1127,10 +1153,13 @@ void MainWindow::refreshViews() {
       break;
   }
   if (pair_ != Pair::kAB) {
-    left = shown ? shown->original(i) : QImage();
-    if (left.isNull() && video_ && i == 0) left = video_->first_frame;
+    left = frameImage(shown, true, i, &left_pending);
+    if (left.isNull() && !left_pending && video_ && i == 0) left = video_->first_frame;
   }
-  right = shown ? shown->frame(i) : QImage();
+  right = frameImage(shown, false, i, &right_pending);
+  if (left_pending) left = view_->leftImage();
+  if (right_pending) right = view_->rightImage();
+  views_pending_ = left_pending || right_pending;
   view_->setLabels(ll, rl);
   view_->setImages(left, right);
   second_view_->setLabels(ll, rl);
@@ -1147,7 +1176,10 @@ void MainWindow::refreshViews() {
           shown_slot == QLatin1String("A") ? QStringLiteral("B") : QStringLiteral("A");
       const RunSummary* ref = shown_slot.isEmpty() ? nullptr : summaryFor(other);
       if (ref && ref->ok && ref->settings.tiling == "off" && ref->store && !right.isNull()) {
-        heat = difference_heatmap(ref->store->frame(i), right, gain_spin_->value());
+        bool ref_pending = false;
+        heat = difference_heatmap(frameImage(ref->store, false, i, &ref_pending), right,
+                                  gain_spin_->value());
+        views_pending_ = views_pending_ || ref_pending;
         caption = tr("seam heatmap: |tiled − untiled| × %1").arg(gain_spin_->value());
       } else {
         heat = QImage(run->width, run->height, QImage::Format_ARGB32);

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "ui/backend_catalog.h"
+#include "ui/channels.h"
 #include "ui/compare_view.h"
 #include "ui/report.h"
 #include "ui/studio_types.h"
@@ -80,6 +81,8 @@ class MainWindow : public QMainWindow {
   bool weightsReady() const { return weights_.weights != nullptr; }
   const WeightsInfo& weights() const { return weights_; }
   QString lastError() const { return last_error_; }
+  // Converts the frames the views wait for, on this thread, and shows them (screenshots).
+  void settleViews();
   std::optional<RunSummary> lastRun() const { return last_run_; }
   void setPair(Pair pair);
   Pair pair() const { return pair_; }
@@ -134,6 +137,11 @@ class MainWindow : public QMainWindow {
   void openWeightsDialog();
   void openDroppedOrRecent(const QString& path);
   std::shared_ptr<FrameStore> storeFor(const QString& slot) const;
+  // Frame `index` of `store` (its original when `original`) if already converted. Otherwise a
+  // null image, *pending set when the frame exists: it is converted on converter_, which then
+  // refreshes the views (a 1080p frame costs tens of ms, never the GUI thread's).
+  QImage frameImage(const std::shared_ptr<FrameStore>& store, bool original, qint64 index,
+                    bool* pending = nullptr);
   const RunSummary* summaryFor(const QString& slot) const;
 
   std::shared_ptr<const BackendCatalog> catalog_;
@@ -184,6 +192,9 @@ class MainWindow : public QMainWindow {
   bool run_when_ready_ab_ = false;
   QString last_error_;
   QString last_report_dir_;
+  bool views_pending_ = false;  // a view waits for converter_
+  // Converts the frames the views ask for (declared last: stopped before the rest goes).
+  LatestTaskThread converter_{"seedvae-frames"};
 };
 
 }  // namespace seedvae::ui

@@ -38,7 +38,7 @@ SettingsStore::SettingsStore(std::unique_ptr<QSettings> settings, QString preset
                    QStringLiteral("/presets");
   }
   for (const QString& key : settings_->allKeys()) values_.insert(key, settings_->value(key));
-  writer_.setObjectName(QStringLiteral("settings writer"));
+  writer_.setObjectName(QStringLiteral("seedvae-settings"));
   writer_.start(QThread::LowPriority);
   settings_->moveToThread(&writer_);
 }

@@ -13,6 +13,9 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#if defined(__GLIBC__)
+#include <malloc.h>  // mallopt
+#endif
 
 #include "core/media/sample_clip.h"
 #include "ui/ab_panel.h"
@@ -472,6 +475,7 @@ class ScreenshotTour : public QObject {
               .arg(size_.height()));
     }
     const QString path = dir_ + QLatin1Char('/') + screenshot_file_name(view, size_);
+    w_->settleViews();
     if (w_->grab().save(path, "PNG"))
       err(QStringLiteral("wrote %1\n").arg(path));
     else
@@ -533,7 +537,17 @@ class ScreenshotTour : public QObject {
 
 // ---- run_studio -------------------------------------------------------------------------------
 
+void prepare_gui_process() {
+#if defined(__GLIBC__)
+  // Setting any of these turns glibc's adaptive mmap threshold off: all three are set.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TOP_PAD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
+}
+
 int run_studio(int argc, char** argv, std::shared_ptr<const BackendCatalog> catalog) {
+  prepare_gui_process();
   QStringList args;
   for (int i = 0; i < argc; ++i) args << QString::fromLocal8Bit(argv[i]);
   QString message;

@@ -105,4 +105,13 @@ class HeadlessJob : public QObject {
 // Runs the studio (creates the QApplication). `catalog` lists the backends of this build.
 int run_studio(int argc, char** argv, std::shared_ptr<const BackendCatalog> catalog);
 
+// Sets the process's heap up for a responsive GUI beside the engine (run_studio calls it first;
+// tests measuring GUI stalls call it too). Growing or shrinking the heap (glibc: brk, mprotect)
+// takes the address space's lock, which the engine's thread can hold for hundreds of ms while
+// the GPU driver pins host memory: the GUI thread would wait that long for a small allocation.
+// So the heap grows in 64 MiB steps and gives memory back beyond 256 MiB of free top (the
+// engine trims it explicitly every few chunks), and blocks up to 32 MiB come from the heap
+// (glibc's own upper bound for them) rather than mmap. glibc only; elsewhere a no-op.
+void prepare_gui_process();
+
 }  // namespace seedvae::ui

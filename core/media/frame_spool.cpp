@@ -7,6 +7,8 @@
 #include <string>
 #include <thread>
 
+#include "core/base/thread_name.h"
+
 #if defined(_WIN32)
 #include <process.h>
 #else
@@ -83,6 +85,7 @@ FrameSpool::~FrameSpool() {
   // frames when the next one ends. The file is closed on a thread of its own, so whoever drops
   // the spool never waits (at exit the system closes it).
   std::thread([file = file_, path = path_] {
+    set_current_thread_name("seedvae-spool");
     std::fclose(file);
     if (!path.empty()) {
       std::error_code ec;

@@ -1,4 +1,6 @@
-// Reconstruction quality between two clips. Pure C++ (no OpenCV).
+// Reconstruction quality between two clips. Pure C++ (no OpenCV); the frames of a clip or chunk
+// are measured in parallel (OpenMP where the build has it), with the same result on any number of
+// threads.
 #pragma once
 
 #include "core/base/status.h"

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 
+#include "core/base/thread_name.h"
 #include "core/media/sample_clip.h"
 
 namespace seedvae::media {
@@ -57,6 +58,7 @@ PrefetchReader::~PrefetchReader() {
 }
 
 void PrefetchReader::run() {
+  set_current_thread_name("seedvae-read");
   for (int64_t i = 0;; ++i) {
     {
       std::unique_lock<std::mutex> lk(mu_);
@@ -137,7 +139,8 @@ ChunkProducer sample_frames(int width, int height, int64_t frames) {
     if (stop) SEEDVAE_TRY(stop->check());
     const int64_t k = std::min(max_frames, frames - *next);
     if (k <= 0) return HostTensor{};
-    HostTensor out = make_sample_frames(width, height, *next, k);
+    // Frame by frame: a stop (cancel, or the reader going away) waits for one frame at most.
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor out, generate_sample_frames(width, height, *next, k, stop));
     *next += k;
     return out;
   };

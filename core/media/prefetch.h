@@ -107,8 +107,8 @@ struct VideoSourceOptions {
   std::function<Status(const HostTensor& frames)> on_frames;
 };
 
-// The frames of the built-in sample clip (make_sample_frames) as a producer: `frames` frames of
-// width x height, then the end.
+// The frames of the built-in sample clip (generate_sample_frames) as a producer: `frames` frames
+// of width x height, then the end. A stop is seen between two frames.
 ChunkProducer sample_frames(int width, int height, int64_t frames);
 
 // A video file / image sequence as a FrameSource for encode_stream(): frames read incrementally

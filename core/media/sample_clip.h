@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "core/base/cancel.h"
+#include "core/base/status.h"
 #include "core/tensor/host_tensor.h"
 
 namespace seedvae::media {
@@ -18,6 +20,10 @@ HostTensor make_sample_clip(int width, int height, int frames, uint64_t seed = 0
 // clip can be generated chunk by chunk): fp32 [1, 3, count, height, width].
 HostTensor make_sample_frames(int width, int height, int64_t first, int64_t count,
                               uint64_t seed = 0);
+// The same frames, generated frame by frame: stops with kCancelled between two frames once `stop`
+// (may be null) is requested. A frame's rows are shared among up to 8 threads.
+Result<HostTensor> generate_sample_frames(int width, int height, int64_t first, int64_t count,
+                                          const CancelToken* stop, uint64_t seed = 0);
 
 // The built-in natural demo clip (a held-out clip of the demo model, docs/demo-model.md: a folder
 // of 17 JPEG frames, 256x256), for the studio's default run: $SEEDVAE_DEMO_CLIP when set and a

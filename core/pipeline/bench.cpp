@@ -13,6 +13,7 @@
 
 #include "core/backend/counting_backend.h"
 #include "core/base/process_memory.h"
+#include "core/base/thread_name.h"
 #include "core/pipeline/job.h"
 #include "core/pipeline/prediction.h"
 #include "core/schedule/streaming.h"
@@ -46,6 +47,7 @@ class DevicePeakSampler {
     if (!probe_) return;
     take();
     thread_ = std::thread([this] {
+      set_current_thread_name("seedvae-memprobe");
       std::unique_lock<std::mutex> lock(mu_);
       while (!stop_) {
         lock.unlock();

@@ -625,7 +625,8 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
         const HostTensor recon = trim_chunk(chunk, k, r.plan.height, r.plan.width);
         if (compare) {
           const auto tm = Clock::now();
-          SEEDVAE_ASSIGN_OR_RETURN(HostTensor original, originals(k, nullptr));
+          // A cancel stops the originals between frames (the sample clip's are generated).
+          SEEDVAE_ASSIGN_OR_RETURN(HostTensor original, originals(k, cb.cancel));
           if (original.empty() || original.shape() != recon.shape()) {
             return internal_error("the input read again gave " + original.shape().to_string() +
                                   " for reconstruction frames " + recon.shape().to_string());

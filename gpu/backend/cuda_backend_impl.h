@@ -27,6 +27,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -79,42 +80,89 @@ enum class Kind : uint8_t {
   kPlain,       // any other rank: contiguous, compute dtype
 };
 
-// Pinned host buffers for offloaded causal state and asynchronous downloads, reused by exact
-// size.
+// Pinned host memory of a PinnedPool: `bytes` spread over pieces of PinnedPool::kPiece bytes.
+struct PinnedBuffer {
+  std::vector<void*> pieces;
+  size_t bytes = 0;
+  bool empty() const { return pieces.empty(); }
+  // f(piece pointer, offset within [offset, offset + len), length) for every piece the range
+  // touches, in order.
+  template <typename F>
+  void for_each_span(size_t offset, size_t len, F&& f) const;
+};
+
+// Pinned host memory for offloaded causal state and asynchronous downloads, handed out in pieces
+// of kPiece bytes that any later request reuses. Pieces, not one block per request: the driver
+// holds the process's address-space lock while it pins, so one 500 MB cudaMallocHost made every
+// thread that grows its heap meanwhile -- the studio's GUI thread among them -- wait about 100 ms
+// (measured on the GPU machine); a piece's allocation is a few ms.
 struct PinnedPool {
-  std::multimap<size_t, void*> free;
-  std::vector<void*> all;
+  static constexpr size_t kPiece = size_t{8} << 20;
+  std::vector<void*> free, all;
   int64_t bytes = 0;
   ~PinnedPool() {
     for (void* p : all) cudaFreeHost(p);
   }
   // `remedy` ends the out-of-memory message ("run without --offload-state").
-  Result<void*> get(size_t n, const std::string& what, const std::string& remedy) {
-    auto it = free.find(n);
-    if (it != free.end()) {
-      void* p = it->second;
-      free.erase(it);
-      return p;
+  Result<PinnedBuffer> get(size_t n, const std::string& what, const std::string& remedy) {
+    PinnedBuffer b;
+    b.bytes = n;
+    for (size_t have = 0; have < n; have += kPiece) {
+      if (!free.empty()) {
+        b.pieces.push_back(free.back());
+        free.pop_back();
+        continue;
+      }
+      void* p = nullptr;
+      const cudaError_t e = cudaMallocHost(&p, kPiece);
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        put(b);
+        return out_of_memory(what + ": cannot pin " + format_bytes(static_cast<int64_t>(n)) +
+                             " of host memory (" + cudaGetErrorString(e) + "); " + remedy);
+      }
+      all.push_back(p);
+      bytes += static_cast<int64_t>(kPiece);
+      b.pieces.push_back(p);
     }
-    void* p = nullptr;
-    const cudaError_t e = cudaMallocHost(&p, n);
-    if (e != cudaSuccess) {
-      cudaGetLastError();
-      return out_of_memory(what + ": cannot pin " + format_bytes(static_cast<int64_t>(n)) +
-                           " of host memory (" + cudaGetErrorString(e) + "); " + remedy);
-    }
-    all.push_back(p);
-    bytes += static_cast<int64_t>(n);
-    return p;
+    return b;
   }
-  void put(void* p, size_t n) { free.emplace(n, p); }
+  void put(PinnedBuffer& b) {
+    free.insert(free.end(), b.pieces.begin(), b.pieces.end());
+    b.pieces.clear();
+    b.bytes = 0;
+  }
 };
+
+template <typename F>
+void PinnedBuffer::for_each_span(size_t offset, size_t len, F&& f) const {
+  for (size_t done = 0; done < len;) {
+    const size_t at = offset + done;
+    const size_t n = std::min(len - done, PinnedPool::kPiece - at % PinnedPool::kPiece);
+    f(static_cast<char*>(pieces[at / PinnedPool::kPiece]) + at % PinnedPool::kPiece, done, n);
+    done += n;
+  }
+}
+
+// The whole buffer to or from `device` (bytes contiguous there), a piece at a time on `stream`.
+inline cudaError_t copy_pinned_async(const PinnedBuffer& b, void* device, cudaMemcpyKind kind,
+                                     cudaStream_t stream) {
+  cudaError_t err = cudaSuccess;
+  b.for_each_span(0, b.bytes, [&](char* piece, size_t at, size_t n) {
+    char* d = static_cast<char*>(device) + at;
+    if (err == cudaSuccess) {
+      err = kind == cudaMemcpyDeviceToHost ? cudaMemcpyAsync(piece, d, n, kind, stream)
+                                           : cudaMemcpyAsync(d, piece, n, kind, stream);
+    }
+  });
+  return err;
+}
 
 // The host copy of an offloaded tensor (causal state): pinned bytes, the event that marks the
 // end of the device-to-host copy, and the host-to-device copy that brings it back.
 struct HostCopy {
   std::shared_ptr<PinnedPool> pool;
-  void* pinned = nullptr;
+  PinnedBuffer pinned;
   size_t bytes = 0;
   cudaEvent_t d2h_done = nullptr;
   cudaEvent_t h2d_done = nullptr;
@@ -129,7 +177,7 @@ struct HostCopy {
       cudaEventSynchronize(d2h_done);
       cudaEventDestroy(d2h_done);
     }
-    if (pinned) pool->put(pinned, bytes);
+    if (!pinned.empty()) pool->put(pinned);
   }
 };
 
@@ -164,7 +212,7 @@ class AsyncDownload final : public PendingCopy {
   int64_t plane = 0, planes = 0, dst_stride = 0;
   size_t bytes = 0;
   std::shared_ptr<PinnedPool> pool;
-  void* pinned = nullptr;
+  PinnedBuffer pinned;
   BlockPtr scratch;               // converted copy of the source, or
   std::shared_ptr<Storage> keep;  // the source itself, until the transfer is done
   cudaEvent_t ready = nullptr, done = nullptr;
@@ -178,8 +226,7 @@ class AsyncDownload final : public PendingCopy {
       if (*e) cudaEventDestroy(*e);
       *e = nullptr;
     }
-    if (pinned) pool->put(pinned, bytes);
-    pinned = nullptr;
+    if (!pinned.empty()) pool->put(pinned);
     scratch.reset();
     keep.reset();
   }

@@ -120,9 +120,9 @@ Result<std::unique_ptr<PendingCopy>> CudaBackend::download_frames_async(const Te
   SEEDVAE_CUDA_TRY(cudaEventCreateWithFlags(&copy->done, cudaEventDisableTiming), what);
   SEEDVAE_CUDA_TRY(cudaEventRecord(copy->ready, stream_), what);
   SEEDVAE_CUDA_TRY(cudaStreamWaitEvent(copy_out_stream_, copy->ready, 0), what);
-  SEEDVAE_CUDA_TRY(
-      cudaMemcpyAsync(copy->pinned, src, copy->bytes, cudaMemcpyDeviceToHost, copy_out_stream_),
-      what);
+  SEEDVAE_CUDA_TRY(copy_pinned_async(copy->pinned, const_cast<void*>(src), cudaMemcpyDeviceToHost,
+                                     copy_out_stream_),
+                   what);
   SEEDVAE_CUDA_TRY(cudaEventRecord(copy->done, copy_out_stream_), what);
   ++async_downloads_;
   return std::unique_ptr<PendingCopy>(std::move(copy));
@@ -449,14 +449,13 @@ Status AsyncDownload::wait() {
     }
     if (bytes == 0) return Status::ok();
     SEEDVAE_CUDA_TRY(cudaEventSynchronize(done), what_);
-    const auto* from = static_cast<const float*>(pinned);
-    if (dst_stride == plane) {
-      CudaBackend::parallel_copy(dst, from, bytes);
-    } else {
-      for (int64_t i = 0; i < planes; ++i) {
-        CudaBackend::parallel_copy(dst + i * dst_stride, from + i * plane,
-                                   static_cast<size_t>(plane) * 4);
-      }
+    // Plane i of the pinned copy goes to dst + i * dst_stride (one run when dense).
+    const size_t run = dst_stride == plane ? bytes : static_cast<size_t>(plane) * 4;
+    for (size_t r = 0; r * run < bytes; ++r) {
+      char* to = reinterpret_cast<char*>(dst + static_cast<int64_t>(r) * dst_stride);
+      pinned.for_each_span(r * run, run, [&](char* piece, size_t at, size_t n) {
+        CudaBackend::parallel_copy(to + at, piece, n);
+      });
     }
     backend_->download_bytes_ += static_cast<int64_t>(bytes);
     return Status::ok();

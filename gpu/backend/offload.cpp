@@ -35,9 +35,8 @@ Status CudaBackend::offload(const Tensor& t, const std::string& what) {
   SEEDVAE_CUDA_TRY(cudaEventRecord(ready, stream_), what);
   SEEDVAE_CUDA_TRY(cudaStreamWaitEvent(d2h_stream_, ready, 0), what);
   cudaEventDestroy(ready);
-  SEEDVAE_CUDA_TRY(
-      cudaMemcpyAsync(hc->pinned, st->ptr(), bytes, cudaMemcpyDeviceToHost, d2h_stream_),
-      what + " offload");
+  SEEDVAE_CUDA_TRY(copy_pinned_async(hc->pinned, st->ptr(), cudaMemcpyDeviceToHost, d2h_stream_),
+                   what + " offload");
   SEEDVAE_CUDA_TRY(cudaEventCreateWithFlags(&hc->d2h_done, cudaEventDisableTiming), what);
   SEEDVAE_CUDA_TRY(cudaEventRecord(hc->d2h_done, d2h_stream_), what);
   SEEDVAE_CUDA_TRY(cudaEventCreateWithFlags(&pend, cudaEventDisableTiming), what);
@@ -71,7 +70,7 @@ Status CudaBackend::bring_back(CudaStorage* st, bool wait, const std::string& wh
     cudaEventDestroy(ready);
     SEEDVAE_CUDA_TRY(cudaStreamWaitEvent(h2d_stream_, hc->d2h_done, 0), what);
     SEEDVAE_CUDA_TRY(
-        cudaMemcpyAsync(st->block->ptr, hc->pinned, hc->bytes, cudaMemcpyHostToDevice, h2d_stream_),
+        copy_pinned_async(hc->pinned, st->block->ptr, cudaMemcpyHostToDevice, h2d_stream_),
         what + " prefetch");
     if (!hc->h2d_done) {
       SEEDVAE_CUDA_TRY(cudaEventCreateWithFlags(&hc->h2d_done, cudaEventDisableTiming), what);

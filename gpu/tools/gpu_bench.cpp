@@ -11,7 +11,8 @@
 // run_options.cpp: --precision, --no-autotune, --offload-state, --cudnn-workspace-mib N,
 // --chunk N, --lean-convs, --tiling ..., `seedvae bench --help` lists them), with bf16 as the
 // default precision; and the driver's diagnostics --census (what was live at the memory peak)
-// and --memory-limit-mib N (reserve at most N MiB, as on a smaller card).
+// and --memory-limit-mib N (reserve at most N MiB, as on a smaller card), --smem-limit-kib N (a
+// block's shared memory at most N KiB: 99 picks the kernels an RTX 50xx runs).
 // Results are printed and written as JSON (--json).
 //
 // bench also measures each stage's device time (CUDA events, the stage telemetry's device_ms):
@@ -102,15 +103,25 @@ Result<RunOptions> run_options_from(const Args& a) {
 // Refuses a flag that is neither a run option nor one of the driver's own, so that a misspelt
 // switch never measures another configuration than the one asked for.
 Status check_flags(const Args& a) {
-  static const std::set<std::string> own{"--census",         "--config",
-                                         "--frames",         "--gemm-tflops",
-                                         "--json",           "--memory-limit-mib",
-                                         "--leave-free-gib", "--no-decode",
-                                         "--no-encode",      "--no-intermediates",
-                                         "--only",           "--ref-latents",
-                                         "--reference",      "--repeats",
-                                         "--size",           "--stage-device-runs",
-                                         "--tolerance",      "--warmup"};
+  static const std::set<std::string> own{"--census",
+                                         "--config",
+                                         "--frames",
+                                         "--gemm-tflops",
+                                         "--json",
+                                         "--memory-limit-mib",
+                                         "--leave-free-gib",
+                                         "--no-decode",
+                                         "--no-encode",
+                                         "--no-intermediates",
+                                         "--only",
+                                         "--ref-latents",
+                                         "--reference",
+                                         "--repeats",
+                                         "--size",
+                                         "--smem-limit-kib",
+                                         "--stage-device-runs",
+                                         "--tolerance",
+                                         "--warmup"};
   for (const std::string& arg : a.v) {
     if (arg.rfind("--", 0) != 0 || own.count(arg)) continue;
     bool known = false;
@@ -135,6 +146,7 @@ Result<CudaOptions> cuda_options_from(const RunOptions& r, const Args& a) {
   o.precision = *p;
   o.memory_census = a.flag("--census");
   o.memory_limit_mib = a.geti("--memory-limit-mib", 0);
+  o.smem_limit_kib = a.geti("--smem-limit-kib", 0);
   o.budget_bytes = budget_bytes(r);
   return o;
 }

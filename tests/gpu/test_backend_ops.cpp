@@ -71,6 +71,14 @@ std::vector<Config>& configs() {
     v.push_back({"tf32", base(Precision::kTf32), 1e-2, 3e-3});
     v.push_back({"fp16", base(Precision::kFp16), 1e-2, 3e-3});
     v.push_back({"bf16", base(Precision::kBf16), 5e-2, 2e-2});
+    for (Precision p : {Precision::kBf16, Precision::kFp16}) {
+      // The kernels of a card with 99 KiB of shared memory per block (RTX 50xx): the head-512
+      // attention on the SIMT kernel instead of the tensor-core one.
+      CudaOptions o = base(p);
+      o.smem_limit_kib = 99;
+      v.push_back(p == Precision::kBf16 ? Config{"bf16-smem99", o, 5e-2, 2e-2}
+                                        : Config{"fp16-smem99", o, 1e-2, 3e-3});
+    }
     {
       CudaOptions o = base(Precision::kBf16);
       o.channels_last = false;
@@ -510,6 +518,14 @@ GPU_TEST(attention_matches_cpu) {
       };
       compare_results(g, cfg, cpu().attention(x.c, make(false)), g.attention(x.g, make(true)),
                       what);
+      // Head 512 in 16-bit: the tensor-core kernel where a block may take its shared memory
+      // (Hopper), the SIMT one where it may not (the smem99 configurations, as on RTX 50xx).
+      const bool half =
+          cfg.opt.precision == Precision::kBf16 || cfg.opt.precision == Precision::kFp16;
+      if (c == 512 && half && cfg.opt.fused_attention) {
+        const auto r = gpu::cuda_backend_report(g);
+        CHECK(r && r->attention_kernel == (cfg.opt.smem_limit_kib == 99 ? "simt" : "mma"));
+      }
     });
   }
 }

@@ -218,6 +218,17 @@ class tst_Prefetch : public QObject {
     QVERIFY(!VideoFrameSource::sample(0, 30, 11, {}).is_ok());
     // Frames [3, 7) of the clip alone are the clip's frames 3..6.
     QVERIFY(same_bits(make_sample_frames(44, 30, 3, 4), slice_time(whole, 3, 7)));
+    // Rows generated in parallel (a frame large enough for several threads) give the same bits
+    // as frames made one at a time.
+    const HostTensor big = make_sample_frames(640, 360, 5, 2, 7);
+    QVERIFY(same_bits(slice_time(big, 1, 2), make_sample_frames(640, 360, 6, 1, 7)));
+    // A stop is seen between frames: a requested token ends generation with kCancelled, and
+    // the producer (the reader thread's) passes it on.
+    CancelToken stop;
+    QVERIFY(generate_sample_frames(44, 30, 0, 3, &stop).is_ok());
+    stop.request();
+    QCOMPARE(generate_sample_frames(44, 30, 0, 3, &stop).status().code(), StatusCode::kCancelled);
+    QCOMPARE(sample_frames(44, 30, 11)(4, &stop).status().code(), StatusCode::kCancelled);
   }
 
   // encode_stream over a prefetching source == encode_video over the padded whole clip, bit for

@@ -636,7 +636,7 @@ class tst_StudioBasics : public QObject {
 
     // The preview thread runs the newest task; one posted while another runs replaces the one
     // still waiting; flush() returns after the last one ran.
-    LatestTaskThread tasks;
+    LatestTaskThread tasks("test-latest");
     std::mutex m;
     std::condition_variable cv;
     bool started = false, release = false;

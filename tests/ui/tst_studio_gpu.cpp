@@ -31,12 +31,14 @@
 #include "tests/ui/stall_probe.h"
 #include "tests/ui/stall_stacks.h"
 #include "tests/ui/studio_test_util.h"
+#include "tests/ui/thread_cpu_log.h"
 #include "ui/charts_panel.h"
 #include "ui/info_panel.h"
 #include "ui/main_window.h"
 #include "ui/report.h"
 #include "ui/run_controller.h"
 #include "ui/settings_panel.h"
+#include "ui/studio_app.h"
 #ifdef SEEDVAE_HAVE_CUDA
 #include "gpu/cuda_backend.h"
 #endif
@@ -67,6 +69,7 @@ class tst_StudioGpu : public QObject {
   std::unique_ptr<MainWindow> w_;
   StallProbe gaps_;
   std::unique_ptr<StallStacks> stacks_;  // SEEDVAE_STALL_STACKS=<ms>: where a stall happens
+  ThreadCpuLog threads_;                 // where the CPU time went, printed at the end
   QTimer probe_;
   int64_t free_before_ = -1;
   double first_ms_per_frame_ = 0;
@@ -94,6 +97,7 @@ class tst_StudioGpu : public QObject {
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
     QVERIFY(dir_.isValid());
+    prepare_gui_process();  // as seedvae-studio does
     free_before_ = device_free_bytes();
     w_ = std::make_unique<MainWindow>(app::make_studio_catalog(), temp_store(dir_, "gpu"));
     w_->setConfirmations(false);
@@ -129,6 +133,7 @@ class tst_StudioGpu : public QObject {
     const std::vector<Gap> long_gaps = gaps_.longGaps();
     for (size_t i = 0; i < std::min<size_t>(long_gaps.size(), 8); ++i)
       qInfo("  gap %s", qPrintable(long_gaps[i].describe()));
+    for (const QString& line : threads_.report()) qInfo("%s", qPrintable(line));
     const Gap worst = gaps_.longestOwn();
     QVERIFY2(worst.own() < 100.0,
              qPrintable("the application stalled the GUI thread: " + worst.describe()));
@@ -163,9 +168,11 @@ class tst_StudioGpu : public QObject {
       chart_device += p.device_used_bytes > 0;
     qInfo(
         "run: %.1f ms/frame, PSNR %.2f dB, %lld frame updates, %d CUDA-timed stages, %d device "
-        "memory samples (%d in the chart)",
+        "memory samples (%d in the chart); seconds: read %.2f (waited %.2f), encode %.2f, "
+        "decode %.2f, metrics %.2f, total %.2f",
         s.ms_per_frame, s.vs_original.psnr_db, static_cast<long long>(frames.count()), device_timed,
-        device_memory, chart_device);
+        device_memory, chart_device, s.read_s, s.read_wait_s, s.encode_s, s.decode_s, s.metrics_s,
+        s.total_s);
     QVERIFY(device_timed > 0);
     QVERIFY(device_memory > 0 && chart_device > 0);
     first_ms_per_frame_ = s.ms_per_frame;

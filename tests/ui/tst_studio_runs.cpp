@@ -298,6 +298,20 @@ class tst_StudioRuns : public QObject {
     QCOMPARE(charts->log().size(), s.telemetry.size());
     QCOMPARE(w->scrubber()->available(), qint64{17});
 
+    // Scrubbing to a frame not converted yet: the GUI thread keeps the image it shows and the
+    // frame converter makes the new one, which then replaces it.
+    QVERIFY(s.store);
+    qint64 cold = 0;
+    while (cold < 16 && !s.store->cached_frame(cold).isNull()) ++cold;
+    QVERIFY(s.store->cached_frame(cold).isNull());
+    w->scrubber()->setFollow(false);
+    const QImage before = w->view()->rightImage();
+    w->scrubber()->setPosition(cold);
+    QCOMPARE(w->view()->rightImage(), before);
+    QTRY_VERIFY_WITH_TIMEOUT(!s.store->cached_frame(cold).isNull(), 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(w->view()->rightImage(), s.store->cached_frame(cold), 10000);
+    QVERIFY(w->view()->rightImage() != before);
+
     // Export the report from the window.
     QSignalSpy written(w.get(), &MainWindow::reportWritten);
     w->exportReportTo(dir_.filePath("window-report"));

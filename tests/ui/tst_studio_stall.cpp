@@ -16,6 +16,7 @@
 #include "ui/compare_view.h"
 #include "ui/run_controller.h"
 #include "ui/scrubber.h"
+#include "ui/studio_app.h"
 
 using namespace seedvae;
 using namespace seedvae::ui;
@@ -29,6 +30,7 @@ class tst_StudioStall : public QObject {
     QStandardPaths::setTestModeEnabled(true);
     qputenv("SEEDVAE_STUDIO_TRACE", "1");  // read once, at the first traced handler
     QVERIFY(dir_.isValid());
+    prepare_gui_process();  // as seedvae-studio does
   }
 
   void guiNeverStallsDuringARun() {
