@@ -391,9 +391,9 @@ int cmd_verify(VerifyOptions opt, const RunOptions& run, bool json, bool quiet) 
   if (!quiet) std::cerr << "backend: " << (*backend)->name() << "\n";
   auto print_row = [&](const VerifyRow& r) {
     if (json) return;
-    std::printf("%-6s %-5s %-40s max_abs %.3e  rms %.3e  tol %.1e  %6.2fs  %s\n", r.config.c_str(),
-                r.status.c_str(), r.tensor.c_str(), r.max_abs, r.rms, r.tolerance, r.seconds,
-                r.note.c_str());
+    std::printf("%-6s %-5s %-40s max_abs %.3e  rms %.3e  tol %.1e  margin %s  %6.2fs  %s\n",
+                r.config.c_str(), r.status.c_str(), r.tensor.c_str(), r.max_abs, r.rms, r.tolerance,
+                margin_text(r).c_str(), r.seconds, r.note.c_str());
     std::fflush(stdout);
   };
   auto report = run_verify(**backend, opt, print_row, &g_cancel);
@@ -406,10 +406,12 @@ int cmd_verify(VerifyOptions opt, const RunOptions& run, bool json, bool quiet) 
     j["passed"] = report->passed();
     j["failed"] = report->failed();
     j["skipped"] = report->skipped();
+    if (const VerifyRow* w = report->worst())
+      j["worst_margin"] = {{"tensor", w->config + " " + w->tensor}, {"margin", w->margin()}};
     print_json(j);
   } else {
-    std::printf("verify: %d passed, %d failed, %d skipped\n", report->passed(), report->failed(),
-                report->skipped());
+    std::printf("verify: %d passed, %d failed, %d skipped%s\n", report->passed(), report->failed(),
+                report->skipped(), worst_margin_text(*report).c_str());
   }
   return report->failed() ? kVerifyFailed : kOk;
 }

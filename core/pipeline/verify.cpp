@@ -21,6 +21,21 @@ int VerifyReport::failed() const {
   return static_cast<int>(std::count_if(rows.begin(), rows.end(),
                                         [](const VerifyRow& r) { return r.status == "FAIL"; }));
 }
+double VerifyRow::margin() const {
+  if (status == "skip" || tolerance <= 0) return -1;
+  double m = max_abs / tolerance;
+  if (rms_tolerance > 0) m = std::max(m, rms / rms_tolerance);
+  return m;
+}
+
+const VerifyRow* VerifyReport::worst() const {
+  const VerifyRow* w = nullptr;
+  for (const VerifyRow& r : rows) {
+    if (r.margin() >= 0 && (w == nullptr || r.margin() > w->margin())) w = &r;
+  }
+  return w;
+}
+
 int VerifyReport::skipped() const {
   return static_cast<int>(std::count_if(rows.begin(), rows.end(),
                                         [](const VerifyRow& r) { return r.status == "skip"; }));
@@ -356,7 +371,10 @@ class ConfigRun {
       std::snprintf(buf, sizeof buf, "; rms bound %.2e", b.rms);
       note += buf;
     }
-    add({"", tensor, ok ? "pass" : "FAIL", d.max_abs, d.rms, b.max_abs, seconds_since(t0), note});
+    VerifyRow row{"",    tensor,    ok ? "pass" : "FAIL", d.max_abs,
+                  d.rms, b.max_abs, seconds_since(t0),    note};
+    row.rms_tolerance = b.rms;
+    add(std::move(row));
     return Status::ok();
   }
 
@@ -397,8 +415,23 @@ Result<VerifyReport> run_verify(Backend& backend, const VerifyOptions& options,
 std::string verify_row_json(const VerifyRow& r) {
   return Json{{"config", r.config},   {"tensor", r.tensor}, {"status", r.status},
               {"max_abs", r.max_abs}, {"rms", r.rms},       {"tolerance", r.tolerance},
-              {"seconds", r.seconds}, {"note", r.note}}
+              {"seconds", r.seconds}, {"note", r.note},     {"rms_tolerance", r.rms_tolerance},
+              {"margin", r.margin()}}
       .dump();
+}
+
+std::string margin_text(const VerifyRow& row) {
+  const double m = row.margin();
+  if (m < 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", m);
+  return buf;
+}
+
+std::string worst_margin_text(const VerifyReport& report) {
+  const VerifyRow* w = report.worst();
+  if (w == nullptr) return "";
+  return "; worst margin " + margin_text(*w) + " (" + w->config + " " + w->tensor + ")";
 }
 
 }  // namespace seedvae

@@ -38,9 +38,13 @@ struct VerifyRow {
   std::string status;  // "pass", "FAIL", "skip"
   double max_abs = 0;
   double rms = 0;
-  double tolerance = 0;
+  double tolerance = 0;  // the bound of max_abs
   double seconds = 0;
   std::string note;
+  double rms_tolerance = -1;  // the bound of rms, -1: none
+  // Error over bound, the larger of max abs and rms (1: on the bound; a pass is at most 1), or -1
+  // for a row without a bound (skips, the weights' checks).
+  double margin() const;
 };
 
 struct VerifyReport {
@@ -48,6 +52,8 @@ struct VerifyReport {
   int passed() const;
   int failed() const;
   int skipped() const;
+  // The checked row closest to (or furthest over) its bound, nullptr when none has a bound.
+  const VerifyRow* worst() const;
 };
 
 // Runs the verification on `backend`. `on_row` is called as each row completes (for live
@@ -55,6 +61,10 @@ struct VerifyReport {
 // One row as the verify reports (`seedvae verify --json`, `seedvae_gpu_bench verify --json`) write
 // it: a JSON object with every field of the row.
 std::string verify_row_json(const VerifyRow& row);
+// A row's margin as the reports print it: "0.97", or "-" without a bound.
+std::string margin_text(const VerifyRow& row);
+// "; worst margin 0.97 (tiny L2.dec)" for the summary line, or "" when no row has a bound.
+std::string worst_margin_text(const VerifyReport& report);
 
 Result<VerifyReport> run_verify(Backend& backend, const VerifyOptions& options,
                                 const std::function<void(const VerifyRow&)>& on_row = {},

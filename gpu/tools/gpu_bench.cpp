@@ -257,8 +257,9 @@ int cmd_verify(const Args& a) {
   vo.intermediates = !a.flag("--no-intermediates");
   Json rows = Json::array();
   auto rep = run_verify(**b, vo, [&](const VerifyRow& r) {
-    std::printf("  %-5s %-28s %-5s max abs %.3e rms %.3e %s\n", r.config.c_str(), r.tensor.c_str(),
-                r.status.c_str(), r.max_abs, r.rms, r.note.c_str());
+    std::printf("  %-5s %-28s %-5s max abs %.3e rms %.3e margin %s %s\n", r.config.c_str(),
+                r.tensor.c_str(), r.status.c_str(), r.max_abs, r.rms, margin_text(r).c_str(),
+                r.note.c_str());
     std::fflush(stdout);
     rows.push_back(Json::parse(verify_row_json(r)));
   });
@@ -271,13 +272,17 @@ int cmd_verify(const Args& a) {
                   static_cast<long long>(r->graphs_discarded), r->graph_discard_reason.c_str());
     }
   }
-  std::printf("verify %s: %d passed, %d failed, %d skipped\n",
+  std::printf("verify %s: %d passed, %d failed, %d skipped%s\n",
               std::string(gpu::precision_name(o->precision)).c_str(), rep->passed(), rep->failed(),
-              rep->skipped());
+              rep->skipped(), worst_margin_text(*rep).c_str());
   write_json(a, {{"precision", gpu::precision_name(o->precision)},
                  {"backend", (*b)->name()},
                  {"passed", rep->passed()},
                  {"failed", rep->failed()},
+                 {"worst_margin",
+                  rep->worst() ? Json{{"tensor", rep->worst()->config + " " + rep->worst()->tensor},
+                                      {"margin", rep->worst()->margin()}}
+                               : Json()},
                  {"rows", rows}});
   return rep->failed() == 0 ? 0 : 2;
 }

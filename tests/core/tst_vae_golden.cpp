@@ -33,6 +33,7 @@ class tst_VaeGolden : public QObject {
                    .c_str());
       if (r.status == "pass" && r.tensor != "weights" && r.tensor != "inputs") {
         ++compared;
+        QVERIFY2(r.margin() >= 0 && r.margin() <= 1, (r.tensor + " margin").c_str());
         QVERIFY2(r.rms <= 1e-5 || r.tensor.find(".inter.") != std::string::npos,
                  (r.tensor + " rms " + std::to_string(r.rms)).c_str());
       }
@@ -43,6 +44,25 @@ class tst_VaeGolden : public QObject {
   }
 
  private slots:
+  // The margin is error over bound, the larger of max abs and rms; rows without a bound have none.
+  void marginIsErrorOverBound() {
+    VerifyReport rep;
+    rep.rows.push_back({"tiny", "weights", "pass", 0, 0, 0, 0, ""});
+    rep.rows.push_back({"tiny", "a.dec", "pass", 0.5, 0.05, 1.0, 0, "", 0.1});  // 0.5 and 0.5
+    rep.rows.push_back({"tiny", "b.dec", "FAIL", 0.9, 0.3, 1.0, 0, "", 0.2});   // 0.9 and 1.5
+    rep.rows.push_back({"tiny", "c.dec", "skip", 0, 0, 0, 0, "not run"});
+    rep.rows.push_back({"real", "d.dec", "pass", 2e-5, 1e-6, 1e-4, 0, ""});  // no rms bound
+    QCOMPARE(rep.rows[0].margin(), -1.0);
+    QCOMPARE(rep.rows[1].margin(), 0.5);
+    QCOMPARE(rep.rows[2].margin(), 1.5);
+    QCOMPARE(rep.rows[3].margin(), -1.0);
+    QCOMPARE(rep.rows[4].margin(), 0.2);
+    QCOMPARE(rep.worst(), &rep.rows[2]);
+    QCOMPARE(margin_text(rep.rows[2]), std::string("1.50"));
+    QCOMPARE(margin_text(rep.rows[3]), std::string("-"));
+    QCOMPARE(worst_margin_text(rep), std::string("; worst margin 1.50 (tiny b.dec)"));
+    QCOMPARE(worst_margin_text(VerifyReport{}), std::string());
+  }
   void tinyAllTensorsAndIntermediates() {
     // 22 outputs (whole-clip, streamed and blended-tiled) + 14 intermediates.
     run("tiny", {}, 36);
