@@ -829,8 +829,8 @@ Result<Tensor> VaeModel::graphed(std::string_view coder, const Tensor& x, Causal
   {
     Result<Tensor> y = run(in, true);
     if (y.is_ok()) {
-      // a copy inside the recording: any deferred work on the output (a pending bias) is done
-      // by the graph itself, and the output's address is the recording's own
+      // a copy inside the recording: the output's address is the recording's own (a pending
+      // bias is carried on, and added where the eager output would add it)
       Result<Tensor> o = backend_->slice_frames(y.value(), 0, y.value().shape[2]);
       if (o.is_ok()) {
         out = std::move(o).value();

@@ -334,6 +334,12 @@ class CudaBackend final : public Backend {
                                   bool allow_pending_bias = false);
   Result<CudaStorage*> activation_of(const Tensor& t, std::string_view op, std::string_view arg,
                                      bool allow_pending_bias = false);
+  // A download's source. A 16-bit activation whose convolution bias is still pending keeps it:
+  // *bias_after is then set, and the download adds it to the fp32 copy (add_download_bias), so
+  // the value rounds once, as a fused convolution + bias rounds, instead of twice.
+  Result<CudaStorage*> download_source(const Tensor& t, std::string_view op,
+                                       const float** bias_after);
+  void add_download_bias(const float* bias, void* fp32_ncdhw, const Shape& shape);
   // Parameters (shapes checked by op_checks): the storage must be of the right kind.
   Result<const float*> vector_of(const Tensor& t, std::string_view op, std::string_view arg);
   Result<const void*> matrix_of(const Tensor& t, std::string_view op, std::string_view arg);

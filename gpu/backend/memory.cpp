@@ -36,6 +36,23 @@ Result<Tensor> CudaBackend::upload_weight(const HostTensor& host, std::string_vi
   return upload_impl(host, true, "upload_weight(" + std::string(name) + ")");
 }
 
+Result<CudaStorage*> CudaBackend::download_source(const Tensor& t, std::string_view op,
+                                                  const float** bias_after) {
+  const bool half = elem_of(t.dtype) != ElemType::kF32;
+  SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * s, storage_of(t, op, "tensor", half));
+  *bias_after = half && t.shape.rank() == 5 ? s->pending_bias : nullptr;
+  if (s->pending_bias && *bias_after == nullptr) {  // not an activation: the bias goes in now
+    SEEDVAE_ASSIGN_OR_RETURN(s, storage_of(t, op, "tensor"));
+  }
+  return s;
+}
+
+void CudaBackend::add_download_bias(const float* bias, void* fp32_ncdhw, const Shape& shape) {
+  if (bias != nullptr) {
+    launch_add_bias(ElemType::kF32, Layout::kNCDHW, fp32_ncdhw, bias, dims5(shape), stream_);
+  }
+}
+
 Result<HostTensor> CudaBackend::download(const Tensor& t) {
   const auto t0 = std::chrono::steady_clock::now();
   SEEDVAE_ASSIGN_OR_RETURN(HostTensor host, HostTensor::create(DType::kF32, t.shape));
@@ -66,7 +83,8 @@ Result<std::unique_ptr<PendingCopy>> CudaBackend::download_frames_async(const Te
   constexpr std::string_view op = "download_frames_async";
   SEEDVAE_TRY(check_download_frames(t.shape, dst, frame_offset));
   SEEDVAE_TRY(check_thread(op));
-  SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * s, storage_of(t, op, "tensor"));
+  const float* bias = nullptr;
+  SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * s, download_source(t, op, &bias));
   const Shape& sh = t.shape;
   const int64_t n = sh.numel();
   const std::string what = std::string(op) + " " + str(sh);
@@ -107,6 +125,7 @@ Result<std::unique_ptr<PendingCopy>> CudaBackend::download_frames_async(const Te
     } else {
       launch_convert(et, src, ElemType::kF32, copy->scratch->ptr, n, stream_);
     }
+    add_download_bias(bias, copy->scratch->ptr, sh);
     SEEDVAE_TRY(check_launch(what));
     src = copy->scratch->ptr;
   } else {
@@ -133,7 +152,8 @@ Result<std::unique_ptr<PendingCopy>> CudaBackend::download_frames_async(const Te
 Status CudaBackend::download_planes(const Tensor& t, float* dst, int64_t plane, int64_t planes,
                                     int64_t dst_stride, std::string_view op) {
   SEEDVAE_TRY(check_thread(op));
-  SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * s, storage_of(t, op, "tensor"));
+  const float* bias = nullptr;
+  SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * s, download_source(t, op, &bias));
   const int64_t n = t.shape.numel();
   const std::string what = std::string(op) + " " + str(t.shape);
   if (chunk_open_) SEEDVAE_CUDA_TRY(cudaEventRecord(chunk_end_, stream_), what);
@@ -160,6 +180,7 @@ Status CudaBackend::download_planes(const Tensor& t, float* dst, int64_t plane, 
     } else {
       launch_convert(et, src, ElemType::kF32, scratch->ptr, n, stream_);
     }
+    add_download_bias(bias, scratch->ptr, t.shape);
     SEEDVAE_TRY(check_launch(what));
     src = scratch->ptr;
   }

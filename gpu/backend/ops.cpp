@@ -69,11 +69,19 @@ Result<Tensor> CudaBackend::causal_pad(const Tensor& x, const Tensor* memory, in
 Result<Tensor> CudaBackend::slice_frames(const Tensor& x, int64_t begin, int64_t end) {
   constexpr std::string_view op = "slice_frames";
   SEEDVAE_TRY(check_thread(op));
-  SEEDVAE_TRY(activation_of(x, op, "input").take_status());
+  // A pending bias is per channel: the slice carries it on, so its consumer (or a download, in
+  // fp32) still adds it with one rounding.
+  SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * s, activation_of(x, op, "input", true));
+  const float* bias = s->pending_bias;
+  std::shared_ptr<Storage> bias_owner = s->bias_owner;
   SEEDVAE_ASSIGN_OR_RETURN(const Shape out_shape, slice_frames_shape(x.shape, begin, end));
   const std::string what = "slice_frames " + str(x.shape);
   SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(out_shape, 0, what));
   SEEDVAE_TRY(copy_frames(y, 0, x, begin, end - begin, what));
+  if (bias != nullptr) {
+    storage(y)->pending_bias = bias;
+    storage(y)->bias_owner = std::move(bias_owner);
+  }
   return y;
 }
 
