@@ -102,14 +102,9 @@ QImage FrameStore::original(qint64 index) const {
   return lookup(true, index);
 }
 
-QImage FrameStore::cached_frame(qint64 index) const {
+QImage FrameStore::cached(bool original, qint64 index) const {
   std::lock_guard lock(mutex_);
-  return frames_.find(index);
-}
-
-QImage FrameStore::cached_original(qint64 index) const {
-  std::lock_guard lock(mutex_);
-  return original_images_.find(index);
+  return (original ? original_images_ : frames_).find(index);
 }
 
 qint64 FrameStore::cached_bytes() const {

@@ -60,8 +60,8 @@ class FrameStore {
   QImage original(qint64 index) const;  // null image if not read
   // The same images if converted already (cached), else a null image: never converts, for the
   // GUI thread.
-  QImage cached_frame(qint64 index) const;
-  QImage cached_original(qint64 index) const;
+  QImage cached_frame(qint64 index) const { return cached(false, index); }
+  QImage cached_original(qint64 index) const { return cached(true, index); }
   // Images cached now, of both kinds (bounded by kCacheBytes each).
   qint64 cached_bytes() const;
 
@@ -74,6 +74,7 @@ class FrameStore {
     void insert(qint64 index, QImage image);
   };
   QImage lookup(bool original, qint64 index) const;
+  QImage cached(bool original, qint64 index) const;
 
   mutable std::mutex mutex_;
   qint64 total_ = 0;

@@ -79,7 +79,6 @@ ChartsPanel::ChartsPanel(QWidget* parent, Labels labels) : QWidget(parent) {
   // report's copy names them.
   if (labels == Labels::kNamed) {
     time_names_ = new QBarCategoryAxis();
-    time_x_ = time_names_;
     QFont xf = time_names_->labelsFont();
     xf.setPointSizeF(std::max(6.0, xf.pointSizeF() * 0.75));
     time_names_->setLabelsFont(xf);
@@ -88,14 +87,13 @@ ChartsPanel::ChartsPanel(QWidget* parent, Labels labels) : QWidget(parent) {
     time_index_ = new QValueAxis();
     time_index_->setLabelsVisible(false);  // (a title would be elided: Qt sizes it by the labels)
     time_index_->setRange(-0.5, 0.5);
-    time_x_ = time_index_;
   }
   time_y_ = new QValueAxis();
   time_y_->setTitleText(tr("ms"));
   time_y_->setLabelFormat(QStringLiteral("%.0f"));
-  timing_chart_->addAxis(time_x_, Qt::AlignBottom);
+  timing_chart_->addAxis(timeAxis(), Qt::AlignBottom);
   timing_chart_->addAxis(time_y_, Qt::AlignLeft);
-  timing_->attachAxis(time_x_);
+  timing_->attachAxis(timeAxis());
   timing_->attachAxis(time_y_);
 
   memory_view_ = make_view(memory_chart_, this);
@@ -269,8 +267,13 @@ void ChartsPanel::rebuildBars() {
     time_index_->setRange(-0.5, std::max(1, n - first) - 0.5);  // bar i of the window sits at i
   }
   timing_chart_->addSeries(timing_);
-  timing_->attachAxis(time_x_);
+  timing_->attachAxis(timeAxis());
   timing_->attachAxis(time_y_);
+}
+
+QAbstractAxis* ChartsPanel::timeAxis() const {
+  if (time_names_ != nullptr) return time_names_;
+  return time_index_;
 }
 
 void ChartsPanel::updateRanges() {

@@ -78,6 +78,7 @@ class ChartsPanel : public QWidget {
  private:
   void rebuildBars();
   void updateRanges();
+  QAbstractAxis* timeAxis() const;
 
   QChart* memory_chart_;
   QChartView* memory_view_;
@@ -89,7 +90,7 @@ class ChartsPanel : public QWidget {
   QChart* timing_chart_;
   QChartView* timing_view_;
   QStackedBarSeries* timing_;
-  QAbstractAxis* time_x_ = nullptr;         // one of:
+  // The timing chart's x axis (timeAxis()): one of
   QBarCategoryAxis* time_names_ = nullptr;  // Labels::kNamed
   QValueAxis* time_index_ = nullptr;        // Labels::kIndexed
   QValueAxis* time_y_;

@@ -134,23 +134,20 @@ void convert_elements(const void* src, DType st, void* dst, DType dt, int64_t n)
     return;
   }
   // The common pairs in loops of their own (no per-element dispatch): the studio converts whole
-  // fp16 frames on its GUI thread.
+  // frames for its previews.
+  const auto each = [n](const auto* s, auto* d, auto convert) {
+    for (int64_t i = 0; i < n; ++i) d[i] = convert(s[i]);
+  };
   if (st == DType::kF16 && dt == DType::kF32) {
-    const auto* s = static_cast<const uint16_t*>(src);
-    auto* d = static_cast<float*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = half_bits_to_float(s[i]);
+    each(static_cast<const uint16_t*>(src), static_cast<float*>(dst), half_bits_to_float);
     return;
   }
   if (st == DType::kBF16 && dt == DType::kF32) {
-    const auto* s = static_cast<const uint16_t*>(src);
-    auto* d = static_cast<float*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = bf16_bits_to_float(s[i]);
+    each(static_cast<const uint16_t*>(src), static_cast<float*>(dst), bf16_bits_to_float);
     return;
   }
   if (st == DType::kF32 && dt == DType::kF16) {
-    const auto* s = static_cast<const float*>(src);
-    auto* d = static_cast<uint16_t*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = float_to_half_bits(s[i]);
+    each(static_cast<const float*>(src), static_cast<uint16_t*>(dst), float_to_half_bits);
     return;
   }
   for (int64_t i = 0; i < n; ++i) {

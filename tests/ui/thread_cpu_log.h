@@ -86,9 +86,9 @@ class ThreadCpuLog {
                  .arg(QString::fromStdString(t.cpus));
     }
     const std::vector<std::string> stat = fields(read_file("/proc/self/stat"));
-    if (stat.size() > 12) {
+    if (stat.size() > 9) {  // minflt and majflt: proc(5) fields 10 and 12
       out << QStringLiteral("page faults: %1 minor, %2 major")
-                 .arg(QString::fromStdString(stat[9]), QString::fromStdString(stat[11]));
+                 .arg(QString::fromStdString(stat[7]), QString::fromStdString(stat[9]));
     }
     QStringList env;
     for (const char* k : {"OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "OMP_WAIT_POLICY",
@@ -139,6 +139,7 @@ class ThreadCpuLog {
       t.name = read_file(dir + "/comm");
       while (!t.name.empty() && t.name.back() == '\n') t.name.pop_back();
       const std::vector<std::string> f = fields(read_file(dir + "/stat"));
+      // utime and stime: proc(5) fields 14 and 15
       if (f.size() > 12) t.cpu_s = (std::stod(f[11]) + std::stod(f[12])) * tick;
       std::istringstream sched(read_file(dir + "/schedstat"));
       double on_cpu_ns = 0, wait_ns = 0;
