@@ -7,6 +7,7 @@
 #include "core/base/windows_lean.h"  // GetModuleFileNameW
 #endif
 
+#include "core/backend/fp8_numerics.h"
 #include "core/base/build_info.h"
 #include "core/cpu/cpu_backend.h"
 #ifdef SEEDVAE_HAVE_CUDA
@@ -28,7 +29,18 @@ std::filesystem::path executable_dir() {
 #endif
 }
 
+namespace {
+Result<std::unique_ptr<Backend>> make_plain_backend(const RunOptions& r);
+}  // namespace
+
 Result<std::unique_ptr<Backend>> make_backend(const RunOptions& r) {
+  SEEDVAE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> b, make_plain_backend(r));
+  if (r.fp8_numerics) return make_fp8_numerics_backend(std::move(b));
+  return b;
+}
+
+namespace {
+Result<std::unique_ptr<Backend>> make_plain_backend(const RunOptions& r) {
   SEEDVAE_TRY(validate(r));
   if (r.backend == "cpu") {
     if (r.precision != "fp32") {
@@ -46,7 +58,7 @@ Result<std::unique_ptr<Backend>> make_backend(const RunOptions& r) {
     const auto p = gpu::precision_from_name(r.precision);
     if (!p) {
       return invalid_argument("unknown precision \"" + r.precision +
-                              "\" (choose fp32, tf32, fp16 or bf16)");
+                              "\" (choose fp32, tf32, fp16, bf16 or fidelity)");
     }
     o.precision = *p;
     static_cast<CudaSwitches&>(o) = r;  // the switches are one struct in both
@@ -58,6 +70,7 @@ Result<std::unique_ptr<Backend>> make_backend(const RunOptions& r) {
   }
   return invalid_argument("unknown backend \"" + r.backend + "\" (choose cpu or cuda)");
 }
+}  // namespace
 
 std::vector<std::string> describe_devices() {
   std::vector<std::string> out;

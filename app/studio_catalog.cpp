@@ -25,8 +25,8 @@ class AppCatalog final : public ui::BackendCatalog {
     cuda.has_devices = true;
     cuda.memory_is_host = false;
 #ifdef SEEDVAE_HAVE_CUDA
-    cuda.precisions = {QStringLiteral("bf16"), QStringLiteral("fp16"), QStringLiteral("tf32"),
-                       QStringLiteral("fp32")};
+    cuda.precisions = {QStringLiteral("bf16"), QStringLiteral("fp16"), QStringLiteral("fidelity"),
+                       QStringLiteral("tf32"), QStringLiteral("fp32")};
     static const gpu::RuntimeInfo info = gpu::runtime_info();  // once: driver queries only
     cuda.available = info.error.empty();
     cuda.unavailable_reason = QString::fromStdString(info.error);

@@ -16,6 +16,7 @@
 #include "gpu/cublas/gemm.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cudnn/conv3d_cudnn.h"
+#include "gpu/cudnn/conv_graph.h"
 
 namespace seedvae::gpu {
 
@@ -25,6 +26,7 @@ std::string_view precision_name(Precision p) {
     case Precision::kTf32: return "tf32";
     case Precision::kFp16: return "fp16";
     case Precision::kBf16: return "bf16";
+    case Precision::kFidelity: return "fidelity";
   }
   return "?";
 }
@@ -34,6 +36,7 @@ std::optional<Precision> precision_from_name(std::string_view s) {
   if (s == "tf32") return Precision::kTf32;
   if (s == "fp16" || s == "f16" || s == "half" || s == "float16") return Precision::kFp16;
   if (s == "bf16" || s == "bfloat16") return Precision::kBf16;
+  if (s == "fidelity") return Precision::kFidelity;
   return std::nullopt;
 }
 
@@ -51,6 +54,7 @@ std::string describe_options(const CudaOptions& o) {
   if (o.smem_limit_kib > 0)
     s += ", shared memory limit " + std::to_string(o.smem_limit_kib) + " KiB";
   if (o.cuda_graphs) s += ", CUDA graphs";
+  if (o.fp16_accumulation && o.precision == Precision::kFp16) s += ", fp16 accumulation";
   return s;
 }
 
@@ -242,8 +246,15 @@ Result<std::unique_ptr<Backend>> CudaBackend::create(const CudaOptions& o) {
     b->cache_file_ = file;
   }
   SEEDVAE_ASSIGN_OR_RETURN(b->conv_, Conv3dCudnn::create(s, b->alloc_, co));
+  if (o.fp16_accumulation && o.precision == Precision::kFp16) {
+    SEEDVAE_ASSIGN_OR_RETURN(b->graph_conv_, GraphConv::create(s, b->alloc_, o.autotune));
+  }
   b->act_ = dtype_of(o.precision);
-  b->math_ = o.precision == Precision::kTf32 ? MathMode::kTf32 : MathMode::kStrict;
+  b->math_ =
+      o.precision == Precision::kTf32 || (o.precision == Precision::kFidelity && b->cc_ >= 80)
+          ? MathMode::kTf32
+          : MathMode::kStrict;
+  b->fp16_convs_ = o.precision == Precision::kFidelity;
   b->device_name_ = p.name;
   b->name_ = "cuda:" + std::to_string(o.device) + " " + p.name + " (" + describe_options(o) +
              "; cuDNN " + std::to_string(b->conv_->version()) + ", cuBLASLt " +
@@ -351,6 +362,7 @@ CudaBackendReport CudaBackend::report() const {
   r.conv_cache_loaded = c.loaded;
   r.autotune_cache_file = cache_file_;
   r.fused_attention_calls = fused_calls_;
+  r.fp16_accumulated_convs = fp16_accumulated_;
   r.materialised_attention_calls = materialised_calls_;
   r.attention_kernel = attention_kernel_;
   r.upload_ms = upload_ms_;

@@ -60,6 +60,14 @@ enum class Precision : uint8_t {
   kTf32,  // fp32 storage, TF32 tensor cores in convolutions and matrix products
   kFp16,
   kBf16,
+  // Fidelity: fp32 storage (the residual stream, GroupNorm inputs and every activation between
+  // ops), convolutions with fp16 operands -- fp16 weights, exact for the fp16 checkpoint -- and
+  // fp32 accumulation, each convolution's input converted to fp16 and its output (rounded to fp16
+  // by cuDNN) back to fp32 with the bias added in fp32; attention as in tf32. fp16's 10-bit
+  // mantissas instead of bf16's 7: errors an order of magnitude below bf16's at fp16 tensor-core
+  // speed, for twice bf16's activation memory. Like fp16 it needs convolution inputs and outputs
+  // within fp16's range (|x| <= 65504), as the SeedVR2 VAE's are.
+  kFidelity,
 };
 std::string_view precision_name(Precision p);
 std::optional<Precision> precision_from_name(std::string_view s);
@@ -128,7 +136,8 @@ struct CudaBackendReport {
   int64_t conv_searched = 0, conv_heuristic = 0, conv_cache_loaded = 0;
   std::string autotune_cache_file;
   int64_t fused_attention_calls = 0, materialised_attention_calls = 0;
-  std::string attention_kernel;  // "mma", "simt", "materialised"
+  int64_t fp16_accumulated_convs = 0;  // fp16 accumulation: convolutions that had it
+  std::string attention_kernel;        // "mma", "simt", "materialised"
   // Host wall time of activation uploads and of downloads (after the queued compute finished).
   double upload_ms = 0, download_ms = 0;
   double download_alloc_ms = 0;  // of download_ms: creating the (zero-filled) host tensor
@@ -165,5 +174,21 @@ struct DeviceRates {
   double h2d_gbps = 0, d2h_gbps = 0, bidirectional_gbps = 0;
 };
 Result<DeviceRates> measure_device_rates(int device);
+
+// The convolution precisions cuDNN offers on this card:
+// `seedvae_gpu_bench convprobe`. Each row is one convolution in one mode -- the legacy API in
+// bf16 (what the engine runs), and the graph API (gpu/cudnn/conv_graph.h) in bf16, fp16 into an
+// fp32 output, and FP8 e4m3 with per-tensor and per-channel scales into bf16 -- either timed on
+// a decoder shape at 1080p or checked against an fp64 host convolution on a small shape.
+struct ConvProbeRow {
+  std::string shape;  // "128x6x1080x1920 -> 128, 3x3x3"
+  std::string mode;
+  std::string status;  // "ok" or why it could not run
+  double ms = 0, tflops = 0;
+  int offered = 0, built = 0, chosen = -1;  // graph API: configurations offered, built, chosen
+  double rel_rms = -1, rel_max = -1;        // small shape: error against fp64, relative to the
+                                            // reference's rms and max abs
+};
+Result<std::vector<ConvProbeRow>> probe_convolutions(int device, bool timing);
 
 }  // namespace seedvae::gpu

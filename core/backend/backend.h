@@ -110,7 +110,8 @@ class Backend {
                                                                      int64_t frame_offset);
 
   // ---- ops (shapes: x [N, C, T, H, W]) ------------------------------------------------------
-  // y = conv3d(x, w) + b, w [Cout, Cin, kT, kH, kW], no temporal padding.
+  // y = conv3d(x, w) + b, w [Cout, Cin, kT, kH, kW], no temporal padding. With
+  // p.model_output a 16-bit backend returns y in fp32 (y.dtype).
   virtual Result<Tensor> conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
                                 const Conv3dParams& p) = 0;
   // Causal temporal context: returns [memory, x] along T if `memory` is given, else x with

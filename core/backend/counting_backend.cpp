@@ -137,12 +137,13 @@ int64_t CountingBackend::offloaded_peak_bytes() const {
   return counters_->away_peak;
 }
 
-Tensor CountingBackend::make(Shape shape, const char* op) {
+Tensor CountingBackend::make(Shape shape, const char* op, std::optional<DType> dtype) {
   counters_->label = std::string(op) + " " + shape.to_string();
-  const int64_t bytes = shape.numel() * dtype_size(dtype_);
+  const DType dt = dtype.value_or(dtype_);
+  const int64_t bytes = shape.numel() * dtype_size(dt);
   Tensor t;
   t.shape = std::move(shape);
-  t.dtype = dtype_;
+  t.dtype = dt;
   t.storage = std::make_shared<CountedStorage>(bytes, false, counters_);
   return t;
 }
@@ -190,8 +191,10 @@ Result<Tensor> CountingBackend::conv3d(const Tensor& x, const Tensor& w, const T
   }
   flops_ += 2.0 * static_cast<double>(w.shape.numel()) *
             static_cast<double>(out[0] * out[2] * out[3] * out[4]);
-  Tensor y = make(out, "conv3d");
-  counters_->transient(model_.conv_scratch_bytes);
+  // a 16-bit CUDA backend returns the model's output in fp32 (Conv3dParams::model_output)
+  Tensor y = make(out, "conv3d", p.model_output ? std::optional(DType::kF32) : std::nullopt);
+  counters_->transient(model_.conv_scratch_bytes +
+                       model_.conv_copy_bytes * (x.shape.numel() + out.numel()));
   return y;
 }
 
@@ -206,14 +209,14 @@ Result<Tensor> CountingBackend::causal_pad(const Tensor& x, const Tensor* memory
 Result<Tensor> CountingBackend::slice_frames(const Tensor& x, int64_t begin, int64_t end) {
   fetch(x);
   SEEDVAE_ASSIGN_OR_RETURN(const Shape out, slice_frames_shape(x.shape, begin, end));
-  return make(out, "slice_frames");
+  return make(out, "slice_frames", x.dtype);
 }
 
 Result<Tensor> CountingBackend::concat_frames(const Tensor& a, const Tensor& b) {
   fetch(a);
   fetch(b);
   SEEDVAE_ASSIGN_OR_RETURN(const Shape out, concat_frames_shape(a.shape, b.shape));
-  return make(out, "concat_frames");
+  return make(out, "concat_frames", a.dtype);
 }
 
 Status CountingBackend::copy_frames_into(Tensor& dst, int64_t dst_frame, const Tensor& src,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/backend/backend.h"
@@ -27,6 +28,9 @@ struct BackendMemoryModel {
   // Scratch a convolution holds while it runs (oneDNN's scratchpad on the CPU backend: 12 KiB
   // measured; cuDNN's workspace comes from the CUDA backend's allocator and is not modelled yet).
   int64_t conv_scratch_bytes = 12 << 10;
+  // Bytes per element of a convolution's input and output that it copies while it runs: 2 for
+  // the CUDA backend's fidelity precision (fp16 copies of both), 0 otherwise.
+  int64_t conv_copy_bytes = 0;
   // The attention keeps fp32 GroupNorm, q/k/v/out and score-block buffers while it runs (the CPU
   // kernel); the CUDA backend's flash-style kernel needs O(tokens x head_dim) scratch.
   bool attention_buffers = true;
@@ -114,7 +118,7 @@ class CountingBackend final : public Backend {
   struct Counters;
 
  private:
-  Tensor make(Shape shape, const char* op);
+  Tensor make(Shape shape, const char* op, std::optional<DType> dtype = std::nullopt);
   // An op reads `t`: offloaded state comes back to the device.
   void fetch(const Tensor& t);
 

@@ -57,6 +57,10 @@ struct CudaSwitches {
   bool cuda_graphs = false;
   // cuDNN workspace limit per convolution, MiB.
   int workspace_mib = 512;
+  // fp16 only: 3-D convolutions accumulate in fp16 (cuDNN's graph API; its legacy API has no such
+  // 3-D convolution), the fast path of GeForce cards, whose fp16-accumulate tensor rate is twice
+  // the fp32-accumulate one. Problems the graph engines do not take keep fp32 accumulation.
+  bool fp16_accumulation = false;
 
   bool operator==(const CudaSwitches&) const = default;
 };

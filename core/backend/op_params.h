@@ -32,6 +32,10 @@ struct Tensor {
 struct Conv3dParams {
   int stride_t = 1, stride_h = 1, stride_w = 1;
   int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  // The model's output (the encoder's and the decoder's conv_out): a backend that computes in 16
+  // bits returns it in fp32 (the result's dtype says so), so the output is not rounded to 16
+  // bits. Such a tensor is only downloaded, sliced, concatenated or copied (frame copies).
+  bool model_output = false;
 };
 
 // GroupNorm over (C/groups channels x H x W) of each frame separately, then optional SiLU.

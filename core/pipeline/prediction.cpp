@@ -50,6 +50,10 @@ PlanRequest plan_request(const RunOptions& o, const VaeConfig& config, bool enco
   req.exact_keep_weights = o.exact_keep_weights;
   req.activation_bytes = req.weight_bytes = precision_bytes(o);
   req.backend = o.backend == "cuda" ? BackendMemoryModel::cuda() : BackendMemoryModel::cpu();
+  if (o.backend == "cuda" && o.precision == "fidelity") {
+    req.weight_bytes = 2;  // fp16 convolution weights; fp32 activations
+    req.backend.conv_copy_bytes = 2;
+  }
   if (o.backend == "cuda" && o.offload_state) {
     req.backend.offload_state = true;
     req.backend.offload_window_bytes = int64_t{o.offload_window_mib} << 20;

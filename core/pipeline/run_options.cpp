@@ -45,7 +45,7 @@ namespace {
 using namespace std::string_view_literals;
 
 constexpr std::array kBackends{"cpu"sv, "cuda"sv};
-constexpr std::array kPrecisions{"fp32"sv, "tf32"sv, "fp16"sv, "bf16"sv};
+constexpr std::array kPrecisions{"fp32"sv, "tf32"sv, "fp16"sv, "bf16"sv, "fidelity"sv};
 constexpr std::array kAutoOnOff{"auto"sv, "on"sv, "off"sv};
 constexpr std::array kTilings{"off"sv, "blend"sv, "exact"sv};
 constexpr std::array kLayouts{"reference"sv, "uniform"sv};
@@ -64,6 +64,10 @@ std::string blend_only(const RunOptions& o) {
 std::string exact_only(const RunOptions& o) {
   return o.tiling != "exact" ? "only exact tiling uploads weights per layer" : "";
 }
+std::string fp16_only(const RunOptions& o) {
+  return o.precision == "fp16" ? std::string() : "the precision is not fp16";
+}
+
 std::string offload_only(const RunOptions& o) {
   return o.offload_state ? "" : "the causal state is not offloaded (offload state is off)";
 }
@@ -141,10 +145,26 @@ const std::vector<OptionSpec>& table() {
          .kind = OptionKind::kChoice,
          .help = "Precision of weights and activations: fp32 (TF32 off; the reference), tf32 "
                  "(fp32 storage, tensor-core products with 10-bit mantissas), fp16 or bf16 (half "
-                 "the memory, tensor-core speed). Norm statistics and softmax stay fp32. The CPU "
-                 "backend computes in fp32 only.",
+                 "the memory, tensor-core speed), fidelity (fp32 activations, convolutions on "
+                 "fp16 tensor cores with fp32 accumulation: about a tenth of bf16's error, for "
+                 "fp32's activation memory and the conversions' time). Norm statistics and "
+                 "softmax stay fp32. The CPU backend computes in fp32 only.",
          .member = &RunOptions::precision,
          .choices = kPrecisions});
+    add({.key = "fp8_numerics",
+         .flag = "--fp8-numerics",
+         .label = "FP8 numerics (emulated)",
+         .group = OptionGroup::kEngine,
+         .kind = OptionKind::kBool,
+         .help =
+             "Round every convolution's input (one scale per tensor) and weight (one per output "
+             "channel) to FP8 e4m3 values, as FP8 convolutions would, and run them in the "
+             "chosen precision: the output an FP8 engine would give, for judging its quality. "
+             "The model's output layers, attention and norms stay as they are. Slow (the "
+             "rounding runs on the host); on an H100 cuDNN's FP8 convolutions measured only "
+             "1.2-1.3x bf16's speed (docs/gpu-notes.md).",
+         .member = &RunOptions::fp8_numerics,
+         .in_short_label = true});
     // ---- CUDA engine ----
     auto cuda_bool = [&](std::string_view key, std::string_view flag, std::string_view negative,
                          std::string_view label, std::string_view help, bool RunOptions::*m,
@@ -200,6 +220,13 @@ const std::vector<OptionSpec>& table() {
               "A convolution's bias is added by its consumer (GroupNorm or the residual add) "
               "instead of in a pass of its own.",
               &RunOptions::fuse_bias);
+    cuda_bool("fp16_accumulation", "--fp16-accumulation", "", "fp16 accumulation",
+              "fp16 precision: 3-D convolutions accumulate in fp16 (cuDNN's graph engines). On "
+              "GeForce cards (RTX 40xx/50xx) fp16-accumulate tensor throughput is twice the "
+              "fp32-accumulate one, so convolutions may run up to 2x faster; datacentre cards "
+              "(H100) run both at one rate. Error per convolution about 4x fp16's, below bf16's "
+              "(docs/gpu-notes.md).",
+              &RunOptions::fp16_accumulation, fp16_only);
     cuda_bool("offload_state", "--offload-state", "", "Offload causal state",
               "Keep the causal state (the frames carried between temporal chunks) in pinned host "
               "memory, prefetched back while the GPU computes: less device memory, same output. "

@@ -40,6 +40,7 @@ struct RunOptions : CudaSwitches {
   int device = 0;               // CUDA device index
   int threads = 0;              // CPU threads, 0 = automatic
   std::string precision = "fp32";
+  bool fp8_numerics = false;  // convolution operands rounded to e4m3 (core/backend/fp8_numerics.h)
   // ---- temporal streaming (StreamOptions, ChunkOptions) ----
   int chunk_latents = 1;
   int hires_chunk_frames = 0;
@@ -153,7 +154,8 @@ std::string backend_key(const RunOptions& o);
 TilingMode tiling_mode(const RunOptions& o);
 // Temporal streaming (async tiles resolved: auto = on except with exact tiling).
 StreamOptions stream_options(const RunOptions& o);
-// Bytes per activation and per parameter of the precision (fp32 and tf32: 4, fp16 and bf16: 2).
+// Bytes per activation and per parameter of the precision (fp32, tf32 and fidelity: 4, fp16 and
+// bf16: 2; fidelity's fp16 convolution weights are 2, prediction.cpp).
 int64_t precision_bytes(const RunOptions& o);
 
 }  // namespace seedvae

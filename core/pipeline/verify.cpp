@@ -193,8 +193,11 @@ class ConfigRun {
     model_ = &model;
     tiled_decode_ = cfg.value("tiled_decode", Json::object());
     tiled_encode_ = cfg.value("tiled_encode", Json::object());
-    if (opt_.run.precision == "fp16" || opt_.run.precision == "bf16") {
-      const std::string mode = opt_.run.precision + "_pure";
+    const std::string& pr = opt_.run.precision;
+    if (pr == "fp16" || pr == "bf16" || pr == "fidelity" || opt_.run.fp8_numerics) {
+      // fidelity's bound: half of PyTorch's bf16 error; FP8 numerics, which PyTorch has no
+      // reference for, are measured against its bf16 error (bound_for)
+      const std::string mode = lowp_mode() + "_pure";
       lowp_ = cfg.value("lowp_error_vs_fp32", Json::object())
                   .value(mode, Json::object())
                   .value("errors", Json::object());
@@ -209,9 +212,10 @@ class ConfigRun {
       if (cancel) SEEDVAE_TRY(cancel->check());
       SEEDVAE_TRY(check_output(tensor));
     }
-    if (intermediates_ && opt_.run.precision != "fp32") {
+    if (intermediates_ && (opt_.run.precision != "fp32" || opt_.run.fp8_numerics)) {
       add({"", "intermediates", "skip", 0, 0, 0, 0,
-           "per-block intermediates have no reference error in " + opt_.run.precision});
+           "per-block intermediates have no reference error in " + opt_.run.precision +
+               (opt_.run.fp8_numerics ? " with FP8 numerics" : "")});
     } else if (intermediates_) {
       for (const auto& n : intermediates_->names()) {
         if (!wanted(opt_, n)) continue;
@@ -244,13 +248,33 @@ class ConfigRun {
     return std::chrono::duration<double>(Clock::now() - t0).count();
   }
 
-  // PyTorch's error for the same tensor kind (enc_moments / dec_of_mean / dec) and case, or the
-  // worst over the cases of that kind when the case has no entry.
+  // The bound of a golden tensor in the run's precision: the tf32 recommendation, PyTorch's own
+  // fp16/bf16 error (bound_of_kind), or half of its bf16 error for fidelity.
   Bound bound_for(const GoldenName& g) const {
-    if (opt_.run.precision == "tf32") return {1e-2, 1.5e-3, "tf32 bound of the golden README"};
+    if (opt_.run.precision == "tf32" && !opt_.run.fp8_numerics) {
+      return {1e-2, 1.5e-3, "tf32 bound of the golden README"};
+    }
     if (lowp_.empty()) return {opt_.tolerance, 1e-5, ""};
     const std::string kind = g.op == "enc_mean" ? "enc_moments" : g.op;
-    Bound b{0, 0, "PyTorch " + opt_.run.precision + "_pure"};
+    Bound b = bound_of_kind(g, kind);
+    if (opt_.run.precision == "fidelity") {
+      b.max_abs *= 0.5;
+      b.rms *= 0.5;
+      b.source = "half of " + b.source;
+    }
+    return b;
+  }
+
+  // PyTorch's error in the mode lowp_ holds for the same tensor kind (enc_moments / dec_of_mean /
+  // dec) and case, or the worst over the cases of that kind when the case has no entry.
+  // The manifest's low-precision mode the run is held to: bf16 for fidelity and FP8 numerics.
+  std::string lowp_mode() const {
+    const std::string& pr = opt_.run.precision;
+    return pr == "fidelity" || opt_.run.fp8_numerics ? std::string("bf16") : pr;
+  }
+
+  Bound bound_of_kind(const GoldenName& g, const std::string& kind) const {
+    Bound b{0, 0, "PyTorch " + lowp_mode() + "_pure"};
     const std::string exact = g.case_name + "." + kind;
     const bool variant = g.split != 0 || !g.variant.empty();
     for (const auto& [name, e] : lowp_.items()) {

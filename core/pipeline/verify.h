@@ -25,7 +25,8 @@ struct VerifyOptions {
   // The run's options: its precision (fp32 uses `tolerance`; tf32 uses the golden README's
   // recommendation, max abs 1e-2 and rms 1.5e-3; fp16/bf16 must be no worse, max abs and rms,
   // than PyTorch's own error for the same tensor in the same mode: the manifest's
-  // lowp_error_vs_fp32 *_pure rows) and the model options every case runs with (chunked
+  // lowp_error_vs_fp32 *_pure rows; fidelity within half of PyTorch's bf16 error, max abs and
+  // rms) and the model options every case runs with (chunked
   // upsampling, lean convolutions; the temporal chunk comes from each case).
   RunOptions run;
   bool run_model = true;      // false: check inputs and weights only

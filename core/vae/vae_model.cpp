@@ -7,6 +7,14 @@
 
 namespace seedvae {
 
+namespace {
+// The last convolution of the encoder or the decoder, whose result is the model's output
+// (Conv3dParams::model_output).
+bool is_output_conv(const std::string& prefix) {
+  return prefix == "encoder.conv_out" || prefix == "decoder.conv_out";
+}
+}  // namespace
+
 int64_t CausalState::bytes() const {
   int64_t n = 0;
   for (const auto& [k, t] : memory) n += t.shape.numel() * dtype_size(t.dtype);
@@ -490,6 +498,7 @@ Result<Tensor> VaeModel::Pass::causal_conv(const Tensor& x, const std::string& p
   Conv3dParams p;
   p.stride_t = stride_t;
   p.stride_h = p.stride_w = stride_hw;
+  p.model_output = is_output_conv(prefix);
   if (downsample_pad) {
     p.pad_bottom = p.pad_right = 1;  // Downsample3D pads (0, 1, 0, 1), then convolves unpadded
   } else {
@@ -549,6 +558,7 @@ Result<Tensor> VaeModel::Pass::split_context_conv(Tensor n, const std::string& c
   const Tensor& bias = w(conv + ".bias");
   Conv3dParams p;
   p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = static_cast<int>(weight.shape[3]) / 2;
+  p.model_output = is_output_conv(conv);
   const int64_t t = n.shape[2];
   // output frame i reads extended frames [i, i + 3) = [memory, n][i, i + 3): n alone from i = 2
   SEEDVAE_ASSIGN_OR_RETURN(Tensor late, b_.conv3d(n, weight, bias, p));

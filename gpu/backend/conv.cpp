@@ -28,16 +28,88 @@ Result<Tensor> CudaBackend::conv3d(const Tensor& x, const Tensor& w, const Tenso
   if (b.defined()) {
     SEEDVAE_ASSIGN_OR_RETURN(bias, vector_of(b, op, "bias"));
   }
-  const Shape& xsh = x.shape;
-  const Shape& wsh = w.shape;
-  const int64_t hp = xsh.h() + p.pad_top + p.pad_bottom;
-  const int64_t wp = xsh.w() + p.pad_left + p.pad_right;
-  const std::string what = "conv3d " + str(xsh) + " * " + str(wsh);
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(out, 0, what + " output"));
-  CudaStorage* ys = storage(y);
+  const std::string what = "conv3d " + str(x.shape) + " * " + str(w.shape);
   const Layout layout = xs->layout;
   const ElemType et = elem_of(act_);
-  const int64_t es = dtype_size(act_);
+  // fp32 products where the card has TF32: exact for 16-bit operands (10-bit mantissas or fewer)
+  const MathMode exact16 = cc_ >= 80 ? MathMode::kTf32 : MathMode::kStrict;
+  if (p.model_output && act_ != DType::kF32) {
+    // The model's output in fp32: no final rounding to 16 bits. The few-outputs path (the
+    // decoder's conv_out) accumulates in fp32 anyway and only changes its output type; others
+    // (the encoder's conv_out, at latent resolution) run on fp32 copies of input and weight.
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(out, 0, what + " output", DType::kF32));
+    void* yp = storage(y)->ptr();
+    if (few_outputs_path(x.shape, w.shape, p, layout)) {
+      SEEDVAE_TRY(conv3d_into(x.shape, xs->ptr(), layout, w.shape, ws->ptr(), bias, p, out, yp,
+                              {et, ElemType::kF32, math_, false}, what)
+                      .take_status());
+      return y;
+    }
+    const int64_t xn = x.shape.numel(), wn = w.shape.numel();
+    SEEDVAE_ASSIGN_OR_RETURN(BlockPtr x32, alloc_->allocate(xn * 4, what + " fp32 input"));
+    SEEDVAE_ASSIGN_OR_RETURN(BlockPtr w32, alloc_->allocate(wn * 4, what + " fp32 weight"));
+    launch_convert(et, xs->ptr(), ElemType::kF32, x32->ptr, xn, stream_);
+    launch_convert(elem_of(w.dtype), ws->ptr(), ElemType::kF32, w32->ptr, wn, stream_);
+    constexpr ElemType f = ElemType::kF32;
+    SEEDVAE_TRY(conv3d_into(x.shape, x32->ptr, layout, w.shape, w32->ptr, bias, p, out, yp,
+                            {f, f, exact16, false}, what + " (fp32 output)")
+                    .take_status());
+    return y;
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(out, 0, what + " output"));
+  CudaStorage* ys = storage(y);
+  if (fp16_convs_) {
+    // Fidelity: the convolution runs on an fp16 copy of the input with the fp16 weights; its
+    // fp16 output comes back to fp32 with the bias added there. The copies live for this op.
+    constexpr ElemType h = ElemType::kF16;
+    const int64_t xn = x.shape.numel(), yn = out.numel();
+    SEEDVAE_ASSIGN_OR_RETURN(BlockPtr x16, alloc_->allocate(xn * 2, what + " fp16 input"));
+    SEEDVAE_ASSIGN_OR_RETURN(BlockPtr y16, alloc_->allocate(yn * 2, what + " fp16 output"));
+    launch_convert(ElemType::kF32, xs->ptr(), h, x16->ptr, xn, stream_);
+    SEEDVAE_ASSIGN_OR_RETURN(
+        const bool added, conv3d_into(x.shape, x16->ptr, layout, w.shape, ws->ptr(), bias, p, out,
+                                      y16->ptr, {h, h, math_, true}, what + " (fp16 operands)"));
+    launch_convert_bias(h, y16->ptr, ElemType::kF32, ys->ptr(), added ? nullptr : bias, layout,
+                        dims5(out), stream_);
+    SEEDVAE_TRY(check_launch(what));
+    return y;
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(const bool added,
+                           conv3d_into(x.shape, xs->ptr(), layout, w.shape, ws->ptr(), bias, p, out,
+                                       ys->ptr(), {et, et, math_, opt_.fuse_bias}, what));
+  if (bias && !added) {
+    ys->pending_bias = bias;
+    ys->bias_owner = b.storage;
+  }
+  return y;
+}
+
+bool CudaBackend::few_outputs_path(const Shape& xsh, const Shape& wsh, const Conv3dParams& p,
+                                   Layout layout) {
+  const bool last = layout == Layout::kNDHWC;
+  const int64_t taps = wsh[2] * wsh[3] * wsh[4];
+  const bool pointwise = taps == 1 && p.stride_t == 1 && p.stride_h == 1 && p.stride_w == 1 &&
+                         p.pad_top == 0 && p.pad_bottom == 0 && p.pad_left == 0 && p.pad_right == 0;
+  const bool few_inputs = last && xsh.c() < 8 && xsh.c() * taps <= 256;
+  const bool unit_stride = p.stride_t == 1 && p.stride_h == 1 && p.stride_w == 1;
+  return !pointwise && !few_inputs && last && wsh[0] < 8 && unit_stride &&
+         tap_gather_supported(static_cast<int>(wsh[2]), wsh[0]);
+}
+
+Result<bool> CudaBackend::conv3d_into(const Shape& xsh, const void* x, Layout layout,
+                                      const Shape& wsh, const void* w, const float* bias,
+                                      const Conv3dParams& p, const Shape& out, void* y,
+                                      const ConvInto& how, const std::string& what) {
+  const ElemType et = how.et;
+  const MathMode math = how.math;
+  const bool defer_bias = how.defer_bias;
+  const bool few_outputs = few_outputs_path(xsh, wsh, p, layout);
+  if (how.yt != et && !few_outputs) {
+    return internal_error(what + ": an output type of its own needs the few-outputs path");
+  }
+  const int64_t hp = xsh.h() + p.pad_top + p.pad_bottom;
+  const int64_t wp = xsh.w() + p.pad_left + p.pad_right;
+  const int64_t es = elem_size(et);
 
   const bool pointwise = wsh[2] == 1 && wsh[3] == 1 && wsh[4] == 1 && p.stride_t == 1 &&
                          p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 &&
@@ -51,39 +123,39 @@ Result<Tensor> CudaBackend::conv3d(const Tensor& x, const Tensor& w, const Tenso
       g.m = xsh.n() * pix;
       g.n = cout;
       g.k = cin;
-      g.a = xs->ptr();
+      g.a = x;
       g.lda = cin;
-      g.b = ws->ptr();
+      g.b = w;
       g.ldb = cin;
       g.trans_b = true;
-      g.d = ys->ptr();
+      g.d = y;
       g.ldd = cout;
       g.bias = bias;
       g.ab_type = g.cd_type = et;
-      SEEDVAE_TRY(gemm_->run(g, math_, what));
+      SEEDVAE_TRY(gemm_->run(g, math, what));
     } else {
       for (int64_t n = 0; n < xsh.n(); ++n) {
         RowGemm g;
         g.m = cout;
         g.n = pix;
         g.k = cin;
-        g.a = ws->ptr();
+        g.a = w;
         g.lda = cin;
-        g.b = static_cast<const char*>(xs->ptr()) + n * cin * pix * es;
+        g.b = static_cast<const char*>(x) + n * cin * pix * es;
         g.ldb = pix;
-        g.d = static_cast<char*>(ys->ptr()) + n * cout * pix * es;
+        g.d = static_cast<char*>(y) + n * cout * pix * es;
         g.ldd = pix;
         g.ab_type = g.cd_type = et;
-        SEEDVAE_TRY(gemm_->run(g, math_, what));
+        SEEDVAE_TRY(gemm_->run(g, math, what));
       }
-      if (bias) launch_add_bias(et, layout, ys->ptr(), bias, dims5(out), stream_);
+      if (bias) launch_add_bias(et, layout, y, bias, dims5(out), stream_);
     }
     SEEDVAE_TRY(check_launch(what));
-    return y;
+    return true;
   }
 
   // General 3-D convolution through cuDNN, one sample at a time.
-  const void* xin = xs->ptr();
+  const void* xin = x;
   Dims5 xd = dims5(xsh);
   BlockPtr padded;
   int ph = 0, pw = 0;
@@ -114,7 +186,8 @@ Result<Tensor> CudaBackend::conv3d(const Tensor& x, const Tensor& w, const Tenso
   ConvProblem cp;
   cp.type = et;
   cp.layout = layout;
-  cp.math = math_;
+  // fp16/bf16 ignore the math mode; fidelity's fp16 problems share fp16's autotune entries
+  cp.math = et == ElemType::kF32 ? math : MathMode::kStrict;
   cp.cin = cin;
   cp.t = xd.t;
   cp.h = xd.h;
@@ -131,31 +204,26 @@ Result<Tensor> CudaBackend::conv3d(const Tensor& x, const Tensor& w, const Tenso
   const int64_t in_sample = cin * xd.t * xd.h * xd.w;
   const int64_t out_pix = out.t() * out.h() * out.w();
   const bool last = layout == Layout::kNDHWC;
-  const bool unit_stride = p.stride_t == 1 && p.stride_h == 1 && p.stride_w == 1;
+  const bool few_inputs = last && cin < 8 && cin * taps <= 256;
+  const int64_t ys = elem_size(how.yt);
   for (int64_t n = 0; n < xsh.n(); ++n) {
     const void* xn = static_cast<const char*>(xin) + n * in_sample * es;
-    void* yn = static_cast<char*>(ys->ptr()) + n * cout * out_pix * es;
-    if (last && cin < 8 && cin * taps <= 256) {
-      SEEDVAE_TRY(conv_few_inputs(cp, xn, ws->ptr(), bias, yn, what));
-    } else if (last && cout < 8 && unit_stride &&
-               tap_gather_supported(static_cast<int>(wsh[2]), cout)) {
-      SEEDVAE_TRY(conv_few_outputs(cp, xn, ws->ptr(), bias, yn, what));
+    void* yn = static_cast<char*>(y) + n * cout * out_pix * ys;
+    if (few_inputs) {
+      SEEDVAE_TRY(conv_few_inputs(cp, xn, w, bias, yn, what));
+    } else if (few_outputs) {
+      SEEDVAE_TRY(conv_few_outputs(cp, xn, w, bias, yn, how.yt, what));
     } else {
-      SEEDVAE_TRY(conv_cudnn(cp, xn, ws->ptr(), yn, what));
-      if (bias && !opt_.fuse_bias) {
+      SEEDVAE_TRY(conv_cudnn(cp, xn, w, yn, what));
+      if (bias && !defer_bias) {
         Dims5 od = dims5(out);
         od.n = 1;
         launch_add_bias(et, layout, yn, bias, od, stream_);
       }
     }
   }
-  if (bias && opt_.fuse_bias && !(last && cin < 8 && cin * taps <= 256) &&
-      !(last && cout < 8 && unit_stride && tap_gather_supported(static_cast<int>(wsh[2]), cout))) {
-    ys->pending_bias = bias;
-    ys->bias_owner = b.storage;
-  }
   SEEDVAE_TRY(check_launch(what));
-  return y;
+  return few_inputs || few_outputs || !defer_bias || bias == nullptr;
 }
 
 // cuDNN, with channels-last channel counts padded to multiples of 8 (zero channels and zero
@@ -192,7 +260,20 @@ Status CudaBackend::conv_cudnn(const ConvProblem& p, const void* x, const void* 
       yw = ypad->ptr;
     }
   }
-  Status st = conv_->run(q, xw, ww, yw, what);
+  Status st = Status(StatusCode::kUnsupported, "");
+  if (graph_conv_ && et == ElemType::kF16 && q.cin * q.t * q.h * q.w < (int64_t{1} << 31) &&
+      q.cout * q.out_t() * q.out_h() * q.out_w() < (int64_t{1} << 31)) {
+    // fp16 accumulation through the graph API; what its engines refuse keeps fp32 accumulation
+    GraphConvProblem g = graph_problem_of(q, GraphType::kF16, GraphType::kF16);
+    g.half_accumulate = true;
+    GraphConvArgs a;
+    a.x = xw;
+    a.w = ww;
+    a.y = yw;
+    st = graph_conv_->run(g, a, what + " (fp16 accumulation)");
+    if (st.is_ok()) ++fp16_accumulated_;
+  }
+  if (st.code() == StatusCode::kUnsupported) st = conv_->run(q, xw, ww, yw, what);
   if (st.code() == StatusCode::kUnsupported) {
     const std::string channels_last_error = st.message();
     // NCDHW detour: transpose input and weight, convolve, transpose the output back.
@@ -269,7 +350,7 @@ Status CudaBackend::conv_few_inputs(const ConvProblem& p, const void* x, const v
     gm.ldd = p.cout;
     gm.bias = bias;
     gm.ab_type = gm.cd_type = et;
-    SEEDVAE_TRY(gemm_->run(gm, math_, what + " (im2col product)"));
+    SEEDVAE_TRY(gemm_->run(gm, p.math, what + " (im2col product)"));
   }
   return check_launch(what);
 }
@@ -278,7 +359,8 @@ Status CudaBackend::conv_few_inputs(const ConvProblem& p, const void* x, const v
 // (fp32), then every output pixel gathers its taps from the neighbouring rows into an fp32
 // accumulator; bias and conversion at the end. Stride 1, symmetric padding.
 Status CudaBackend::conv_few_outputs(const ConvProblem& p, const void* x, const void* w,
-                                     const float* bias, void* y, const std::string& what) {
+                                     const float* bias, void* y, ElemType yt,
+                                     const std::string& what) {
   const ElemType et = p.type;
   const int64_t es = elem_size(et);
   const int64_t taps = p.kt * p.kh * p.kw;
@@ -321,7 +403,7 @@ Status CudaBackend::conv_few_outputs(const ConvProblem& p, const void* x, const 
     gm.ldd = jp;
     gm.ab_type = et;
     gm.cd_type = ElemType::kF32;
-    SEEDVAE_TRY(gemm_->run(gm, math_, what + " (tap products)"));
+    SEEDVAE_TRY(gemm_->run(gm, p.math, what + " (tap products)"));
     TapGatherArgs a;
     a.y = static_cast<const float*>(prod->ptr);
     a.ldy = jp;
@@ -340,7 +422,7 @@ Status CudaBackend::conv_few_outputs(const ConvProblem& p, const void* x, const 
     a.pw = p.pw;
     launch_tap_gather(a, stream_);
   }
-  launch_bias_convert(static_cast<const float*>(acc->ptr), bias, to * ho * wo, p.cout, et, y,
+  launch_bias_convert(static_cast<const float*>(acc->ptr), bias, to * ho * wo, p.cout, yt, y,
                       stream_);
   return check_launch(what);
 }

@@ -33,6 +33,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -43,6 +44,7 @@
 #include "gpu/cublas/gemm.h"
 #include "gpu/cuda_backend.h"
 #include "gpu/cudnn/conv3d_cudnn.h"
+#include "gpu/cudnn/conv_graph.h"
 #include "gpu/device_memory.h"
 #include "gpu/kernels/kernel_args.h"
 
@@ -332,8 +334,10 @@ class CudaBackend final : public Backend {
   }
   Result<CudaStorage*> storage_of(const Tensor& t, std::string_view op, std::string_view arg,
                                   bool allow_pending_bias = false);
+  // An activation in the backend's dtype; with `any_dtype` also an fp32 model output of a
+  // 16-bit backend (Conv3dParams::model_output), for the frame copies.
   Result<CudaStorage*> activation_of(const Tensor& t, std::string_view op, std::string_view arg,
-                                     bool allow_pending_bias = false);
+                                     bool allow_pending_bias = false, bool any_dtype = false);
   // A download's source. A 16-bit activation whose convolution bias is still pending keeps it:
   // *bias_after is then set, and the download adds it to the fp32 copy (add_download_bias), so
   // the value rounds once, as a fused convolution + bias rounds, instead of twice.
@@ -343,17 +347,35 @@ class CudaBackend final : public Backend {
   // Parameters (shapes checked by op_checks): the storage must be of the right kind.
   Result<const float*> vector_of(const Tensor& t, std::string_view op, std::string_view arg);
   Result<const void*> matrix_of(const Tensor& t, std::string_view op, std::string_view arg);
-  Result<Tensor> new_activation(const Shape& shape, int64_t head, const std::string& what);
+  // A new activation of dtype `dt` (default: the backend's).
+  Result<Tensor> new_activation(const Shape& shape, int64_t head, const std::string& what,
+                                std::optional<DType> dt = std::nullopt);
   Result<Tensor> new_plain(const Shape& shape, DType dt, Kind kind, Layout layout,
                            const std::string& what);
 
   // ---- convolution paths (conv.cpp) --------------------------------------------------------
+  // The convolution of x (elements `et`, NDHWC or NCDHW, shape xsh) with w into y (shape out,
+  // same layout and type). Returns whether it added the bias; with `defer_bias` the cuDNN path
+  // leaves it to the caller (fused bias, fidelity's conversion back to fp32).
+  // `yt` may differ from `et` only on the few-outputs path (its accumulator is fp32 anyway);
+  // `math` is the fp32 products' mode.
+  struct ConvInto {
+    ElemType et = ElemType::kF32, yt = ElemType::kF32;
+    MathMode math = MathMode::kStrict;
+    bool defer_bias = false;
+  };
+  Result<bool> conv3d_into(const Shape& xsh, const void* x, Layout layout, const Shape& wsh,
+                           const void* w, const float* bias, const Conv3dParams& p,
+                           const Shape& out, void* y, const ConvInto& how, const std::string& what);
+  // Whether conv3d_into takes the few-outputs path (per-frame tap products) for this problem.
+  static bool few_outputs_path(const Shape& xsh, const Shape& wsh, const Conv3dParams& p,
+                               Layout layout);
   Status conv_cudnn(const ConvProblem& p, const void* x, const void* w, void* y,
                     const std::string& what);
   Status conv_few_inputs(const ConvProblem& p, const void* x, const void* w, const float* bias,
                          void* y, const std::string& what);
   Status conv_few_outputs(const ConvProblem& p, const void* x, const void* w, const float* bias,
-                          void* y, const std::string& what);
+                          void* y, ElemType yt, const std::string& what);
 
   // ---- attention (attention.cpp) -----------------------------------------------------------
   Status materialised_attention(const void* q, const void* k, const void* v, void* o,
@@ -395,10 +417,15 @@ class CudaBackend final : public Backend {
   int64_t baseline_bytes_ = -1, fixed_bytes_ = -1, budget_bytes_ = 0, reserve_limit_ = 0;
   std::unique_ptr<Gemm> gemm_;
   std::unique_ptr<Conv3dCudnn> conv_;
+  // fp16 accumulation (CudaSwitches::fp16_accumulation): cuDNN's graph API, which has it.
+  std::unique_ptr<GraphConv> graph_conv_;
   DType act_ = DType::kF32;
   MathMode math_ = MathMode::kStrict;
+  // Precision::kFidelity: fp32 activations, convolutions through fp16 copies and fp16 weights.
+  bool fp16_convs_ = false;
   std::string name_, device_name_, cache_file_;
   int64_t fused_calls_ = 0, materialised_calls_ = 0;
+  int64_t fp16_accumulated_ = 0;  // convolutions run with fp16 accumulation
   cudaStream_t d2h_stream_ = nullptr, h2d_stream_ = nullptr;
   cudaStream_t copy_out_stream_ = nullptr;  // download_frames_async, created on first use
   int64_t async_downloads_ = 0;

@@ -314,11 +314,18 @@ Result<CudaStorage*> CudaBackend::storage_of(const Tensor& t, std::string_view o
 }
 
 Result<CudaStorage*> CudaBackend::activation_of(const Tensor& t, std::string_view op,
-                                                std::string_view arg, bool allow_pending_bias) {
+                                                std::string_view arg, bool allow_pending_bias,
+                                                bool any_dtype) {
   SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * s, storage_of(t, op, arg, allow_pending_bias));
   if (s->kind != Kind::kActivation || t.shape.rank() != 5) {
     return invalid_argument(std::string(op) + ": " + std::string(arg) +
                             " must be a 5-D activation [N, C, T, H, W], got " + str(t.shape));
+  }
+  if (t.dtype != act_ && !any_dtype) {
+    return invalid_argument(std::string(op) + ": " + std::string(arg) + " " + str(t.shape) +
+                            " is " + std::string(dtype_name(t.dtype)) + ", a model output; " +
+                            "only downloads and frame copies take it (the backend computes in " +
+                            std::string(dtype_name(act_)) + ")");
   }
   return s;
 }
@@ -348,7 +355,8 @@ Result<const void*> CudaBackend::matrix_of(const Tensor& t, std::string_view op,
 // New activation in the backend's layout and dtype. `head` spare frames are reserved in front
 // when buffer reuse applies (NDHWC, N = 1).
 Result<Tensor> CudaBackend::new_activation(const Shape& shape, int64_t head,
-                                           const std::string& what) {
+                                           const std::string& what, std::optional<DType> dt) {
+  const DType type = dt.value_or(act_);
   int64_t n = 0;
   if (shape.rank() != 5 || !shape.checked_numel(&n) || n > (int64_t{1} << 50)) {
     return out_of_memory(what + ": tensor " + str(shape) + " is too large to allocate");
@@ -356,20 +364,20 @@ Result<Tensor> CudaBackend::new_activation(const Shape& shape, int64_t head,
   const bool last = opt_.channels_last;
   if (!(opt_.buffer_reuse && last && shape[0] == 1)) head = 0;
   const int64_t frame = shape[1] * shape[3] * shape[4];
-  const int64_t bytes = (n + head * frame) * dtype_size(act_);
+  const int64_t bytes = (n + head * frame) * dtype_size(type);
   SEEDVAE_ASSIGN_OR_RETURN(BlockPtr blk, alloc_->allocate(static_cast<size_t>(bytes),
                                                           what + " " + str(shape) + " " +
-                                                              std::string(dtype_name(act_))));
+                                                              std::string(dtype_name(type))));
   auto st = std::make_shared<CudaStorage>();
   st->block = std::move(blk);
-  st->offset = static_cast<size_t>(head * frame * dtype_size(act_));
+  st->offset = static_cast<size_t>(head * frame * dtype_size(type));
   st->kind = Kind::kActivation;
   st->layout = last ? Layout::kNDHWC : Layout::kNCDHW;
   st->head_frames = head;
   Tensor t;
   t.storage = std::move(st);
   t.shape = shape;
-  t.dtype = act_;
+  t.dtype = type;
   return t;
 }
 
@@ -416,11 +424,13 @@ Result<Tensor> CudaBackend::upload_impl(const HostTensor& host_in, bool weight,
     tc = shape[1];
     ts = shape[2] * shape[3] * shape[4];
   } else if (shape.rank() == 5 && weight) {
+    // Convolution weights: fidelity convolves in fp16 (exact for the fp16 checkpoint).
+    dst_dtype = fp16_convs_ ? DType::kF16 : act_;
     const bool pointwise = shape[2] == 1 && shape[3] == 1 && shape[4] == 1;
     if (pointwise) {
-      SEEDVAE_ASSIGN_OR_RETURN(t, new_plain(shape, act_, Kind::kMatrix, Layout::kNCDHW, what));
+      SEEDVAE_ASSIGN_OR_RETURN(t, new_plain(shape, dst_dtype, Kind::kMatrix, Layout::kNCDHW, what));
     } else {
-      SEEDVAE_ASSIGN_OR_RETURN(t, new_plain(shape, act_, Kind::kConvWeight,
+      SEEDVAE_ASSIGN_OR_RETURN(t, new_plain(shape, dst_dtype, Kind::kConvWeight,
                                             last ? Layout::kNDHWC : Layout::kNCDHW, what));
       repack = last;
       tb = shape[0];

@@ -71,12 +71,12 @@ Result<Tensor> CudaBackend::slice_frames(const Tensor& x, int64_t begin, int64_t
   SEEDVAE_TRY(check_thread(op));
   // A pending bias is per channel: the slice carries it on, so its consumer (or a download, in
   // fp32) still adds it with one rounding.
-  SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * s, activation_of(x, op, "input", true));
+  SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * s, activation_of(x, op, "input", true, true));
   const float* bias = s->pending_bias;
   std::shared_ptr<Storage> bias_owner = s->bias_owner;
   SEEDVAE_ASSIGN_OR_RETURN(const Shape out_shape, slice_frames_shape(x.shape, begin, end));
   const std::string what = "slice_frames " + str(x.shape);
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(out_shape, 0, what));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(out_shape, 0, what, x.dtype));
   SEEDVAE_TRY(copy_frames(y, 0, x, begin, end - begin, what));
   if (bias != nullptr) {
     storage(y)->pending_bias = bias;
@@ -95,13 +95,14 @@ Result<Tensor> CudaBackend::concat_frames(const Tensor& a, const Tensor& b) {
   const bool same_bias = pa && pb && pa->pending_bias && pa->pending_bias == pb->pending_bias;
   const float* bias = same_bias ? pa->pending_bias : nullptr;
   std::shared_ptr<Storage> bias_owner = same_bias ? pa->bias_owner : nullptr;
-  SEEDVAE_TRY(activation_of(a, op, "first", same_bias).take_status());
-  SEEDVAE_TRY(activation_of(b, op, "second", same_bias).take_status());
+  SEEDVAE_TRY(activation_of(a, op, "first", same_bias, true).take_status());
+  SEEDVAE_TRY(activation_of(b, op, "second", same_bias, true).take_status());
+  if (a.dtype != b.dtype) return invalid_argument("concat_frames: the tensors differ in dtype");
   SEEDVAE_ASSIGN_OR_RETURN(const Shape out_shape, concat_frames_shape(a.shape, b.shape));
   const Shape& sa = a.shape;
   const Shape& sb = b.shape;
   const std::string what = "concat_frames " + str(sa) + " + " + str(sb);
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(out_shape, 0, what));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(out_shape, 0, what, a.dtype));
   SEEDVAE_TRY(copy_frames(y, 0, a, 0, sa.t(), what));
   SEEDVAE_TRY(copy_frames(y, sa.t(), b, 0, sb.t(), what));
   if (same_bias) {
@@ -209,10 +210,10 @@ Status CudaBackend::copy_frames_into(Tensor& dst, int64_t dst_frame, const Tenso
   constexpr std::string_view op = "copy_frames_into";
   SEEDVAE_TRY(check_thread(op));
   SEEDVAE_TRY(check_frame_copy(dst.shape, dst_frame, src.shape, src_frame, count));
-  SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * ds, activation_of(dst, op, "destination"));
-  SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * ss, activation_of(src, op, "source"));
-  if (ds->layout != ss->layout) {
-    return invalid_argument("copy_frames_into: source and destination differ in layout");
+  SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * ds, activation_of(dst, op, "destination", false, true));
+  SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * ss, activation_of(src, op, "source", false, true));
+  if (ds->layout != ss->layout || dst.dtype != src.dtype) {
+    return invalid_argument("copy_frames_into: source and destination differ in layout or dtype");
   }
   return copy_frames(dst, dst_frame, src, src_frame, count,
                      "copy_frames_into " + str(src.shape) + " -> " + str(dst.shape));
@@ -227,7 +228,7 @@ Status CudaBackend::copy_frames(const Tensor& dst, int64_t dst_begin, const Tens
   CudaStorage* ss = storage(src);
   const Shape& d = dst.shape;
   const Shape& s = src.shape;
-  const int64_t es = dtype_size(act_);
+  const int64_t es = dtype_size(src.dtype);
   const int64_t hw = s.h() * s.w();
   char* dp = static_cast<char*>(ds->ptr());
   const char* sp = static_cast<const char*>(ss->ptr());

@@ -12,17 +12,10 @@
 
 #include "gpu/allocator.h"
 #include "gpu/cuda_check.h"
+#include "gpu/cudnn/cudnn_util.h"
 
 namespace seedvae::gpu {
 namespace {
-
-Status dnn_status(cudnnStatus_t st, const std::string& what) {
-  if (st == CUDNN_STATUS_SUCCESS) return Status::ok();
-  std::string msg = what + ": cuDNN " + cudnnGetErrorString(st);
-  if (st == CUDNN_STATUS_ALLOC_FAILED) return out_of_memory(msg);
-  if (st == CUDNN_STATUS_NOT_SUPPORTED) return unsupported(msg);
-  return Status(StatusCode::kDeviceError, msg);
-}
 
 cudnnDataType_t dnn_type(ElemType t) {
   switch (t) {
@@ -62,9 +55,9 @@ Result<std::unique_ptr<Conv3dCudnn>> Conv3dCudnn::create(Stream stream,
                                                          ConvOptions options) {
   std::unique_ptr<Conv3dCudnn> c(new Conv3dCudnn());
   cudnnHandle_t h = nullptr;
-  SEEDVAE_TRY(dnn_status(cudnnCreate(&h), "creating the cuDNN handle"));
+  const Status made = make_cudnn_handle(stream, &h, "convolutions");
   c->handle_ = h;
-  SEEDVAE_TRY(dnn_status(cudnnSetStream(h, stream), "binding the cuDNN handle to the stream"));
+  SEEDVAE_TRY(made);
   c->stream_ = stream;
   c->alloc_ = std::move(alloc);
   c->options_ = std::move(options);
@@ -282,29 +275,29 @@ Status Conv3dCudnn::run_piece(const ConvProblem& p, int64_t t_in, int64_t x_cstr
         ystr[i] = static_cast<int>(ys[i]);
       }
     }
-    SEEDVAE_TRY(dnn_status(cudnnCreateTensorDescriptor(&nd->x), where));
+    SEEDVAE_TRY(cudnn_status(cudnnCreateTensorDescriptor(&nd->x), where));
     SEEDVAE_TRY(
-        dnn_status(cudnnSetTensorNdDescriptor(nd->x, dt, 5, xdims, xstr), where + " input"));
-    SEEDVAE_TRY(dnn_status(cudnnCreateTensorDescriptor(&nd->y), where));
+        cudnn_status(cudnnSetTensorNdDescriptor(nd->x, dt, 5, xdims, xstr), where + " input"));
+    SEEDVAE_TRY(cudnn_status(cudnnCreateTensorDescriptor(&nd->y), where));
     SEEDVAE_TRY(
-        dnn_status(cudnnSetTensorNdDescriptor(nd->y, dt, 5, ydims, ystr), where + " output"));
-    SEEDVAE_TRY(dnn_status(cudnnCreateFilterDescriptor(&nd->w), where));
+        cudnn_status(cudnnSetTensorNdDescriptor(nd->y, dt, 5, ydims, ystr), where + " output"));
+    SEEDVAE_TRY(cudnn_status(cudnnCreateFilterDescriptor(&nd->w), where));
     const int wdims[5] = {static_cast<int>(p.cout), static_cast<int>(p.cin), static_cast<int>(p.kt),
                           static_cast<int>(p.kh), static_cast<int>(p.kw)};
-    SEEDVAE_TRY(dnn_status(cudnnSetFilterNdDescriptor(
-                               nd->w, dt, last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, 5, wdims),
-                           where + " filter"));
-    SEEDVAE_TRY(dnn_status(cudnnCreateConvolutionDescriptor(&nd->conv), where));
+    SEEDVAE_TRY(cudnn_status(cudnnSetFilterNdDescriptor(
+                                 nd->w, dt, last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, 5, wdims),
+                             where + " filter"));
+    SEEDVAE_TRY(cudnn_status(cudnnCreateConvolutionDescriptor(&nd->conv), where));
     const int pads[3] = {0, p.ph, p.pw};
     const int strides[3] = {p.st, p.sh, p.sw};
     const int dil[3] = {1, 1, 1};
     SEEDVAE_TRY(
-        dnn_status(cudnnSetConvolutionNdDescriptor(nd->conv, 3, pads, strides, dil,
-                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-                   where + " convolution"));
+        cudnn_status(cudnnSetConvolutionNdDescriptor(nd->conv, 3, pads, strides, dil,
+                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                     where + " convolution"));
     int outd[5] = {};
-    SEEDVAE_TRY(dnn_status(cudnnGetConvolutionNdForwardOutputDim(nd->conv, nd->x, nd->w, 5, outd),
-                           where + " output dims"));
+    SEEDVAE_TRY(cudnn_status(cudnnGetConvolutionNdForwardOutputDim(nd->conv, nd->x, nd->w, 5, outd),
+                             where + " output dims"));
     if (outd[1] != ydims[1] || outd[2] != ydims[2] || outd[3] != ydims[3] || outd[4] != ydims[4]) {
       return internal_error(where + ": cuDNN output dims disagree with the shape rule");
     }
@@ -324,7 +317,7 @@ Status Conv3dCudnn::run_piece(const ConvProblem& p, int64_t t_in, int64_t x_cstr
     if (cit != choices_.end()) {
       d->choice = cit->second;
     } else {
-      SEEDVAE_TRY(dnn_status(cudnnSetConvolutionMathType(d->conv, base_math), where));
+      SEEDVAE_TRY(cudnn_status(cudnnSetConvolutionMathType(d->conv, base_math), where));
       constexpr int kMax = 16;
       cudnnConvolutionFwdAlgoPerf_t perf[kMax];
       int returned = 0;
@@ -340,15 +333,15 @@ Status Conv3dCudnn::run_piece(const ConvProblem& p, int64_t t_in, int64_t x_cstr
           if (ws_bytes == 0) return r.take_status();
           ws_bytes = ws_bytes > (int64_t{16} << 20) ? ws_bytes / 2 : 0;
         }
-        SEEDVAE_TRY(dnn_status(cudnnFindConvolutionForwardAlgorithmEx(
-                                   h, d->x, x, d->w, w, d->conv, d->y, y, kMax, &returned, perf,
-                                   ws->ptr, static_cast<size_t>(ws_bytes)),
-                               where + " algorithm search"));
+        SEEDVAE_TRY(cudnn_status(cudnnFindConvolutionForwardAlgorithmEx(
+                                     h, d->x, x, d->w, w, d->conv, d->y, y, kMax, &returned, perf,
+                                     ws->ptr, static_cast<size_t>(ws_bytes)),
+                                 where + " algorithm search"));
         ++stats_.searched;
       } else {
-        SEEDVAE_TRY(dnn_status(cudnnGetConvolutionForwardAlgorithm_v7(h, d->x, d->w, d->conv, d->y,
-                                                                      kMax, &returned, perf),
-                               where + " algorithm heuristic"));
+        SEEDVAE_TRY(cudnn_status(cudnnGetConvolutionForwardAlgorithm_v7(
+                                     h, d->x, d->w, d->conv, d->y, kMax, &returned, perf),
+                                 where + " algorithm heuristic"));
         ++stats_.heuristic;
       }
       bool found = false;
@@ -379,7 +372,7 @@ Status Conv3dCudnn::run_piece(const ConvProblem& p, int64_t t_in, int64_t x_cstr
         dirty_ = true;
       }
     }
-    SEEDVAE_TRY(dnn_status(
+    SEEDVAE_TRY(cudnn_status(
         cudnnSetConvolutionMathType(d->conv, static_cast<cudnnMathType_t>(d->choice.math)), where));
     d->chosen = true;
   }
@@ -389,7 +382,7 @@ Status Conv3dCudnn::run_piece(const ConvProblem& p, int64_t t_in, int64_t x_cstr
                                                   "cuDNN workspace of " + what));
   }
   const float alpha = 1.f, beta = 0.f;
-  return dnn_status(
+  return cudnn_status(
       cudnnConvolutionForward(h, &alpha, d->x, x, d->w, w, d->conv,
                               static_cast<cudnnConvolutionFwdAlgo_t>(d->choice.algo),
                               ws ? ws->ptr : nullptr, static_cast<size_t>(d->choice.workspace),

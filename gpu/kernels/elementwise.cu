@@ -6,6 +6,8 @@
 // (4 floats or 8 halves), else one element. Arithmetic in fp32, one rounding per output.
 // Transpose: 32x32 tiles through shared memory (fp32 tile, +1 column padding against bank
 // conflicts), reads coalesced along the source's fastest axis, writes along the destination's.
+#include <cuda_fp8.h>
+
 #include "gpu/kernels/common.cuh"
 #include "gpu/kernels/elementwise.h"
 
@@ -80,6 +82,16 @@ __global__ void convert_kernel(const S* src, D* dst, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     dst[i] = from_f32<D>(to_f32(src[i]));
+  }
+}
+
+// inner as in bias_scalar_kernel; bias may be null.
+template <typename S, typename D>
+__global__ void convert_bias_kernel(const S* src, D* dst, const float* bias, int64_t n, int64_t c,
+                                    int64_t inner) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    dst[i] = from_f32<D>(to_f32(src[i]) + (bias ? bias[(i / inner) % c] : 0.f));
   }
 }
 
@@ -300,6 +312,34 @@ void launch_convert(ElemType src_t, const void* src, ElemType dst_t, void* dst, 
           <<<grid_for(n), 256, 0, stream>>>(static_cast<const S*>(src), static_cast<D*>(dst), n);
     });
   });
+}
+
+void launch_convert_bias(ElemType src_t, const void* src, ElemType dst_t, void* dst,
+                         const float* bias, Layout layout, const Dims5& d, Stream stream) {
+  const int64_t n = d.numel();
+  if (n <= 0) return;
+  const int64_t inner = layout == Layout::kNDHWC ? 1 : d.t * d.h * d.w;
+  SEEDVAE_DISPATCH_ELEM(src_t, S, {
+    SEEDVAE_DISPATCH_ELEM(dst_t, D, {
+      convert_bias_kernel<S, D><<<grid_for(n), 256, 0, stream>>>(
+          static_cast<const S*>(src), static_cast<D*>(dst), bias, n, d.c, inner);
+    });
+  });
+}
+
+__global__ void quantize_e4m3_kernel(const float* src, __nv_fp8_storage_t* dst, int64_t n,
+                                     const float* scale, int64_t row) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    dst[i] = __nv_cvt_float_to_fp8(src[i] * scale[i / row], __NV_SATFINITE, __NV_E4M3);
+  }
+}
+
+void launch_quantize_e4m3(const float* src, void* dst, int64_t n, const float* scale, int64_t row,
+                          Stream stream) {
+  if (n <= 0 || row <= 0) return;
+  quantize_e4m3_kernel<<<grid_for(n), 256, 0, stream>>>(src, static_cast<__nv_fp8_storage_t*>(dst),
+                                                        n, scale, row);
 }
 
 void launch_transpose(ElemType src_t, const void* src, ElemType dst_t, void* dst, int64_t b,

@@ -29,6 +29,11 @@ void launch_silu_inplace(ElemType t, void* y, int64_t n, Stream stream);
 void launch_convert(ElemType src_t, const void* src, ElemType dst_t, void* dst, int64_t n,
                     Stream stream);
 
+// dst = (dst type)(src + bias[c]) for a 5-D activation in `layout` (bias fp32, may be null: a
+// plain conversion): the way back from an fp16 convolution output in fidelity precision.
+void launch_convert_bias(ElemType src_t, const void* src, ElemType dst_t, void* dst,
+                         const float* bias, Layout layout, const Dims5& d, Stream stream);
+
 // Batched transpose with conversion. to_last: src [B, C, S] -> dst [B, S, C]; otherwise
 // src [B, S, C] -> dst [B, C, S]. NCDHW -> NDHWC is (B = N, C, S = T*H*W); a conv weight
 // [Cout, Cin, kT, kH, kW] -> [Cout, kT, kH, kW, Cin] is (B = Cout, C = Cin, S = kT*kH*kW).
@@ -50,6 +55,12 @@ void launch_pad_hw(const PadArgs& a, Stream stream);
 // c < dst_c, r < rows (dst_c may be smaller than src_c: keeps the first dst_c channels).
 void launch_pad_channels(ElemType t, const void* src, int64_t src_c, void* dst, int64_t dst_c,
                          int64_t rows, Stream stream);
+
+// FP8 (e4m3) quantisation: dst[i] = e4m3(src[i] * scale[i / row]) with saturation to +-448
+// (`row`: elements per scale; n for one scale of the whole tensor, Cin*kT*kH*kW for one per
+// output channel of a KRSC weight). dst holds one byte per element.
+void launch_quantize_e4m3(const float* src, void* dst, int64_t n, const float* scale, int64_t row,
+                          Stream stream);
 
 // Deterministic pseudo-random values in [-1, 1) (hash of index and seed), for benchmarks.
 void launch_fill_random(ElemType t, void* dst, int64_t n, uint64_t seed, Stream stream);

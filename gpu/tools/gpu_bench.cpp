@@ -2,6 +2,9 @@
 // machine; links only seedvae_core and seedvae_gpu, no Qt, no OpenCV).
 //
 //   seedvae_gpu_bench rates                       measured device ceilings (bf16 GEMM, copies)
+//   seedvae_gpu_bench convprobe [--no-timing]     convolution precisions cuDNN runs here: legacy
+//                                                 and graph API, bf16/fp16/fp32 out/FP8, error
+//                                                 on a small shape, speed on 1080p decoder shapes
 //   seedvae_gpu_bench verify --reference DIR      golden check in one precision / toggle set
 //   seedvae_gpu_bench bench --size WxH ...        core/pipeline/bench on the CUDA backend
 //   seedvae_gpu_bench ablate --size WxH ...       each toggle flipped alone from the default:
@@ -34,6 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/media/metrics.h"
 #include "core/pipeline/bench.h"
 #include "core/pipeline/run_options.h"
 #include "core/pipeline/verify.h"
@@ -103,25 +107,16 @@ Result<RunOptions> run_options_from(const Args& a) {
 // Refuses a flag that is neither a run option nor one of the driver's own, so that a misspelt
 // switch never measures another configuration than the one asked for.
 Status check_flags(const Args& a) {
-  static const std::set<std::string> own{"--census",
-                                         "--config",
-                                         "--frames",
-                                         "--gemm-tflops",
-                                         "--json",
-                                         "--memory-limit-mib",
-                                         "--leave-free-gib",
-                                         "--no-decode",
-                                         "--no-encode",
-                                         "--no-intermediates",
-                                         "--only",
-                                         "--ref-latents",
-                                         "--reference",
-                                         "--repeats",
-                                         "--size",
-                                         "--smem-limit-kib",
-                                         "--stage-device-runs",
-                                         "--tolerance",
-                                         "--warmup"};
+  static const std::set<std::string> own{"--census",         "--config",
+                                         "--frames",         "--gemm-tflops",
+                                         "--json",           "--memory-limit-mib",
+                                         "--leave-free-gib", "--no-decode",
+                                         "--no-encode",      "--no-intermediates",
+                                         "--no-timing",      "--only",
+                                         "--ref-latents",    "--reference",
+                                         "--repeats",        "--size",
+                                         "--smem-limit-kib", "--stage-device-runs",
+                                         "--tolerance",      "--warmup"};
   for (const std::string& arg : a.v) {
     if (arg.rfind("--", 0) != 0 || own.count(arg)) continue;
     bool known = false;
@@ -171,6 +166,7 @@ Json report_json(const Backend& b) {
          {"conv_cache_loaded", r->conv_cache_loaded},
          {"autotune_cache", r->autotune_cache_file},
          {"attention_kernel", r->attention_kernel},
+         {"fp16_accumulated_convs", r->fp16_accumulated_convs},
          {"upload_ms", r->upload_ms},
          {"download_ms", r->download_ms},
          {"offloaded_mib", r->offloaded_bytes / 1048576.0},
@@ -233,6 +229,31 @@ int cmd_rates(const Args& a) {
                  {"h2d_gbps", r->h2d_gbps},
                  {"d2h_gbps", r->d2h_gbps},
                  {"bidirectional_gbps", r->bidirectional_gbps}});
+  return 0;
+}
+
+int cmd_convprobe(const Args& a) {
+  auto rows = gpu::probe_convolutions(a.geti("--device", 0), !a.flag("--no-timing"));
+  if (!rows) return fail(rows.status());
+  Json out = Json::array();
+  std::printf("%-34s %-30s %9s %8s %9s %9s %s\n", "shape", "mode", "ms", "TFLOP/s", "rel rms",
+              "rel max", "plans (offered/built/chosen), status");
+  for (const gpu::ConvProbeRow& r : *rows) {
+    std::printf("%-34s %-30s %9.3f %8.1f %9.2e %9.2e %d/%d/%d %s\n", r.shape.c_str(),
+                r.mode.c_str(), r.ms, r.tflops, r.rel_rms, r.rel_max, r.offered, r.built, r.chosen,
+                r.status.c_str());
+    out.push_back({{"shape", r.shape},
+                   {"mode", r.mode},
+                   {"status", r.status},
+                   {"ms", r.ms},
+                   {"tflops", r.tflops},
+                   {"offered", r.offered},
+                   {"built", r.built},
+                   {"chosen", r.chosen},
+                   {"rel_rms", r.rel_rms},
+                   {"rel_max", r.rel_max}});
+  }
+  write_json(a, {{"rows", out}});
   return 0;
 }
 
@@ -568,7 +589,13 @@ int cmd_ablate(const Args& a) {
     rows.push_back({n, o});
   };
   add("precision fp16", [](CudaOptions& o) { o.precision = Precision::kFp16; });
+  add("precision fidelity", [](CudaOptions& o) { o.precision = Precision::kFidelity; });
+  add("precision fp16, fp16 accumulation", [](CudaOptions& o) {
+    o.precision = Precision::kFp16;
+    o.fp16_accumulation = true;
+  });
   add("precision tf32", [](CudaOptions& o) { o.precision = Precision::kTf32; });
+  add("precision fp32", [](CudaOptions& o) { o.precision = Precision::kFp32; });
   add("no autotune (heuristic)", [](CudaOptions& o) { o.autotune = false; });
   add("no channels-last (NCDHW)", [](CudaOptions& o) { o.channels_last = false; });
   add("no fused GN+SiLU", [](CudaOptions& o) { o.fused_gn_silu = false; });
@@ -602,8 +629,8 @@ int cmd_ablate(const Args& a) {
 
   Json out = Json::array();
   HostTensor default_out;
-  std::printf("\n%-28s %10s %10s %10s %9s %9s %10s %10s\n", "configuration", "ms/frame",
-              "dev ms/fr", "total ms", "peak GiB", "rsv GiB", "maxabs32", "rms32");
+  std::printf("\n%-28s %10s %10s %10s %9s %9s %10s %10s %8s\n", "configuration", "ms/frame",
+              "dev ms/fr", "total ms", "peak GiB", "rsv GiB", "maxabs32", "rms32", "PSNR32");
   for (const Row& row : rows) {
     // --only a,b,...: the rows whose name contains one of the comma-separated parts
     bool wanted = only.empty() || row.name == "default (bf16)";
@@ -673,7 +700,11 @@ int cmd_ablate(const Args& a) {
     std::sort(dev_ms.begin(), dev_ms.end());
     const double med = ms[ms.size() / 2];
     const double dmed = dev_ms.empty() ? 0 : dev_ms[dev_ms.size() / 2];
-    auto d32 = compare(slice_time(last, 0, ref_frames), ref);
+    const HostTensor first = slice_time(last, 0, ref_frames);
+    auto d32 = compare(first, ref);
+    // PSNR and SSIM against the fp32 decode, as the product measures a reconstruction
+    // (core/media/metrics.h: [0, 1] scale, not clamped)
+    auto q32 = media::compare_clips(first, ref);
     if (default_out.empty()) default_out = last;
     auto ddef = compare(last, default_out);
     const Json rep = report_json(**b);
@@ -691,11 +722,16 @@ int cmd_ablate(const Args& a) {
       j["max_abs_vs_fp32"] = d32->max_abs;
       j["rms_vs_fp32"] = d32->rms;
     }
+    if (q32) {
+      // JSON has no infinity: identical clips (the fp32 row, when deterministic) give null
+      j["psnr_vs_fp32_db"] = std::isfinite(q32->psnr_db) ? Json(q32->psnr_db) : Json();
+      j["ssim_vs_fp32"] = q32->ssim;
+    }
     if (ddef) j["max_abs_vs_default"] = ddef->max_abs;
-    std::printf("%-28s %10.2f %10.2f %10.1f %9.2f %9.2f %10.3e %10.3e\n", row.name.c_str(),
+    std::printf("%-28s %10.2f %10.2f %10.1f %9.2f %9.2f %10.3e %10.3e %8.2f\n", row.name.c_str(),
                 med / frames, dmed / frames, med, peak / 1073741824.0,
                 rep.value("peak_reserved_mib", 0.0) / 1024, d32 ? d32->max_abs : -1.0,
-                d32 ? d32->rms : -1.0);
+                d32 ? d32->rms : -1.0, q32 ? q32->psnr_db : -1.0);
     std::fflush(stdout);
     out.push_back(j);
   }
@@ -745,6 +781,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   if (cmd == "rates") return cmd_rates(a);
+  if (cmd == "convprobe") return cmd_convprobe(a);
   if (cmd == "hold") return cmd_hold(a);
   if (cmd == "verify") return cmd_verify(a);
   if (cmd == "bench") return cmd_bench(a);

@@ -71,6 +71,19 @@ std::vector<Config>& configs() {
     v.push_back({"tf32", base(Precision::kTf32), 1e-2, 3e-3});
     v.push_back({"fp16", base(Precision::kFp16), 1e-2, 3e-3});
     v.push_back({"bf16", base(Precision::kBf16), 5e-2, 2e-2});
+    {
+      // 3-D convolutions accumulating in fp16 (cuDNN's graph engines): a few times fp16's error
+      CudaOptions o = base(Precision::kFp16);
+      o.fp16_accumulation = true;
+      v.push_back({"fp16-acc16", o, 2e-2, 6e-3});
+    }
+    // fp32 storage, convolutions on fp16 copies: fp16's error of one rounding, not several
+    v.push_back({"fidelity", base(Precision::kFidelity), 5e-3, 1.5e-3});
+    {
+      CudaOptions o = base(Precision::kFidelity);
+      o.channels_last = false;
+      v.push_back({"fidelity-ncdhw", o, 5e-3, 1.5e-3});
+    }
     for (Precision p : {Precision::kBf16, Precision::kFp16}) {
       // The kernels of a card with 99 KiB of shared memory per block (RTX 50xx): the head-512
       // attention on the SIMT kernel instead of the tensor-core one.
@@ -280,6 +293,81 @@ GPU_TEST(conv3d_matches_cpu) {
       compare_results(g, cfg, cpu().conv3d(x.c, w.c, b.c, cc.p), g.conv3d(x.g, w.g, b.g, cc.p),
                       what);
     });
+  }
+}
+
+// The model's output (Conv3dParams::model_output) comes back in fp32 from a 16-bit backend,
+// computed from the 16-bit operands without rounding: within fp32 round-off of the CPU oracle on
+// the same rounded operands. Frame copies take it; compute ops refuse it.
+GPU_TEST(model_output_is_fp32_and_not_rounded) {
+  Conv3dParams p;
+  p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
+  p.model_output = true;
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{1, 16, 6, 9, 11}, {3, 16, 3, 3, 3}},   // the decoder's conv_out (few outputs)
+      {{1, 64, 5, 5, 7}, {32, 64, 3, 3, 3}}};  // the encoder's conv_out (fp32 copies)
+  uint32_t seed = 900;
+  for (const auto& [xs, ws] : cases) {
+    const HostTensor xh = random_tensor(xs, seed++);
+    const HostTensor wh = random_tensor(ws, seed++, float(std::sqrt(3.0 / (ws[1] * 27.0))));
+    const HostTensor bh = random_tensor(Shape{ws[0]}, seed++, 0.1f);
+    const std::string what = "model output " + xs.to_string() + " * " + ws.to_string();
+    for_each_config([&](const Config& cfg, Backend& g) {
+      Pair x, w, b;
+      if (!upload_pair(g, cfg, xh, false, &x) || !upload_pair(g, cfg, wh, true, &w) ||
+          !upload_pair(g, cfg, bh, true, &b)) {
+        return;
+      }
+      const bool half = g.activation_dtype() != DType::kF32;
+      auto rg = g.conv3d(x.g, w.g, b.g, p);
+      CHECK_MSG(rg.is_ok(), what + " [" + cfg.name + "]: " + rg.status().to_string());
+      if (!rg) return;
+      CHECK_MSG(rg->dtype == DType::kF32, what + " [" + cfg.name + "]: not fp32");
+      const Config tight{cfg.name, cfg.opt, 1e-4, 2e-5};
+      compare_results(g, half ? tight : cfg, cpu().conv3d(x.c, w.c, b.c, p), rg, what);
+      // frame copies keep it fp32 and equal
+      auto sl = g.slice_frames(*rg, 1, 3);
+      auto cat = sl ? g.concat_frames(*sl, *sl) : Result<Tensor>(sl.status());
+      CHECK_MSG(cat.is_ok() && cat->dtype == DType::kF32,
+                what + " [" + cfg.name + "] slice/concat: " + cat.status().to_string());
+      if (half) {
+        GroupNormParams gp;
+        gp.groups = 1;
+        auto gn = g.group_norm(*rg, Tensor{}, Tensor{}, gp);
+        CHECK_MSG(!gn.is_ok() && gn.status().code() == StatusCode::kInvalidArgument &&
+                      gn.status().message().find("model output") != std::string::npos,
+                  what + " [" + cfg.name + "]: a compute op took the fp32 output");
+      }
+    });
+  }
+}
+
+// fp16 accumulation runs the 3-D convolutions on cuDNN's graph engines (counted by the report);
+// without the switch none do. The results are checked against the CPU in conv3d_matches_cpu.
+GPU_TEST(fp16_accumulation_uses_the_graph_engines) {
+  for (const Config& cfg : configs()) {
+    if (cfg.name != "fp16-acc16" && cfg.name != "fp16") continue;
+    auto b = gpu::create_cuda_backend(cfg.opt);
+    CHECK_MSG(b.is_ok(), b.status().to_string());
+    if (!b) continue;
+    Conv3dParams p;
+    p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
+    auto x = (*b)->upload(random_tensor({1, 64, 4, 8, 8}, 77));
+    auto w = (*b)->upload_weight(random_tensor({64, 64, 3, 3, 3}, 78, 0.03f), "w");
+    CHECK(x.is_ok() && w.is_ok());
+    if (!x || !w) continue;
+    auto y = (*b)->conv3d(*x, *w, Tensor{}, p);
+    CHECK_MSG(y.is_ok(), y.status().to_string());
+    auto r = gpu::cuda_backend_report(**b);
+    CHECK(r.has_value());
+    if (r) {
+      const int64_t want = cfg.opt.fp16_accumulation ? 1 : 0;
+      CHECK_MSG(r->fp16_accumulated_convs == want, cfg.name + ": " +
+                                                       std::to_string(r->fp16_accumulated_convs) +
+                                                       " convolutions with fp16 accumulation");
+      CHECK((gpu::describe_options(r->options).find("fp16 accumulation") != std::string::npos) ==
+            cfg.opt.fp16_accumulation);
+    }
   }
 }
 
@@ -654,6 +742,8 @@ GPU_TEST(options_are_validated) {
   o.workspace_mib = -1;
   CHECK(!gpu::validate_options(o).is_ok());
   CHECK(gpu::precision_from_name("bf16") == Precision::kBf16);
+  CHECK(gpu::precision_from_name("fidelity") == Precision::kFidelity);
+  CHECK(gpu::precision_name(Precision::kFidelity) == "fidelity");
   CHECK(!gpu::precision_from_name("int8").has_value());
 }
 

@@ -82,6 +82,11 @@ std::vector<Config> configs() {
        [](CudaOptions& o) { o.fuse_bias = false; });
   flip("tf32", Precision::kTf32, 2e-2, 3e-3, [](CudaOptions&) {});
   flip("fp16", Precision::kFp16, 2e-2, 3e-3, [](CudaOptions&) {});
+  flip("fp16 accumulation", Precision::kFp16, 4e-2, 6e-3,
+       [](CudaOptions& o) { o.fp16_accumulation = true; });
+  flip("fidelity", Precision::kFidelity, 1e-2, 1.5e-3, [](CudaOptions&) {});
+  flip("fidelity ncdhw", Precision::kFidelity, 1e-2, 1.5e-3,
+       [](CudaOptions& o) { o.channels_last = false; });
   flip("bf16", Precision::kBf16, 0.15, 2.5e-2, [](CudaOptions&) {});
   flip("bf16 ncdhw", Precision::kBf16, 0.15, 2.5e-2,
        [](CudaOptions& o) { o.channels_last = false; });

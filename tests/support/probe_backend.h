@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "core/backend/backend.h"
+#include "core/backend/forwarding_backend.h"
 
 namespace seedvae::test {
 
-class ProbeBackend final : public Backend {
+class ProbeBackend final : public ForwardingBackend {
  public:
-  explicit ProbeBackend(Backend& inner) : inner_(inner) {}
+  explicit ProbeBackend(Backend& inner) : ForwardingBackend(inner) {}
 
   int started = 0, waited = 0, in_flight = 0, max_in_flight = 0;
   std::vector<const Storage*> hinted;  // offload_hint, in call order
@@ -34,15 +34,6 @@ class ProbeBackend final : public Backend {
   int capture_attempts = 0;
 
   std::string name() const override { return "deferred copies over " + inner_.name(); }
-  DType activation_dtype() const override { return inner_.activation_dtype(); }
-  Result<Tensor> upload(const HostTensor& host) override { return inner_.upload(host); }
-  Result<Tensor> upload_weight(const HostTensor& host, std::string_view name) override {
-    return inner_.upload_weight(host, name);
-  }
-  Result<HostTensor> download(const Tensor& t) override { return inner_.download(t); }
-  Status download_frames(const Tensor& t, HostTensor& dst, int64_t frame_offset) override {
-    return inner_.download_frames(t, dst, frame_offset);
-  }
 
   Result<std::unique_ptr<PendingCopy>> download_frames_async(const Tensor& t, HostTensor& dst,
                                                              int64_t frame_offset) override {
@@ -60,51 +51,15 @@ class ProbeBackend final : public Backend {
     return std::unique_ptr<PendingCopy>(std::move(copy));
   }
 
-  Result<Tensor> conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
-                        const Conv3dParams& p) override {
-    return inner_.conv3d(x, w, b, p);
-  }
-  Result<Tensor> causal_pad(const Tensor& x, const Tensor* memory, int frames) override {
-    return inner_.causal_pad(x, memory, frames);
-  }
   bool graphs_enabled() const override { return graphs; }
   Status begin_capture() override {
     ++capture_attempts;
     return unsupported("the probe backend records no graphs");
   }
-  Status copy_frames_into(Tensor& dst, int64_t dst_frame, const Tensor& src, int64_t src_frame,
-                          int64_t count) override {
-    return inner_.copy_frames_into(dst, dst_frame, src, src_frame, count);
-  }
-  Result<Tensor> slice_frames(const Tensor& x, int64_t begin, int64_t end) override {
-    return inner_.slice_frames(x, begin, end);
-  }
-  Result<Tensor> concat_frames(const Tensor& a, const Tensor& b) override {
-    return inner_.concat_frames(a, b);
-  }
-  Result<Tensor> group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                            const GroupNormParams& p) override {
-    return inner_.group_norm(x, gamma, beta, p);
-  }
-  Status group_norm_inplace(Tensor& x, const Tensor& gamma, const Tensor& beta,
-                            const GroupNormParams& p) override {
-    return inner_.group_norm_inplace(x, gamma, beta, p);
-  }
-  Status add_inplace(Tensor& acc, const Tensor& x) override { return inner_.add_inplace(acc, x); }
-  Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1,
-                                int context_frames = 2) override {
-    return inner_.depth_to_space(x, temporal_factor, drop_frame_1, context_frames);
-  }
-  Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) override {
-    return inner_.attention(x, w);
-  }
   Status offload_hint(const Tensor& t) override {
     hinted.push_back(t.storage.get());
     return inner_.offload_hint(t);
   }
-  Status synchronize() override { return inner_.synchronize(); }
-  MemoryStats memory_stats() const override { return inner_.memory_stats(); }
-  void reset_peak() override { inner_.reset_peak(); }
 
  private:
   class Copy final : public PendingCopy {
@@ -149,8 +104,6 @@ class ProbeBackend final : public Backend {
     bool done_ = false;
     Status status_;
   };
-
-  Backend& inner_;
 };
 
 }  // namespace seedvae::test

@@ -153,6 +153,7 @@ RunOptions every_option_changed() {
   s.device = 1;
   s.threads = 3;
   s.precision = "bf16";
+  s.fp8_numerics = true;
   s.autotune = false;
   s.autotune_cache = "/tmp/autotune.tsv";
   s.channels_last = false;
@@ -165,6 +166,7 @@ RunOptions every_option_changed() {
   s.offload_window_mib = 256;
   s.cuda_graphs = true;
   s.workspace_mib = 128;
+  s.fp16_accumulation = true;  // kept in presets though bf16 does not apply it
   s.chunk_latents = 2;
   s.hires_chunk_frames = 3;
   s.lone_head = true;
