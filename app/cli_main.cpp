@@ -361,6 +361,12 @@ int cmd_info(const std::vector<std::string>& paths, bool json) {
         item["height"] = info->height;
         item["fps"] = info->fps;
         item["frames"] = info->frame_count;
+        item["bit_depth"] = info->bit_depth;
+        if (info->source_kind == "video") {
+          item["codec"] = info->codec;
+          item["rotation"] = info->rotation;
+          item["audio_streams"] = info->audio_streams;
+        }
       }
     }
     out["files"].push_back(item);

@@ -267,6 +267,12 @@ Result<std::unique_ptr<VideoDecoder>> VideoDecoder::open(const fs::path& path,
   const int64_t d = av_rescale_q(1, av_inv_q(info.fps > 0 ? rate : AVRational{24, 1}), impl->tb);
   impl->default_duration = std::max<int64_t>(1, d);
   info.listed_frames = st->nb_frames > 0 ? st->nb_frames : -1;
+  if (info.listed_frames < 0 && info.fps > 0) {  // Matroska states a duration, not a count
+    double seconds = fmt->duration > 0 ? static_cast<double>(fmt->duration) / AV_TIME_BASE : 0;
+    if (seconds <= 0 && st->duration > 0)
+      seconds = static_cast<double>(st->duration) * av_q2d(impl->tb);
+    if (seconds > 0) info.listed_frames = std::llround(seconds * info.fps);
+  }
   info.codec = codec->name;
   info.rotation = rotation_of(st);
   for (unsigned i = 0; i < fmt->nb_streams; ++i) {

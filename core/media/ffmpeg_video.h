@@ -24,13 +24,14 @@ void init_ffmpeg_once();
 
 // What the container and the decoder say about the best video stream of a file.
 struct StreamInfo {
-  int width = 0, height = 0;   // as displayed, after rotation
-  int bit_depth = 8;           // bits per sample of the decoded format
-  int output_depth = 8;        // the reader's samples: 8, 10, 12 or 16 bits
-  double fps = 0;              // average rate; 0 when the container's value is unusable
-  int rotation = 0;            // clockwise degrees the frames are turned on reading
-  int64_t listed_frames = -1;  // the container's frame count, -1 when it states none
-  std::string codec;           // decoder name
+  int width = 0, height = 0;  // as displayed, after rotation
+  int bit_depth = 8;          // bits per sample of the decoded format
+  int output_depth = 8;       // the reader's samples: 8, 10, 12 or 16 bits
+  double fps = 0;             // average rate; 0 when the container's value is unusable
+  int rotation = 0;           // clockwise degrees the frames are turned on reading
+  // The container's frame count (or its duration times the rate), -1 when it states neither.
+  int64_t listed_frames = -1;
+  std::string codec;  // decoder name
   int audio_streams = 0;
   // Colour description as FFmpeg's AVColor* enumerations; the matrix is the one the reader used
   // (the container's, or BT.709 from 720 lines up and BT.601 below when it states none).

@@ -154,8 +154,8 @@ struct WriteOptions {
   // x264/x265 preset ("ultrafast" .. "placebo"); "" or "auto": "medium".
   std::string preset;
   // H.264 / H.265 without loss: 8-bit H.264 codes RGB exactly (libx264rgb), 10-bit H.264 codes
-  // 4:4:4 YUV without loss (RGB comes back within a 10-bit level), H.265 codes RGB exactly. FFV1
-  // always is lossless; ProRes and Motion-JPEG refuse it.
+  // 4:4:4 YUV without loss (RGB comes back within two 10-bit levels), H.265 codes RGB exactly.
+  // FFV1 always is lossless; ProRes and Motion-JPEG refuse it.
   bool lossless = false;
   // 0: automatic -- the source's depth where the codec has it (a source of more than 8 bits gives
   // 10-bit H.264/H.265/FFV1, 16-bit FFV1 from 12 or 16 bits, 16-bit PNG), else 8. 8, 10 or 16
@@ -180,11 +180,14 @@ struct WriteOptions {
 // kept everywhere (odd sizes are coded with 4:4:4 chroma where the codec's default is 4:2:0 or
 // 4:2:2).
 // The destination's form follows its name (and WriteOptions::codec):
-//   * .mp4 .m4v -> H.264 (libx264, CRF 16, preset medium; 4:2:0 YUV, 8-bit or 10-bit), or H.265
-//     (libx265) with codec "h265"; .mov -> ProRes 422 HQ (prores_ks, 10-bit 4:2:2), or
-//     "prores4444" (4:4:4), "h264", "h265"; .mkv -> FFV1 (lossless RGB, 8, 10 or 16 bits,
-//     level 3 with slice CRCs), or any of the others; .avi -> Motion-JPEG (4:4:4, full range);
-//     YUV is BT.709 limited range without a source, the source's matrix and range with one;
+//   * .mp4 .m4v -> H.264 (libx264, CRF 16, preset medium; 4:2:0 YUV, 8-bit or 10-bit), or
+//     H.265 (libx265, frames of at least 16x16) with codec "h265"; .mov -> ProRes 422 HQ
+//     (prores_ks, 10-bit 4:2:2), or "prores4444" (4:4:4), "h264", "h265"; .mkv -> FFV1
+//     (lossless RGB, 8, 10 or 16 bits, level 3 with slice CRCs), or any of the others; .avi ->
+//     Motion-JPEG (4:4:4, full range). YUV is limited range BT.709 (from 720 lines up) or
+//     BT.601 (below) without a source -- the reader's rule for files that state no matrix --
+//     and the source's matrix and range with one; the colour description is stored in the
+//     stream and the container;
 //   * .png (and other single-image extensions) with T == 1 -> one image file (16-bit for a .png
 //     or .tif at bit depth 10 or 16; .exr stores 32-bit float);
 //   * a name without extension, or ending in '/', or an existing directory of another name ->
