@@ -361,6 +361,12 @@ int cmd_info(const std::vector<std::string>& paths, bool json) {
         item["height"] = info->height;
         item["fps"] = info->fps;
         item["frames"] = info->frame_count;
+        item["bit_depth"] = info->bit_depth;
+        if (info->source_kind == "video") {
+          item["codec"] = info->codec;
+          item["rotation"] = info->rotation;
+          item["audio_streams"] = info->audio_streams;
+        }
       }
     }
     out["files"].push_back(item);
@@ -728,7 +734,7 @@ int cli_main(int argc, char** argv) {
   double dec_fps = 0;
   auto* enc = app.add_subcommand("encode", "encode a video into a latent (.safetensors)");
   enc_in.add_to(enc);
-  enc_mo.add_to(enc, kAllOptionGroups);
+  enc_mo.add_to(enc, kEncodeOptionGroups);
   enc->add_option("-o,--output", enc_out, "output latent .safetensors")->required();
   enc->add_flag("--sample", enc_sample,
                 "sample mean + std * noise (official SeedVR2) instead of the mean");
@@ -740,8 +746,9 @@ int cli_main(int argc, char** argv) {
       ->required()
       ->check(CLI::ExistingFile);
   dec_mo.add_to(dec, {OptionGroup::kEngine, OptionGroup::kCuda, OptionGroup::kStreaming,
-                      OptionGroup::kTiling, OptionGroup::kMemory});
-  dec->add_option("-o,--output", dec_out, "output video (.mp4/.avi/.mkv) or PNG directory")
+                      OptionGroup::kTiling, OptionGroup::kMemory, OptionGroup::kOutput});
+  dec->add_option("-o,--output", dec_out,
+                  "output video (.mp4/.mov/.mkv/.avi) or image-sequence directory")
       ->required();
   dec->add_option("--fps", dec_fps, "frame rate of the output (default: from the latent)");
 
@@ -750,7 +757,8 @@ int cli_main(int argc, char** argv) {
   rt_in.add_to(rt);
   rt_mo.add_to(rt, kAllOptionGroups);
   rt->add_option("-o,--output", rt_out,
-                 "write the reconstruction (.mp4/.avi/.mkv or PNG directory)");
+                 "write the reconstruction (.mp4/.mov/.mkv/.avi or image-sequence directory); a "
+                 "video keeps the input's timestamps, colour description and audio");
 
   // bench
   ModelArgs bench_mo;

@@ -16,8 +16,12 @@ namespace seedvae::app {
 // switch takes --X and --no-X). Values are checked as set_option() checks them.
 void add_run_options(CLI::App* cmd, RunOptions& options, std::initializer_list<OptionGroup> groups);
 
-// Every group: what encode and the round trip take (and the studio shows).
+// Every group: what the round trip takes (and the studio shows).
 inline constexpr std::initializer_list<OptionGroup> kAllOptionGroups = {
+    OptionGroup::kEngine, OptionGroup::kCuda,  OptionGroup::kStreaming, OptionGroup::kTiling,
+    OptionGroup::kMemory, OptionGroup::kInput, OptionGroup::kOutput};
+// Every group but the video output's: what encode takes (it writes a latent).
+inline constexpr std::initializer_list<OptionGroup> kEncodeOptionGroups = {
     OptionGroup::kEngine, OptionGroup::kCuda,   OptionGroup::kStreaming,
     OptionGroup::kTiling, OptionGroup::kMemory, OptionGroup::kInput};
 

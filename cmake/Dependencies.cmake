@@ -30,7 +30,11 @@ endif()
 
 set(SEEDVAE_HAVE_MEDIA OFF)
 if(SEEDVAE_WITH_MEDIA)
-  find_package(OpenCV 4 REQUIRED COMPONENTS core imgproc imgcodecs videoio)
+  # OpenCV reads and writes image files; FFmpeg's libraries (5.1 in Debian 12) video files.
+  find_package(OpenCV 4 REQUIRED COMPONENTS core imgproc imgcodecs)
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(FFMPEG REQUIRED IMPORTED_TARGET
+                    libavformat>=59 libavcodec>=59 libavutil>=57 libswscale>=6)
   set(SEEDVAE_HAVE_MEDIA ON)
 endif()
 

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libcli11-dev libdnnl-dev
-  libopencv-dev
+  libopencv-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev libqt6opengl6-dev qt6-svg-dev
   libgl1-mesa-dev libxkbcommon-dev qt6-qpa-plugins
   clang clang-format libclang-rt-14-dev

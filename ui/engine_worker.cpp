@@ -509,8 +509,9 @@ void EngineWorker::writeVideo(const RunSummary& run, const QString& path) {
     emit videoWritten(false, path, QStringLiteral("no reconstruction to write"));
     return;
   }
-  media::WriteOptions wo;
-  wo.fps = run.fps > 0 ? run.fps : 24;
+  // The settings' output options; the run's input file lends its timing, colour and audio.
+  const media::WriteOptions wo =
+      write_options(run.settings, run.fps > 0 ? run.fps : 24, &run.input);
   Status st;
   try {
     st = check_output_against(to_fs_path(path), JobKind::kRoundTrip, run.input,

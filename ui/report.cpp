@@ -258,8 +258,7 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
     for (const RunSummary& r : job.runs) {
       if (!r.reconstruction || (cancel && cancel->requested())) continue;
       const QString rel = QStringLiteral("reconstruction_%1%2").arg(tag_of(r), job.video_extension);
-      media::WriteOptions wo;
-      wo.fps = r.fps > 0 ? r.fps : 24;
+      const media::WriteOptions wo = write_options(r.settings, r.fps > 0 ? r.fps : 24, &r.input);
       const std::filesystem::path path = to_fs_path(dir.filePath(rel));
       Status st =
           check_output_against(path, JobKind::kRoundTrip, r.input, r.weights_source.toStdString());

@@ -1,5 +1,6 @@
-// The only translation unit of SeedVAE that includes OpenCV's video and image codecs. Every entry
-// point catches cv::Exception (and std::exception) and returns a Status.
+// Clip reading and writing: image files through OpenCV (the only translation unit of SeedVAE that
+// includes its image codecs), video files through ffmpeg_video.h. Every entry point catches
+// cv::Exception (and std::exception) and returns a Status.
 #include "core/media/video_io.h"
 
 #include <algorithm>
@@ -26,11 +27,10 @@
 #include <opencv2/core/utils/logger.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
-#include <opencv2/videoio.hpp>
-#include <opencv2/videoio/registry.hpp>
 
 #include "core/base/atomic_file.h"
 #include "core/io/output_path.h"
+#include "core/media/ffmpeg_video.h"
 
 namespace seedvae::media {
 
@@ -288,36 +288,13 @@ Result<cv::Mat> decode_image(const fs::path& file) {
   return to_rgb(m, file);
 }
 
-bool has_ffmpeg() {
-  static const bool have = cv::videoio_registry::hasBackend(cv::CAP_FFMPEG);
-  return have;
-}
-
-Result<std::unique_ptr<cv::VideoCapture>> open_video(const fs::path& path) {
+Result<std::unique_ptr<detail::VideoDecoder>> open_video(const fs::path& path,
+                                                         const CancelToken* cancel) {
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
   if (ec) return io_error("cannot read " + quoted(path) + ": " + ec.message());
   if (size == 0) return corrupt_data("video " + quoted(path) + " is empty (0 bytes)");
-  auto cap = std::make_unique<cv::VideoCapture>();
-  bool opened = false;
-  if (has_ffmpeg()) {
-    const std::vector<int> params = {cv::CAP_PROP_OPEN_TIMEOUT_MSEC, 60000,
-                                     cv::CAP_PROP_READ_TIMEOUT_MSEC, 60000};
-    opened = cap->open(path.string(), cv::CAP_FFMPEG, params);
-  } else {
-    opened = cap->open(path.string(), cv::CAP_ANY);
-  }
-  if (!opened || !cap->isOpened()) {
-    return corrupt_data("cannot open " + quoted(path) +
-                        " as a video: it is not a video file, or it is corrupt, truncated or in an "
-                        "unsupported format" +
-                        (has_ffmpeg() ? "" : " (this OpenCV has no FFmpeg backend)"));
-  }
-  return cap;
-}
-
-double usable_fps(double fps) {
-  return (std::isfinite(fps) && fps > 0 && fps <= 1000) ? fps : 0;
+  return detail::VideoDecoder::open(path, cancel);
 }
 
 std::string size_str(const cv::Size& s) {
@@ -372,7 +349,10 @@ class FrameCollector {
 
   First first() const { return {has_first_, first_size_, first_index_}; }
 
-  Status add(const cv::Mat& decoded_rgb, int64_t source_index, const fs::path& file) {
+  // `max_value`: the sample value meaning 1.0 (255 and 65535 for 8U and 16U images; 1023 or 4095
+  // for 10- and 12-bit video in 16U matrices).
+  Status add(const cv::Mat& decoded_rgb, int64_t source_index, const fs::path& file,
+             double max_value = 0) {
     if (!has_first_) {
       has_first_ = true;
       first_size_ = decoded_rgb.size();
@@ -397,6 +377,9 @@ class FrameCollector {
                            "stride) or resize");
     }
     frames_.push_back(maybe_resize(decoded_rgb, target_));
+    max_values_.push_back(static_cast<float>(max_value > 0                   ? max_value
+                                             : decoded_rgb.depth() == CV_16U ? 65535.0
+                                                                             : 255.0));
     return Status::ok();
   }
 
@@ -422,11 +405,14 @@ class FrameCollector {
             b[x] = static_cast<float>(p[3 * x + 2]) / 255.0f * 2.0f - 1.0f;
           }
         } else if (f.depth() == CV_16U) {
+          // 10/12-bit samples may exceed their maximum after a cubic resize: clamped.
+          const float m = max_values_[static_cast<size_t>(t)];
+          auto v01 = [m](uint16_t v) { return std::min(static_cast<float>(v) / m, 1.0f); };
           const uint16_t* p = f.ptr<uint16_t>(row);
           for (int64_t x = 0; x < W; ++x) {
-            r[x] = static_cast<float>(p[3 * x]) / 65535.0f * 2.0f - 1.0f;
-            g[x] = static_cast<float>(p[3 * x + 1]) / 65535.0f * 2.0f - 1.0f;
-            b[x] = static_cast<float>(p[3 * x + 2]) / 65535.0f * 2.0f - 1.0f;
+            r[x] = v01(p[3 * x]) * 2.0f - 1.0f;
+            g[x] = v01(p[3 * x + 1]) * 2.0f - 1.0f;
+            b[x] = v01(p[3 * x + 2]) * 2.0f - 1.0f;
           }
         } else {  // CV_32F, values nominally in [0, 1]
           const float* p = f.ptr<float>(row);
@@ -449,6 +435,7 @@ class FrameCollector {
   fs::path source_;
   ReadOptions opts_;
   std::vector<cv::Mat> frames_;
+  std::vector<float> max_values_;
   bool has_first_ = false;
   cv::Size first_size_, target_;
   int64_t first_index_ = 0;
@@ -498,15 +485,18 @@ class SeqReader {
       fps_ = 24.0 / opts_.stride;
       return Status::ok();
     }
-    SEEDVAE_ASSIGN_OR_RETURN(cap_, open_video(src_.path));
-    const double fps = usable_fps(cap_->get(cv::CAP_PROP_FPS));
-    fps_ = (fps > 0 ? fps : 24.0) / opts_.stride;
-    const double listed = cap_->get(cv::CAP_PROP_FRAME_COUNT);
-    listed_ = std::isfinite(listed) && listed > 0 ? static_cast<int64_t>(listed) : -1;
+    SEEDVAE_ASSIGN_OR_RETURN(dec_, open_video(src_.path, cancel_));
+    const detail::StreamInfo& info = dec_->info();
+    fps_ = (info.fps > 0 ? info.fps : 24.0) / opts_.stride;
+    listed_ = info.listed_frames;
+    bit_depth_ = info.bit_depth;
     return Status::ok();
   }
 
+  void set_cancel(const CancelToken* cancel) { cancel_ = cancel; }
   double fps() const { return fps_; }
+  int bit_depth() const { return bit_depth_; }
+  const std::vector<double>& frame_times() const { return times_; }
 
   // A video whose decoding stopped before the frames its container lists (a truncated or damaged
   // file), when the selection wanted frames beyond that point; empty otherwise.
@@ -532,25 +522,26 @@ class SeqReader {
         SEEDVAE_TRY(check_cancel(stop));
         const fs::path& file = src_.files[static_cast<size_t>(image_next_)];
         SEEDVAE_ASSIGN_OR_RETURN(cv::Mat rgb, decode_image(file));
+        if (delivered_ == 0 && frames.count() == 0) bit_depth_ = rgb.depth() == CV_8U ? 8 : 16;
         SEEDVAE_TRY(frames.add(rgb, image_next_, file));
       }
     } else if (!video_done_) {
-      cv::Mat bgr;
+      cv::Mat rgb;
+      const double tb = static_cast<double>(dec_->info().tb_num) / dec_->info().tb_den;
       while (frames.count() < n) {
         SEEDVAE_TRY(check_cancel(cancel));
         SEEDVAE_TRY(check_cancel(stop));
         const bool wanted =
             index_ >= opts_.first_frame && (index_ - opts_.first_frame) % opts_.stride == 0;
-        if (wanted) {
-          if (!cap_->read(bgr) || bgr.empty()) {
-            video_done_ = true;
-            break;
-          }
-          SEEDVAE_ASSIGN_OR_RETURN(cv::Mat rgb, to_rgb(bgr, src_.path));
-          SEEDVAE_TRY(frames.add(rgb, index_, {}));
-        } else if (!cap_->grab()) {
+        SEEDVAE_ASSIGN_OR_RETURN(const bool more, dec_->next(wanted ? &rgb : nullptr));
+        if (!more) {
           video_done_ = true;
           break;
+        }
+        if (index_ == 0) first_pts_ = dec_->pts();
+        if (wanted) {
+          SEEDVAE_TRY(frames.add(rgb, index_, {}, dec_->max_value()));
+          times_.push_back(static_cast<double>(dec_->pts() - first_pts_) * tb);
         }
         ++index_;
       }
@@ -568,10 +559,14 @@ class SeqReader {
  private:
   ReadOptions opts_;
   Source src_;
-  std::unique_ptr<cv::VideoCapture> cap_;
+  const CancelToken* cancel_ = nullptr;  // interrupts the demuxer's blocking reads
+  std::unique_ptr<detail::VideoDecoder> dec_;
   double fps_ = 24;
-  int64_t image_next_ = 0;  // next image index (kImages)
-  int64_t index_ = 0;       // next source frame index (kVideo)
+  int bit_depth_ = 8;
+  int64_t first_pts_ = 0;      // the source's frame 0 (kVideo)
+  std::vector<double> times_;  // of the frames delivered (kVideo)
+  int64_t image_next_ = 0;     // next image index (kImages)
+  int64_t index_ = 0;          // next source frame index (kVideo)
   bool video_done_ = false;
   int64_t listed_ = -1;  // the container's frame count, -1 when it states none
   int64_t delivered_ = 0;
@@ -580,12 +575,16 @@ class SeqReader {
 
 Result<Clip> read_all(const fs::path& source, const ReadOptions& o, const CancelToken* cancel) {
   SeqReader reader(o);
+  reader.set_cancel(cancel);
+  SEEDVAE_TRY(check_cancel(cancel));
   SEEDVAE_TRY(reader.open(source));
   Clip clip;
   SEEDVAE_ASSIGN_OR_RETURN(clip.video,
                            reader.read(std::numeric_limits<int64_t>::max(), cancel, nullptr));
   clip.fps = reader.fps();
   clip.warning = reader.warning();
+  clip.bit_depth = reader.bit_depth();
+  clip.frame_times = reader.frame_times();
   return clip;
 }
 
@@ -601,6 +600,7 @@ Result<VideoInfo> probe_impl(const fs::path& path, const CancelToken* cancel) {
       SEEDVAE_ASSIGN_OR_RETURN(cv::Mat rgb, decode_image(src.files[i]));
       if (i == 0) {
         first = rgb.size();
+        info.bit_depth = rgb.depth() == CV_8U ? 8 : 16;
       } else if (rgb.size() != first) {
         return corrupt_data("frame " + std::to_string(i) + " (" + quoted(src.files[i]) + ") of " +
                             quoted(path) + " is " + size_str(rgb.size()) + " but frame 0 is " +
@@ -614,19 +614,29 @@ Result<VideoInfo> probe_impl(const fs::path& path, const CancelToken* cancel) {
     return info;
   }
   info.source_kind = "video";
-  SEEDVAE_ASSIGN_OR_RETURN(auto cap, open_video(src.path));
-  info.fps = usable_fps(cap->get(cv::CAP_PROP_FPS));
+  SEEDVAE_TRY(check_cancel(cancel));
+  SEEDVAE_ASSIGN_OR_RETURN(auto dec, open_video(src.path, cancel));
+  const detail::StreamInfo& si = dec->info();
+  info.fps = si.fps;
+  info.bit_depth = si.bit_depth;
+  info.rotation = si.rotation;
+  info.audio_streams = si.audio_streams;
+  info.codec = si.codec;
   cv::Mat first;
-  if (!cap->read(first) || first.empty()) return no_frames(path);
+  SEEDVAE_ASSIGN_OR_RETURN(bool any, dec->next(&first));
+  if (!any) return no_frames(path);
   info.width = first.cols;
   info.height = first.rows;
-  int64_t n = 1;
+  const double tb = static_cast<double>(si.tb_num) / si.tb_den;
+  const int64_t first_pts = dec->pts();
+  info.frame_times.push_back(0);
   for (;;) {
     SEEDVAE_TRY(check_cancel(cancel));
-    if (!cap->grab()) break;
-    ++n;
+    SEEDVAE_ASSIGN_OR_RETURN(bool more, dec->next(nullptr));
+    if (!more) break;
+    info.frame_times.push_back(static_cast<double>(dec->pts() - first_pts) * tb);
   }
-  info.frame_count = n;
+  info.frame_count = static_cast<int64_t>(info.frame_times.size());
   return info;
 }
 
@@ -652,86 +662,60 @@ Status validate_clip_tensor(const HostTensor& v) {
   return Status::ok();
 }
 
-// Frame t of a [1, 3, T, H, W] fp32 clip as 8-bit BGR: round((clamp(x) + 1) / 2 * 255).
-void frame_to_bgr8(const float* video, int64_t T, int64_t H, int64_t W, int64_t t, cv::Mat& out) {
-  out.create(static_cast<int>(H), static_cast<int>(W), CV_8UC3);
+// How the frames of an image destination are stored.
+enum class ImageDepth { k8, k16, kFloat };
+
+// Frame t of a [1, 3, T, H, W] fp32 clip as BGR (OpenCV's order): 8-bit round((clamp(x) + 1) / 2 *
+// 255), 16-bit the same with 65535, float (clamp(x) + 1) / 2.
+void frame_to_bgr(const float* video, int64_t T, int64_t H, int64_t W, int64_t t, ImageDepth depth,
+                  cv::Mat& out) {
+  const int type = depth == ImageDepth::k8    ? CV_8UC3
+                   : depth == ImageDepth::k16 ? CV_16UC3
+                                              : CV_32FC3;
+  out.create(static_cast<int>(H), static_cast<int>(W), type);
   const int64_t plane = H * W, cstride = T * plane;
-  auto q = [](float v) -> uint8_t {
+  auto unit = [](float v) {
     if (!(v >= -1.0f)) v = -1.0f;  // NaN and below
     if (v > 1.0f) v = 1.0f;
-    return static_cast<uint8_t>(std::lround((v + 1.0f) * 0.5f * 255.0f));
+    return (v + 1.0f) * 0.5f;
   };
   for (int64_t y = 0; y < H; ++y) {
     const float* r = video + t * plane + y * W;
     const float* g = r + cstride;
     const float* b = g + cstride;
-    uint8_t* p = out.ptr<uint8_t>(static_cast<int>(y));
+    const int row = static_cast<int>(y);
     for (int64_t x = 0; x < W; ++x) {
-      p[3 * x] = q(b[x]);
-      p[3 * x + 1] = q(g[x]);
-      p[3 * x + 2] = q(r[x]);
+      const float bgr[3] = {unit(b[x]), unit(g[x]), unit(r[x])};
+      for (int k = 0; k < 3; ++k) {
+        if (depth == ImageDepth::k8) {
+          out.ptr<uint8_t>(row)[3 * x + k] = static_cast<uint8_t>(std::lround(bgr[k] * 255.0f));
+        } else if (depth == ImageDepth::k16) {
+          out.ptr<uint16_t>(row)[3 * x + k] = static_cast<uint16_t>(std::lround(bgr[k] * 65535.0f));
+        } else {
+          out.ptr<float>(row)[3 * x + k] = bgr[k];
+        }
+      }
     }
   }
 }
 
-std::string frame_name(int64_t t) {
+std::string frame_name(int64_t t, const std::string& ext) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "frame_%05lld.png", static_cast<long long>(t));
-  return buf;
+  std::snprintf(buf, sizeof buf, "frame_%05lld", static_cast<long long>(t));
+  return buf + ext;
 }
 
 bool is_frame_name(const std::string& n) {
-  if (n.size() < 15 || n.compare(0, 6, "frame_") != 0 || n.compare(n.size() - 4, 4, ".png") != 0) {
-    return false;
-  }
+  if (n.size() < 15 || n.compare(0, 6, "frame_") != 0) return false;
+  const std::string e = n.substr(n.size() - 4);
+  if (e != ".png" && e != ".exr") return false;
   return std::all_of(n.begin() + 6, n.end() - 4,
                      [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
-// Why a write failed when the OS did not say: a full file system ("no space left on device")
-// when the directory has less room than `need` bytes.
-std::string space_reason(const fs::path& dir, int64_t need) {
-  std::error_code ec;
-  const fs::space_info sp = fs::space(dir.empty() ? fs::path(".") : dir, ec);
-  if (!ec && static_cast<int64_t>(sp.available) < need) {
-    return ": no space left on device (" + std::to_string(sp.available >> 10) + " KiB free in " +
-           quoted(dir.empty() ? fs::path(".") : dir) + ")";
-  }
-  return {};
-}
-
-// Decodes every frame of a written video: a file that does not open, holds fewer frames than
-// written or frames of another size is incomplete.
-Status verify_written_video(const fs::path& written, const fs::path& dest, const std::string& codec,
-                            int64_t frames, cv::Size size) {
-  const int64_t frame_bytes = int64_t{3} * size.width * size.height;
-  auto incomplete = [&](const std::string& what) {
-    return io_error("the " + codec + " video " + quoted(dest) + " was not written completely (" +
-                    what + ")" + space_reason(dest.parent_path(), frame_bytes + (1 << 20)));
-  };
-  std::error_code ec;
-  if (fs::file_size(written, ec) == 0 || ec) return incomplete("the file is empty");
-  cv::VideoCapture cap;
-  if (!cap.open(written.string(), has_ffmpeg() ? cv::CAP_FFMPEG : cv::CAP_ANY) || !cap.isOpened()) {
-    return incomplete("it cannot be opened");
-  }
-  int64_t n = 0;
-  cv::Mat f;
-  while (cap.read(f) && !f.empty()) {
-    if (f.cols < size.width || f.rows < size.height) {
-      return incomplete("frame " + std::to_string(n) + " is " + size_str(f.size()));
-    }
-    ++n;
-  }
-  if (n != frames) {
-    return incomplete(std::to_string(n) + " of " + std::to_string(frames) + " frames readable");
-  }
-  return Status::ok();
-}
-
-// Encodes one 8-bit BGR frame as PNG (or `ext`) in memory and writes it with every write and the
-// final flush checked: OpenCV's imwrite does not report a failed flush (a full disk leaves an
-// empty or truncated image).
+// Encodes one BGR frame (8-bit, 16-bit or float) as PNG (or `ext`) in memory and writes it with
+// every write and the final flush checked: OpenCV's imwrite does not report a failed flush (a full
+// disk leaves an empty or truncated image).
 Status write_image_file(const fs::path& path, const cv::Mat& bgr, const std::string& ext,
                         const std::vector<int>& params, bool atomic) {
   std::vector<uchar> bytes;
@@ -785,32 +769,91 @@ Result<Destination> classify_destination(const fs::path& destination) {
 }
 
 // The state of one clip being written (ClipWriter::Impl): the destination's form, its temporary
-// (an AtomicFile: removed unless committed) and, for a video, OpenCV's writer.
+// (an AtomicFile: removed unless committed) and, for a video, the FFmpeg writer.
 struct ClipWriterState {
   Destination dest;
   WriteOptions o;
   const CancelToken* cancel = nullptr;
-  std::optional<AtomicFile> file;  // video file or PNG directory under a temporary name
-  bool replace_dir = false;        // a previous PNG directory to move aside at commit
-  cv::VideoWriter writer;          // after `file`: released before the temporary is removed
-  std::string codec;
-  cv::Size size, coded;
+  std::optional<AtomicFile> file;  // video file or image directory under a temporary name
+  bool replace_dir = false;        // a previous image directory to move aside at commit
+  // After `file`: closed before the temporary is removed.
+  std::unique_ptr<detail::VideoFileWriter> video;
+  ImageDepth image_depth = ImageDepth::k8;
+  std::string frame_ext = ".png";  // of a directory's frames
+  cv::Size size;
   HostTensor single;  // the one frame of an image destination, written at commit
   int64_t frames = 0;
   bool failed = false, committed = false;
-  cv::Mat bgr, even;
+  std::vector<std::string> warnings;
+  cv::Mat bgr;
 };
+
+bool is_video_codec(const std::string& c) {
+  return c == "h264" || c == "h265" || c == "ffv1" || c == "prores" || c == "prores4444";
+}
+
+// Bits per sample of a source (0 when it is no readable video or image).
+int source_depth(const fs::path& source) {
+  if (source.empty()) return 0;
+  auto src = resolve_source(source);
+  if (!src.is_ok()) return 0;
+  if (src->kind == SourceKind::kImages) {
+    auto img = decode_image(src->files.front());
+    return img.is_ok() ? (img->depth() == CV_8U ? 8 : 16) : 0;
+  }
+  auto dec = open_video(src->path, nullptr);
+  return dec.is_ok() ? (*dec)->info().bit_depth : 0;
+}
+
+// The options' checks that need no frame: fps, the codec for this form, the bit depth.
+Status check_write_options(const Destination& d, const WriteOptions& o) {
+  if (!std::isfinite(o.fps) || o.fps <= 0 || o.fps > 1000) {
+    return invalid_argument("fps must be in (0, 1000], got " + std::to_string(o.fps));
+  }
+  if (o.crf_like_quality < -1 || o.crf_like_quality > 51) {
+    return invalid_argument("crf_like_quality must be -1 (default) or 0..51, got " +
+                            std::to_string(o.crf_like_quality));
+  }
+  if (o.source_first_frame < 0 || o.source_stride < 1) {
+    return invalid_argument(
+        "the source's frame selection must have first frame >= 0 and stride "
+        ">= 1");
+  }
+  if (o.bit_depth != 0 && o.bit_depth != 8 && o.bit_depth != 10 && o.bit_depth != 16) {
+    return invalid_argument("bit depth must be 8, 10 or 16 (0: automatic), got " +
+                            std::to_string(o.bit_depth));
+  }
+  const std::string codec = o.codec == "auto" ? std::string() : o.codec;
+  if (d.form == Destination::kVideo) {
+    return detail::plan_codec(d.path, o, 0).status();
+  }
+  if (is_video_codec(codec)) {
+    return invalid_argument("codec " + codec + " writes a video file, but " + quoted(d.path) +
+                            " names " +
+                            (d.form == Destination::kImage ? "an image" : "an image sequence") +
+                            "; name a .mp4, .mov or .mkv file");
+  }
+  if (!codec.empty() && codec != "png" && codec != "exr") {
+    return invalid_argument("unknown codec \"" + codec +
+                            "\": use h264, h265, ffv1, prores, prores4444 (videos), png or exr "
+                            "(image sequences)");
+  }
+  if (d.form == Destination::kImage && !codec.empty() && ext_of(d.path) != "." + codec) {
+    return invalid_argument("codec " + codec + " does not write " + quoted(d.path) +
+                            "; the image's extension chooses its format");
+  }
+  if (o.lossless) {
+    return invalid_argument(
+        "--lossless applies to H.264 and H.265 videos; image files are "
+        "lossless or not by their format");
+  }
+  return Status::ok();
+}
 
 Status open_writer(ClipWriterState& w, const fs::path& destination) {
   if (destination.empty()) return invalid_argument("no output path given");
-  if (!std::isfinite(w.o.fps) || w.o.fps <= 0 || w.o.fps > 1000) {
-    return invalid_argument("fps must be in (0, 1000], got " + std::to_string(w.o.fps));
-  }
-  if (w.o.crf_like_quality < -1 || w.o.crf_like_quality > 51) {
-    return invalid_argument("crf_like_quality must be -1 (default) or 0..51, got " +
-                            std::to_string(w.o.crf_like_quality));
-  }
   SEEDVAE_ASSIGN_OR_RETURN(w.dest, classify_destination(destination));
+  SEEDVAE_TRY(check_write_options(w.dest, w.o));
   fs::path parent = w.dest.path.parent_path();
   if (parent.empty()) parent = ".";
   std::error_code ec;
@@ -819,13 +862,28 @@ Status open_writer(ClipWriterState& w, const fs::path& destination) {
                      quoted(parent));
   }
   const fs::path& dest = w.dest.path;
+  if (!w.o.source.empty() && fs::exists(dest, ec) && fs::equivalent(dest, w.o.source, ec)) {
+    return invalid_argument("the output " + quoted(dest) + " is the input; write another file");
+  }
+  // Image destinations: 16-bit PNG/TIFF at 10 or 16 bits (automatic: from the source), float EXR.
+  const std::string e = ext_of(dest);
+  const int depth = w.o.bit_depth != 0 ? w.o.bit_depth : source_depth(w.o.source) > 8 ? 16 : 8;
+  if (w.dest.form == Destination::kImage) {
+    w.image_depth = e == ".exr"                                                 ? ImageDepth::kFloat
+                    : depth > 8 && (e == ".png" || e == ".tif" || e == ".tiff") ? ImageDepth::k16
+                                                                                : ImageDepth::k8;
+  } else if (w.dest.form == Destination::kPngDirectory) {
+    const bool exr = w.o.codec == "exr";
+    w.frame_ext = exr ? ".exr" : ".png";
+    w.image_depth = exr ? ImageDepth::kFloat : depth > 8 ? ImageDepth::k16 : ImageDepth::k8;
+  }
   if (w.dest.form == Destination::kVideo) {
     w.file.emplace(dest);
   } else if (w.dest.form == Destination::kPngDirectory) {
     if (fs::exists(dest, ec)) {
       if (!fs::is_directory(dest, ec)) {
         return invalid_argument(quoted(dest) +
-                                " exists and is not a directory; cannot write PNG frames there");
+                                " exists and is not a directory; cannot write image frames there");
       }
       fs::directory_iterator it(dest, ec), end;
       if (ec) return io_error("cannot list " + quoted(dest) + ": " + ec.message());
@@ -833,8 +891,9 @@ Status open_writer(ClipWriterState& w, const fs::path& destination) {
         if (ec) return io_error("cannot list " + quoted(dest) + ": " + ec.message());
         if (!is_frame_name(it->path().filename().string()) || !is_regular(it->path())) {
           return invalid_argument("directory " + quoted(dest) +
-                                  " exists and holds other files than " + "frame_NNNNN.png (" +
-                                  quoted(it->path().filename()) + "); refusing to replace it");
+                                  " exists and holds other files than " +
+                                  "frame_NNNNN.png / .exr (" + quoted(it->path().filename()) +
+                                  "); refusing to replace it");
         }
       }
       w.replace_dir = true;
@@ -844,48 +903,6 @@ Status open_writer(ClipWriterState& w, const fs::path& destination) {
       return io_error("cannot create directory " + quoted(w.file->temp_path()) +
                       (ec ? ": " + ec.message() : std::string()));
     }
-  }
-  return Status::ok();
-}
-
-// Opens OpenCV's writer for frames of w.size (the first chunk tells the size).
-Status open_video_writer(ClipWriterState& w) {
-  const fs::path& dest = w.dest.path;
-  const std::string e = ext_of(dest);
-  // OpenCV's FFmpeg writer silently crops odd sizes to even ones (4:2:0 chroma); we pad instead,
-  // replicating the last column / row. Its Motion-JPEG writer keeps any size.
-  const cv::Size even_size(w.size.width + w.size.width % 2, w.size.height + w.size.height % 2);
-  w.coded = w.size;
-  const std::string tmp = w.file->temp_path().string();
-  const WriteOptions& o = w.o;
-  if (e == ".avi") {
-    w.codec = "MJPG";
-    const int fourcc = cv::VideoWriter::fourcc('M', 'J', 'P', 'G');
-    if (w.writer.open(tmp, cv::CAP_OPENCV_MJPEG, fourcc, o.fps, w.size, true) &&
-        o.crf_like_quality >= 0) {
-      w.writer.set(cv::VIDEOWRITER_PROP_QUALITY, 100.0 - o.crf_like_quality * 100.0 / 51.0);
-    }
-    if (!w.writer.isOpened() && has_ffmpeg()) {
-      w.coded = even_size;
-      w.writer.open(tmp, cv::CAP_FFMPEG, fourcc, o.fps, w.coded, true);
-    }
-  } else if (e == ".mkv") {
-    w.codec = "FFV1";
-    w.coded = even_size;
-    w.writer.open(tmp, cv::CAP_FFMPEG, cv::VideoWriter::fourcc('F', 'F', 'V', '1'), o.fps, w.coded,
-                  true);
-  } else {
-    w.codec = "mp4v";
-    w.coded = even_size;
-    w.writer.open(tmp, cv::CAP_FFMPEG, cv::VideoWriter::fourcc('m', 'p', '4', 'v'), o.fps, w.coded,
-                  true);
-  }
-  if (!w.writer.isOpened()) {
-    return io_error(
-        "cannot open a " + w.codec + " video writer for " + quoted(dest) + " (" +
-        size_str(w.coded) + " at " + std::to_string(o.fps) +
-        " fps): OpenCV's video writer refused" +
-        (has_ffmpeg() ? std::string() : std::string(" (this OpenCV has no FFmpeg backend)")));
   }
   return Status::ok();
 }
@@ -915,7 +932,7 @@ Status write_frames(ClipWriterState& w, const HostTensor& chunk) {
     return invalid_argument(quoted(w.dest.path) + " names a single image but the clip has " +
                             std::to_string(w.frames + T) +
                             " frames; give a directory name (frames are written as "
-                            "frame_00000.png, ...) or a video file (.mp4, .avi, .mkv)");
+                            "frame_00000.png, ...) or a video file (.mp4, .mov, .mkv)");
   }
   HostTensor f32;
   const HostTensor* v = &chunk;
@@ -929,23 +946,22 @@ Status write_frames(ClipWriterState& w, const HostTensor& chunk) {
     w.frames = 1;
     return Status::ok();
   }
-  if (w.dest.form == Destination::kVideo && !w.writer.isOpened()) {
-    SEEDVAE_TRY(open_video_writer(w));
+  if (w.dest.form == Destination::kVideo && !w.video) {
+    SEEDVAE_TRY(check_cancel(w.cancel));
+    SEEDVAE_ASSIGN_OR_RETURN(
+        w.video, detail::VideoFileWriter::open(w.file->temp_path(), w.dest.path, w.o, size.width,
+                                               size.height, w.cancel));
   }
   const int64_t H = s.h(), W = s.w();
   for (int64_t t = 0; t < T; ++t) {
     SEEDVAE_TRY(check_cancel(w.cancel));
-    frame_to_bgr8(v->data<float>(), T, H, W, t, w.bgr);
     if (w.dest.form == Destination::kPngDirectory) {
-      SEEDVAE_TRY(
-          write_image_file(w.file->temp_path() / frame_name(w.frames), w.bgr, ".png", {}, false)
-              .with_context("writing " + quoted(w.dest.path)));
-    } else if (w.coded != w.size) {
-      cv::copyMakeBorder(w.bgr, w.even, 0, w.coded.height - w.size.height, 0,
-                         w.coded.width - w.size.width, cv::BORDER_REPLICATE);
-      w.writer.write(w.even);
+      frame_to_bgr(v->data<float>(), T, H, W, t, w.image_depth, w.bgr);
+      SEEDVAE_TRY(write_image_file(w.file->temp_path() / frame_name(w.frames, w.frame_ext), w.bgr,
+                                   w.frame_ext, {}, false)
+                      .with_context("writing " + quoted(w.dest.path)));
     } else {
-      w.writer.write(w.bgr);
+      SEEDVAE_TRY(w.video->write(v->data<float>(), T, t));
     }
     ++w.frames;
   }
@@ -959,7 +975,7 @@ Status commit_writer(ClipWriterState& w) {
   switch (w.dest.form) {
     case Destination::kImage: {
       cv::Mat bgr;
-      frame_to_bgr8(w.single.data<float>(), 1, w.size.height, w.size.width, 0, bgr);
+      frame_to_bgr(w.single.data<float>(), 1, w.size.height, w.size.width, 0, w.image_depth, bgr);
       std::vector<int> params;
       const std::string e = ext_of(dest);
       if ((e == ".jpg" || e == ".jpeg" || e == ".jpe") && w.o.crf_like_quality >= 0) {
@@ -969,10 +985,9 @@ Status commit_writer(ClipWriterState& w) {
       return write_image_file(dest, bgr, e, params, /*atomic=*/true);
     }
     case Destination::kVideo:
-      w.writer.release();
-      // OpenCV's video writers report no failed write (a full disk leaves a truncated file behind
-      // a successful release()), so the file is read back before it replaces the destination.
-      SEEDVAE_TRY(verify_written_video(w.file->temp_path(), dest, w.codec, w.frames, w.size));
+      SEEDVAE_TRY(check_cancel(w.cancel));
+      SEEDVAE_TRY(w.video->finish());
+      w.warnings = w.video->warnings();
       return w.file->commit();
     case Destination::kPngDirectory: break;
   }
@@ -1017,14 +1032,8 @@ Result<VideoInfo> probe(const fs::path& source, const CancelToken* cancel) {
                  [&]() -> Result<VideoInfo> { return probe_impl(source, cancel); });
 }
 
-std::string stored_size_note(const fs::path& dest, int64_t width, int64_t height) {
-  const std::string e = ext_of(dest);
-  if ((e != ".mp4" && e != ".mkv") || (width % 2 == 0 && height % 2 == 0)) return {};
-  const auto sz = [](int64_t w, int64_t h) { return std::to_string(w) + "x" + std::to_string(h); };
-  return dest.string() + ": the " + e.substr(1) + " codec stores even sizes only (4:2:0 colour), " +
-         "so the " + sz(width, height) + " frames are stored as " +
-         sz(width + width % 2, height + height % 2) +
-         " with the last column or row repeated; a PNG sequence or .avi keeps " + sz(width, height);
+std::string stored_size_note(const fs::path&, int64_t, int64_t) {
+  return {};  // every writer stores the exact size (odd sizes with 4:4:4 chroma)
 }
 
 Result<Clip> read_clip(const fs::path& source, const ReadOptions& options,
@@ -1059,6 +1068,8 @@ Result<FrameReader> FrameReader::open(const fs::path& source, const ReadOptions&
     auto impl = std::make_unique<Impl>(options);
     impl->source = source;
     impl->cancel = cancel;
+    impl->reader.set_cancel(cancel);
+    SEEDVAE_TRY(check_cancel(cancel));
     SEEDVAE_TRY(impl->reader.open(source));
     return FrameReader(std::move(impl));
   });
@@ -1066,6 +1077,10 @@ Result<FrameReader> FrameReader::open(const fs::path& source, const ReadOptions&
 
 double FrameReader::fps() const {
   return impl_ ? impl_->reader.fps() : 24.0;
+}
+
+int FrameReader::bit_depth() const {
+  return impl_ ? impl_->reader.bit_depth() : 8;
 }
 
 std::string FrameReader::warning() const {
@@ -1137,6 +1152,14 @@ int64_t ClipWriter::frames() const {
   return impl_ ? impl_->state.frames : 0;
 }
 
+std::vector<std::string> ClipWriter::warnings() const {
+  return impl_ ? impl_->state.warnings : std::vector<std::string>{};
+}
+
+std::string ClipWriter::description() const {
+  return impl_ && impl_->state.video ? impl_->state.video->description() : std::string();
+}
+
 Status write_clip(const fs::path& destination, const HostTensor& video, const WriteOptions& options,
                   const CancelToken* cancel) {
   SEEDVAE_TRY(guarded(destination, "writing", [&] { return validate_clip_tensor(video); }));
@@ -1164,6 +1187,13 @@ bool is_writable_video_extension(const fs::path& path) {
 
 Status check_clip_destination(const fs::path& destination) {
   return classify_destination(destination).status();
+}
+
+Status check_clip_destination(const fs::path& destination, const WriteOptions& options) {
+  return guarded(destination, "writing", [&]() -> Status {
+    SEEDVAE_ASSIGN_OR_RETURN(Destination d, classify_destination(destination));
+    return check_write_options(d, options);
+  });
 }
 
 bool is_frame_pattern(const fs::path& path) {

@@ -1,13 +1,21 @@
 // Video and image-sequence input/output for the VAE round trip (target seedvae_media).
 //
 // Clips are host tensors in the layout the VAE consumes: fp32 [1, 3, T, H, W], RGB channel order
-// (never BGR), values in [-1, 1] (x / 255 * 2 - 1 for 8-bit sources), see docs/model.md §6.
-// OpenCV is a private dependency: it is included only by the .cpp files of this target, and every
-// OpenCV exception is caught there and returned as a Status. No function here throws.
+// (never BGR), values in [-1, 1] (x / 255 * 2 - 1 for 8-bit sources, x / 1023 * 2 - 1 for 10-bit
+// ones, ...), see docs/model.md §6. Video files go through FFmpeg's libraries (libavformat,
+// libavcodec, libswscale), image files through OpenCV; both are private dependencies: included
+// only by the .cpp files of this target, every error (an FFmpeg error code, an OpenCV exception)
+// returned as a Status naming the path. No function here throws. FFmpeg's own log is silent
+// unless the environment sets SEEDVAE_FFMPEG_LOG.
 //
 // Sources understood by probe() and read_clip():
-//   * a video file (.mp4 .m4v .mov .avi .mkv .webm and anything else FFmpeg opens), decoded with
-//     the FFmpeg backend of OpenCV's VideoCapture;
+//   * a video file (.mp4 .m4v .mov .avi .mkv .webm and anything else FFmpeg opens; any codec it
+//     decodes, 8 to 16 bits): its best video stream, converted to RGB by swscale with the
+//     stream's colour matrix (BT.601, BT.709, BT.2020, ...; unstated: BT.709 from 720 lines up,
+//     BT.601 below) and range (limited or full); sources of more than 8 bits keep their
+//     precision (10-bit: x / 1023, 12-bit: x / 4095, 16-bit: x / 65535). Frames are turned
+//     upright by the stream's display matrix (rotation metadata, quarter turns), and each
+//     frame's timestamp is kept (Clip::frame_times; variable frame rates included);
 //   * a single image file (.png .jpg .jpeg .bmp .tif .tiff .webp .ppm .pgm .pnm .exr .hdr ...), a
 //     1-frame clip;
 //   * a directory of image files, frames in natural name order ("f2.png" before "f10.png"; names
@@ -23,14 +31,15 @@
 // images), kCorruptData (a file that cannot be decoded, zero decodable frames, frames of
 // different sizes), kIoError (a path that is not a regular file, the OS refusing a write),
 // kInvalidArgument (bad options, first_frame past the end, malformed tensors), kOutOfMemory
-// (the selected frames would not fit in the machine's physical memory), kCancelled.
-// Messages name the path.
+// (the selected frames would not fit in the machine's physical memory), kUnsupported (a codec
+// this FFmpeg lacks), kCancelled. Messages name the path.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/base/cancel.h"
 #include "core/base/status.h"
@@ -48,6 +57,13 @@ struct VideoInfo {
   // Counted by decoding every frame, never the container's claim.
   int64_t frame_count = 0;
   std::string source_kind;  // "video" or "images"
+  // Bits per sample of the source (a video's decoded format; 8 or 16 for images).
+  int bit_depth = 8;
+  // Video: every frame's time in seconds from the first frame's (empty for images).
+  std::vector<double> frame_times;
+  int rotation = 0;       // video: clockwise degrees its frames are turned to stand upright
+  int audio_streams = 0;  // video: audio streams beside the video
+  std::string codec;      // video: the decoder's name ("h264", "ffv1", ...)
 };
 
 struct ReadOptions {
@@ -69,6 +85,11 @@ struct Clip {
   // Set when the source ended before the frames its container lists (a truncated file): what was
   // decoded against what was listed (SeqReader::warning).
   std::string warning;
+  // Bits per sample of the source (values are x / (2^bits - 1) for 8, 10, 12 and 16 bits).
+  int bit_depth = 8;
+  // Video: each returned frame's time in seconds from the source's first frame (variable frame
+  // rates keep their uneven times); empty for image sources.
+  std::vector<double> frame_times;
 };
 
 // Opens the source, decodes every frame to count them and returns its size and rate. Frames of an
@@ -103,6 +124,8 @@ class FrameReader {
   Result<HostTensor> read(int64_t max_frames, const CancelToken* stop = nullptr);
   // The playback rate of the selected frames, as Clip::fps.
   double fps() const;
+  // Bits per sample of the source, as Clip::bit_depth.
+  int bit_depth() const;
   // Once the reader has reached the end: a truncated source's warning, as Clip::warning.
   std::string warning() const;
 
@@ -112,42 +135,77 @@ class FrameReader {
   std::unique_ptr<Impl> impl_;
 };
 
-// When `destination`'s format stores frames of another size than width x height (the mp4 and
-// mkv codecs code even sizes only: an odd width or height gets its last column or row repeated),
-// what it stores and why; empty when it stores the size as is (PNG, .avi).
+// When `destination`'s format stores frames of another size than width x height, what it stores
+// and why. Every writer keeps the exact size now (odd sizes get 4:4:4 chroma), so this is empty;
+// kept for the callers that report it.
 std::string stored_size_note(const std::filesystem::path& destination, int64_t width,
                              int64_t height);
 
 struct WriteOptions {
-  double fps = 24;  // > 0
-  // -1: the codec's default. 0..51, lower is better (CRF-like). Honoured by the .avi writer
-  // (OpenCV's Motion-JPEG encoder, JPEG quality 100 - q * 100 / 51); OpenCV 4.6's FFmpeg writer
-  // has no quality control, so .mp4/.mov/.mkv ignore it. PNG is lossless and ignores it.
+  // Frames per second (> 0) when there is no video `source` to take the timing from.
+  double fps = 24;
+  // -1: the codec's default. 0..51, lower is better: the CRF of H.264 and H.265 (default 16),
+  // the quality of .avi's Motion-JPEG (quantiser 1 + q * 30 / 51, default 2) and of a .jpg image
+  // (JPEG quality 100 - q * 100 / 51). Lossless codecs ignore it.
   int crf_like_quality = -1;
+  // "" or "auto": the extension's codec (below). Videos: "h264", "h265", "ffv1", "prores"
+  // (422 HQ), "prores4444". Image sequences (a directory): "png" or "exr".
+  std::string codec;
+  // x264/x265 preset ("ultrafast" .. "placebo"); "" or "auto": "medium".
+  std::string preset;
+  // H.264 / H.265 without loss: 8-bit H.264 codes RGB exactly (libx264rgb), 10-bit H.264 codes
+  // 4:4:4 YUV without loss (RGB comes back within two 10-bit levels), H.265 codes RGB exactly.
+  // FFV1 always is lossless; ProRes and Motion-JPEG refuse it.
+  bool lossless = false;
+  // 0: automatic -- the source's depth where the codec has it (a source of more than 8 bits gives
+  // 10-bit H.264/H.265/FFV1, 16-bit FFV1 from 12 or 16 bits, 16-bit PNG), else 8. 8, 10 or 16
+  // where the codec stores it: H.264/H.265 8 or 10, FFV1 8, 10 or 16, ProRes 10, Motion-JPEG 8,
+  // PNG 8 or 16 (10 is stored as 16), EXR always 32-bit float.
+  int bit_depth = 0;
+  // A video file the clip was read from (the round trip's input; empty or not a video file:
+  // none). Its video timestamps are copied (output frame i at the time of source frame
+  // source_first_frame + i * source_stride, shifted so the first written frame keeps its time
+  // when that is frame 0 and starts at 0 otherwise), as are its colour description (primaries,
+  // transfer, matrix, range), its bit depth (for bit_depth 0) and its audio streams, copied
+  // packet for packet (those the container cannot hold are left out with a warning; see
+  // ClipWriter::warnings()). The audio is trimmed to the written frames' span unless they reach
+  // the source's end. Never the destination itself (kInvalidArgument).
+  std::filesystem::path source;
+  int64_t source_first_frame = 0;
+  int source_stride = 1;
 };
 
-// Writes [1, 3, T, H, W] (any float dtype; values clamped to [-1, 1], NaN written as -1) as
-// 8-bit frames: round((x + 1) / 2 * 255).
-// The destination's form follows its name:
-//   * .mp4 .m4v .mov -> MPEG-4 part 2 ("mp4v"), lossy;
-//   * .avi           -> Motion-JPEG ("MJPG"), lossy;
-//   * .mkv           -> FFV1, lossless;
-//     (.mp4/.mov/.m4v/.mkv go through OpenCV's FFmpeg writer, which supports only even sizes: an
-//     odd width or height is padded to even by repeating the last column or row, so such a file
-//     reads back one pixel larger. .avi and PNG keep any size exactly.)
-//   * .png (and other single-image extensions) with T == 1 -> one image file;
+// Writes [1, 3, T, H, W] (any float dtype; values clamped to [-1, 1], NaN written as -1),
+// quantised to the output's bit depth: round((x + 1) / 2 * (2^bits - 1)). The exact frame size is
+// kept everywhere (odd sizes are coded with 4:4:4 chroma where the codec's default is 4:2:0 or
+// 4:2:2).
+// The destination's form follows its name (and WriteOptions::codec):
+//   * .mp4 .m4v -> H.264 (libx264, CRF 16, preset medium; 4:2:0 YUV, 8-bit or 10-bit), or
+//     H.265 (libx265, frames of at least 16x16) with codec "h265"; .mov -> ProRes 422 HQ
+//     (prores_ks, 10-bit 4:2:2), or "prores4444" (4:4:4), "h264", "h265"; .mkv -> FFV1
+//     (lossless RGB, 8, 10 or 16 bits, level 3 with slice CRCs), or any of the others; .avi ->
+//     Motion-JPEG (4:4:4, full range). YUV is limited range BT.709 (from 720 lines up) or
+//     BT.601 (below) without a source -- the reader's rule for files that state no matrix --
+//     and the source's matrix and range with one; the colour description is stored in the
+//     stream and the container;
+//   * .png (and other single-image extensions) with T == 1 -> one image file (16-bit for a .png
+//     or .tif at bit depth 10 or 16; .exr stores 32-bit float);
 //   * a name without extension, or ending in '/', or an existing directory of another name ->
-//     a directory of frame_00000.png, frame_00001.png, ... (lossless). An existing destination
-//     directory is replaced only when it is empty or holds nothing but frame_NNNNN.png files (a
-//     previous output); otherwise kInvalidArgument.
+//     a directory of frame_00000.png, frame_00001.png, ... (lossless; 16-bit PNG at bit depth 10
+//     or 16), or frame_00000.exr, ... (32-bit float, the [0, 1] values as they are) with codec
+//     "exr". An existing destination directory is replaced only when it is empty or holds
+//     nothing but frame_NNNNN.png / .exr files (a previous output); otherwise kInvalidArgument.
 //   * other known video extensions (.webm .gif .wmv ...) -> kUnsupported.
 //   * any other extension -> kInvalidArgument listing the known ones (check_clip_destination).
+// A codec the container cannot hold, or options the codec does not take (a bit depth it cannot
+// store, --lossless for ProRes), are kInvalidArgument saying what to change.
 // Atomic: everything is written under a temporary sibling name (same extension) and renamed onto
 // the destination at the end; on any failure or cancel nothing is left behind and an existing
 // destination is untouched. Every image file is written and flushed to the device with each
-// write checked, and a video file is read back (every frame decoded) before it replaces the
-// destination, so a full disk is kIoError naming the path ("no space left on device") instead of
-// a truncated file. The parent directory must exist (kNotFound otherwise).
+// write checked; every write of a video file is checked, the file is synced to the device and its
+// packets are read back before it replaces the destination, so a full disk is kIoError naming the
+// path ("no space left on device") instead of a truncated file. The parent directory must exist
+// (kNotFound otherwise).
 Status write_clip(const std::filesystem::path& destination, const HostTensor& video,
                   const WriteOptions& options = {}, const CancelToken* cancel = nullptr);
 
@@ -170,6 +228,12 @@ class ClipWriter {
   Status write(const HostTensor& frames);
   Status commit();
   int64_t frames() const;  // written so far
+  // What the user should know that did not stop the write (an audio stream the container cannot
+  // hold); complete after commit().
+  std::vector<std::string> warnings() const;
+  // How a video is coded, once the first frames are written ("H.264 yuv420p, CRF 16, preset
+  // medium"); empty for images.
+  std::string description() const;
 
  private:
   struct Impl;
@@ -189,6 +253,10 @@ bool is_writable_video_extension(const std::filesystem::path& path);
 // Checked before a job computes anything: an unknown extension is kInvalidArgument listing the
 // known ones, a video container it cannot write kUnsupported; the name alone decides.
 Status check_clip_destination(const std::filesystem::path& destination);
+// The same, and whether the options suit the destination (the codec's container, bit depth,
+// lossless, preset, CRF range; an encoder this FFmpeg lacks is kUnsupported).
+Status check_clip_destination(const std::filesystem::path& destination,
+                              const WriteOptions& options);
 
 // Whether `path` is a printf frame pattern ("frames/%05d.png") that probe() and read_clip()
 // expand; it need not match any file.

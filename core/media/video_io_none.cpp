@@ -1,5 +1,5 @@
-// video_io.h for builds without OpenCV (SEEDVAE_WITH_MEDIA=OFF: the gpu-headless preset, the
-// mingw-w64 Windows CLI): no video or image file can be read or written, everything else of
+// video_io.h for builds without OpenCV and FFmpeg (SEEDVAE_WITH_MEDIA=OFF: the gpu-headless preset,
+// the mingw-w64 Windows CLI): no video or image file can be read or written, everything else of
 // seedvae_media (the sample clip, 4n+1 padding, PSNR/SSIM) works, so `seedvae roundtrip
 // --sample-clip` and `encode --sample-clip` run. Every call returns kUnsupported.
 #include "core/media/video_io.h"
@@ -12,7 +12,8 @@ namespace {
 
 Status no_video(const std::filesystem::path& path, const char* what) {
   return unsupported(std::string("cannot ") + what + " " + path.string() +
-                     ": this build has no video I/O (built without OpenCV); use --sample-clip");
+                     ": this build has no video I/O (built without OpenCV and FFmpeg); use "
+                     "--sample-clip");
 }
 
 }  // namespace
@@ -43,6 +44,10 @@ Result<HostTensor> FrameReader::read(int64_t, const CancelToken*) {
 
 double FrameReader::fps() const {
   return 24.0;
+}
+
+int FrameReader::bit_depth() const {
+  return 8;
 }
 
 std::string FrameReader::warning() const {
@@ -81,6 +86,14 @@ int64_t ClipWriter::frames() const {
   return 0;
 }
 
+std::vector<std::string> ClipWriter::warnings() const {
+  return {};
+}
+
+std::string ClipWriter::description() const {
+  return {};
+}
+
 Status write_clip(const std::filesystem::path& destination, const FrameSpool&, const WriteOptions&,
                   const CancelToken*) {
   return no_video(destination, "write");
@@ -91,6 +104,10 @@ bool is_writable_video_extension(const std::filesystem::path&) {
 }
 
 Status check_clip_destination(const std::filesystem::path& destination) {
+  return no_video(destination, "write");
+}
+
+Status check_clip_destination(const std::filesystem::path& destination, const WriteOptions&) {
   return no_video(destination, "write");
 }
 

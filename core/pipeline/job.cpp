@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <new>
 #include <tuple>
@@ -129,8 +130,27 @@ Result<bool> use_prefetch(const RunOptions& o, std::string* why) {
 // ---- checks before any work -------------------------------------------------------------------
 
 Status check_job_paths(const JobSpec& job) {
-  return check_output_against(job.output, job.kind, job.input,
-                              job.weights ? job.weights->source : std::string(), job.latent_path);
+  SEEDVAE_TRY(check_output_against(job.output, job.kind, job.input,
+                                   job.weights ? job.weights->source : std::string(),
+                                   job.latent_path));
+  if (job.output.empty() || job.kind == JobKind::kEncode) return Status::ok();
+  return media::check_clip_destination(job.output, write_options(job.options, 24, nullptr));
+}
+
+media::WriteOptions write_options(const RunOptions& o, double fps, const JobInput* input) {
+  media::WriteOptions w;
+  w.fps = fps;
+  w.crf_like_quality = o.crf;
+  w.codec = o.codec == "auto" ? std::string() : o.codec;
+  w.preset = o.preset == "auto" ? std::string() : o.preset;
+  w.lossless = o.lossless;
+  w.bit_depth = o.bit_depth == "auto" ? 0 : std::atoi(o.bit_depth.c_str());
+  if (input != nullptr && !input->is_sample()) {
+    w.source = input->path;
+    w.source_first_frame = input->first_frame;
+    w.source_stride = input->stride;
+  }
+  return w;
 }
 
 Status check_output_against(const std::filesystem::path& output, JobKind kind,
@@ -602,7 +622,11 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   if (decodes) {
     std::optional<media::ClipWriter> writer;
     if (!job.output.empty()) {
-      SEEDVAE_ASSIGN_OR_RETURN(writer, media::ClipWriter::open(job.output, {r.fps}, cb.cancel));
+      const bool from_input = job.kind == JobKind::kRoundTrip;
+      SEEDVAE_ASSIGN_OR_RETURN(
+          writer,
+          media::ClipWriter::open(
+              job.output, write_options(o, r.fps, from_input ? &job.input : nullptr), cb.cancel));
     }
     const bool compare = job.kind == JobKind::kRoundTrip;
     media::ChunkProducer originals;
@@ -673,6 +697,7 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
       const auto tw = Clock::now();
       SEEDVAE_TRY(writer->commit());
       r.write_s += seconds_since(tw);
+      for (std::string& w : writer->warnings()) r.warnings.push_back(std::move(w));
       if (std::string w = media::stored_size_note(job.output, r.plan.width, r.plan.height);
           !w.empty()) {
         r.warnings.push_back(std::move(w));

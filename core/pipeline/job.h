@@ -36,6 +36,7 @@
 #include "core/media/frame_spool.h"
 #include "core/media/metrics.h"
 #include "core/media/vae_padding.h"
+#include "core/media/video_io.h"
 #include "core/pipeline/run_options.h"
 #include "core/schedule/seam_metrics.h"
 #include "core/schedule/tiled.h"
@@ -189,8 +190,14 @@ Result<HostTensor> decode_clip(VaeModel& model, const VaeWeights& weights, const
 // latent read or the weights file (kInvalidArgument), when its directory is missing (kNotFound)
 // or refuses new files (kIoError), and when its name is no form the job writes (an encode
 // writes .safetensors; a decode or round trip a video, an image or a PNG directory:
-// media::check_clip_destination). Nothing to check without an output.
+// media::check_clip_destination), or when the output options do not suit it (a codec its
+// container cannot hold, a bit depth the codec does not store). Nothing to check without an
+// output.
 Status check_job_paths(const JobSpec& job);
+// How a decode or round trip writes its video (the options' output group). A round trip from a
+// video file names it as the source, with the frame selection, so the output keeps the input's
+// timestamps, colour description and audio (media::WriteOptions::source).
+media::WriteOptions write_options(const RunOptions& options, double fps, const JobInput* input);
 // The same checks for an output written apart from a job (the studio saving a reconstruction or
 // a report's video): `input` as the job read it, the weights' source (VaeWeights::source).
 Status check_output_against(const std::filesystem::path& output, JobKind kind,

@@ -36,6 +36,7 @@ std::string_view option_group_name(OptionGroup group) {
     case OptionGroup::kTiling: return "Spatial tiling";
     case OptionGroup::kMemory: return "Memory";
     case OptionGroup::kInput: return "Input";
+    case OptionGroup::kOutput: return "Output";
   }
   return "?";
 }
@@ -51,6 +52,12 @@ constexpr std::array kTilings{"off"sv, "blend"sv, "exact"sv};
 constexpr std::array kLayouts{"reference"sv, "uniform"sv};
 constexpr std::array kTemporalPads{"mirror"sv, "repeat-last"sv};
 constexpr std::array kMultiples{"8"sv, "16"sv};
+constexpr std::array kCodecs{"auto"sv,   "h264"sv,       "h265"sv, "ffv1"sv,
+                             "prores"sv, "prores4444"sv, "png"sv,  "exr"sv};
+constexpr std::array kPresets{"auto"sv,   "ultrafast"sv, "superfast"sv, "veryfast"sv,
+                              "faster"sv, "fast"sv,      "medium"sv,    "slow"sv,
+                              "slower"sv, "veryslow"sv,  "placebo"sv};
+constexpr std::array kBitDepths{"auto"sv, "8"sv, "10"sv, "16"sv};
 
 std::string exact_schedule(const RunOptions& o) {
   return o.tiling == "exact" ? "exact tiling has its own layer-by-layer schedule and chunking" : "";
@@ -91,6 +98,11 @@ std::string prefetch_rule(const RunOptions& o) {
   }
   if (o.chunk_latents == 0) return "a whole-clip chunk leaves nothing to overlap the reading with";
   return "";
+}
+
+std::string x26x_rule(const RunOptions& o) {
+  if (o.codec == "h264" || o.codec == "h265" || o.codec == "auto") return "";
+  return "only H.264 and H.265 take it (codec " + o.codec + ")";
 }
 
 std::string auto_schedule_rule(const RunOptions& o) {
@@ -451,6 +463,61 @@ const std::vector<OptionSpec>& table() {
          .choices = kMultiples,
          .minimum = 8,
          .maximum = 16});
+    // ---- output ----
+    add({.key = "codec",
+         .flag = "--codec",
+         .label = "Codec",
+         .group = OptionGroup::kOutput,
+         .kind = OptionKind::kChoice,
+         .help = "How a video output is coded (auto: by its extension -- .mp4 H.264, .mov ProRes "
+                 "422 HQ, .mkv FFV1 (lossless), .avi Motion-JPEG): h264, h265, ffv1 (.mkv), "
+                 "prores or prores4444 (.mov, .mkv); for an image-sequence output (a directory) "
+                 "png or exr (32-bit float). A round trip's output keeps the input's timestamps, "
+                 "colour description and audio.",
+         .member = &RunOptions::codec,
+         .choices = kCodecs});
+    add({.key = "crf",
+         .flag = "--crf",
+         .label = "CRF",
+         .group = OptionGroup::kOutput,
+         .kind = OptionKind::kInt,
+         .help = "H.264/H.265 constant rate factor, 0 (best) to 51; auto: 16 (near transparent). "
+                 "Also the quality of .avi's Motion-JPEG.",
+         .member = &RunOptions::crf,
+         .minimum = -1,
+         .maximum = 51,
+         .special_text = "auto",
+         .not_applicable = x26x_rule});
+    add({.key = "preset",
+         .flag = "--preset",
+         .label = "Encoder preset",
+         .group = OptionGroup::kOutput,
+         .kind = OptionKind::kChoice,
+         .help = "x264/x265 speed preset: slower presets make smaller files at the same quality "
+                 "(auto: medium).",
+         .member = &RunOptions::preset,
+         .choices = kPresets,
+         .not_applicable = x26x_rule});
+    add({.key = "lossless",
+         .flag = "--lossless",
+         .label = "Lossless H.264/H.265",
+         .group = OptionGroup::kOutput,
+         .kind = OptionKind::kBool,
+         .help = "Code H.264 or H.265 without loss (8-bit H.264 and H.265 code the RGB samples "
+                 "exactly; 10-bit H.264 codes 4:4:4 YUV without loss). Files are several times "
+                 "larger. FFV1 is always lossless.",
+         .member = &RunOptions::lossless,
+         .not_applicable = x26x_rule});
+    add({.key = "bit_depth",
+         .flag = "--bit-depth",
+         .label = "Output bit depth",
+         .group = OptionGroup::kOutput,
+         .kind = OptionKind::kChoice,
+         .help = "Bits per sample of the output: 8, 10 (H.264, H.265, FFV1, ProRes) or 16 (FFV1, "
+                 "PNG). auto: the input's depth where the codec stores it (a 10-bit input gives a "
+                 "10-bit output), else 8.",
+         .member = &RunOptions::bit_depth,
+         .choices = kBitDepths});
     return v;
   }();
   return t;

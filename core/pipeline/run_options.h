@@ -63,6 +63,12 @@ struct RunOptions : CudaSwitches {
   std::string prefetch = "auto";        // auto | on | off
   std::string temporal_pad = "mirror";  // mirror | repeat-last
   int spatial_multiple = 8;             // 8 | 16
+  // ---- output (the decoded video's file: media::WriteOptions) ----
+  std::string codec = "auto";      // auto | h264 | h265 | ffv1 | prores | prores4444 | png | exr
+  int crf = -1;                    // H.264/H.265 CRF; -1: the codec's default
+  std::string preset = "auto";     // x264/x265 preset; auto: medium
+  bool lossless = false;           // H.264/H.265 without loss
+  std::string bit_depth = "auto";  // auto | 8 | 10 | 16
 
   bool operator==(const RunOptions&) const = default;
 };
@@ -74,6 +80,7 @@ enum class OptionGroup : uint8_t {
   kTiling,     // spatial tiling
   kMemory,     // the memory budget
   kInput,      // reading and padding the input video
+  kOutput,     // the decoded video's file
 };
 std::string_view option_group_name(OptionGroup group);  // "Engine", "CUDA engine", ...
 

@@ -182,6 +182,11 @@ RunOptions every_option_changed() {
   s.prefetch = "off";
   s.temporal_pad = "repeat-last";
   s.spatial_multiple = 16;
+  s.codec = "h265";
+  s.crf = 20;
+  s.preset = "slow";
+  s.lossless = true;
+  s.bit_depth = "10";
   return s;
 }
 
