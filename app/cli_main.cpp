@@ -25,6 +25,7 @@
 #include "core/base/progress.h"
 #include "core/io/output_path.h"
 #include "core/io/safetensors.h"
+#include "core/io/tensor_file.h"
 #include "core/media/video_io.h"
 #include "core/pipeline/bench.h"
 #include "core/pipeline/job.h"
@@ -33,6 +34,7 @@
 #include "core/schedule/planner.h"
 #include "core/schedule/seam_metrics.h"
 #include "core/vae/state_dict.h"
+#include "core/vae/wan_config.h"
 #if defined(__unix__) || defined(__APPLE__)
 #include <pthread.h>
 #include <sys/resource.h>
@@ -163,7 +165,7 @@ struct ModelArgs {
 
   void add_to(CLI::App* c, std::initializer_list<OptionGroup> groups) {
     auto* w = c->add_option("--weights", weights,
-                            "SeedVR2 VAE checkpoint (.safetensors; fp16, bf16 or fp32)")
+                            "SeedVR2 VAE checkpoint (.safetensors or .pth; fp16, bf16 or fp32)")
                   ->check(CLI::ExistingFile);
     c->add_option("--synthetic", synthetic,
                   "use the portable synthetic weights of a configuration instead of a file "
@@ -323,32 +325,42 @@ int cmd_info(const std::vector<std::string>& paths, bool json) {
     Json item{{"path", p}};
     const std::string ext = path.extension().string();
     if (ext == ".safetensors" || ext == ".pt" || ext == ".pth" || ext == ".ckpt") {
-      auto file = SafetensorsFile::open(path);
-      if (!file) {
-        item["error"] = file.status().to_string();
-        rc = exit_code(file.status());
+      auto opened = open_tensor_file(path);  // safetensors or a torch.save .pth, by content
+      if (!opened) {
+        item["error"] = opened.status().to_string();
+        rc = exit_code(opened.status());
       } else {
-        item["tensors"] = file->names().size();
-        item["bytes"] = file->file_size();
-        auto cfg = infer_config(*file);
-        if (cfg) {
-          auto w = load_weights(path);
+        const TensorFile& file = **opened;
+        item["container"] = std::string(file.container());
+        item["tensors"] = file.names().size();
+        item["bytes"] = file.file_size();
+        auto id = identify_checkpoint(file);
+        if (id) {
           item["kind"] = "vae_checkpoint";
-          item["config"] = cfg->to_string();
-          item["parameters"] = cfg->parameter_count();
-          if (w) {
-            item["dtype"] = std::string(dtype_name(w->dtype));
-            item["sha256"] = w->sha256;
+          item["family"] = std::string(family_name(id->family));
+          item["config"] = id->wan ? id->wan->to_string() : id->seedvr2->to_string();
+          item["parameters"] = id->parameters;
+          item["dtype"] = std::string(dtype_name(id->dtype));
+          if (id->mixed_dtypes) item["mixed_dtypes"] = true;
+          if (id->wan) {
+            item["latent_channels"] = id->wan->z_dim;
+            item["compression"] = std::to_string(id->wan->temporal_factor()) + "x" +
+                                  std::to_string(id->wan->spatial_factor()) + "x" +
+                                  std::to_string(id->wan->spatial_factor());
+            item["note"] =
+                "the Wan networks are not implemented yet: encode and decode need a "
+                "SeedVR2 VAE";
           }
+          if (auto sha = sha256_file(path)) item["sha256"] = *sha;
         } else {
           item["kind"] = "tensors";
-          item["not_a_vae"] = cfg.status().message();
-          for (const auto& n : file->names()) {
-            auto v = file->get(n);
+          item["not_a_vae"] = id.status().message();
+          for (const auto& n : file.names()) {
+            auto v = file.get(n);
             item["shapes"][n] = v->shape.dims();
           }
         }
-        if (!file->metadata().empty()) item["metadata"] = file->metadata();
+        if (!file.metadata().empty()) item["metadata"] = file.metadata();
       }
     } else {
       auto info = media::probe(path);
@@ -545,11 +557,15 @@ struct PlanArgs {
 int cmd_plan(const PlanArgs& pa, const RunOptions& run, bool json) {
   VaeConfig config = pa.config == "tiny" ? VaeConfig::tiny() : VaeConfig::real();
   if (!pa.weights.empty()) {
-    auto f = SafetensorsFile::open(pa.weights);
+    auto f = open_tensor_file(pa.weights);
     if (!f) return fail(f.status());
-    auto c = infer_config(*f);
-    if (!c) return fail(c.status());
-    config = *c;
+    auto id = identify_checkpoint(**f);
+    if (!id) return fail(id.status());
+    if (!id->seedvr2) {
+      return fail(unsupported(pa.weights + " is a " + id->to_string() +
+                              " checkpoint: the Wan networks are not implemented yet"));
+    }
+    config = *id->seedvr2;
   }
   if (Status s = validate(run); !s) return fail(s);
   auto size = PixelSize::parse(pa.size);

@@ -19,24 +19,12 @@
 #include <vector>
 
 #include "core/base/status.h"
+#include "core/io/tensor_file.h"
 #include "core/tensor/host_tensor.h"
 
 namespace seedvae {
 
-// A tensor inside a mapped file: valid while its SafetensorsFile lives.
-struct TensorView {
-  std::string name;
-  DType dtype = DType::kF32;
-  Shape shape;
-  std::span<const std::byte> bytes;
-
-  int64_t numel() const { return shape.numel(); }
-  // Copy into an owning host tensor (same dtype), or converted to `dtype`.
-  HostTensor to_host() const;
-  HostTensor to_host(DType dtype) const;
-};
-
-class SafetensorsFile {
+class SafetensorsFile final : public TensorFile {
  public:
   static constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
@@ -47,16 +35,17 @@ class SafetensorsFile {
 
   SafetensorsFile(SafetensorsFile&&) noexcept;
   SafetensorsFile& operator=(SafetensorsFile&&) noexcept;
-  ~SafetensorsFile();
+  ~SafetensorsFile() override;
 
   // Tensor names in file (data-offset) order.
-  const std::vector<std::string>& names() const;
-  bool contains(std::string_view name) const;
+  const std::vector<std::string>& names() const override;
+  bool contains(std::string_view name) const override;
   // The view of `name`, or kNotFound.
-  Result<TensorView> get(std::string_view name) const;
-  const std::map<std::string, std::string>& metadata() const;
-  const std::filesystem::path& path() const;
-  uint64_t file_size() const;
+  Result<TensorView> get(std::string_view name) const override;
+  const std::map<std::string, std::string>& metadata() const override;
+  const std::filesystem::path& path() const override;
+  uint64_t file_size() const override;
+  std::string_view container() const override { return "safetensors"; }
 
  private:
   struct Impl;

@@ -6,10 +6,12 @@
 #include <vector>
 
 #include "core/base/sha256.h"
+#include "core/io/tensor_file.h"
+#include "core/vae/wan_config.h"
 
 namespace seedvae {
 
-Result<TensorView> resolve_tensor(const SafetensorsFile& file, const std::string& canonical) {
+Result<TensorView> resolve_tensor(const TensorFile& file, const std::string& canonical) {
   if (file.contains(canonical)) return file.get(canonical);
   static const std::pair<const char*, const char*> kLegacy[] = {{".to_q.", ".query."},
                                                                 {".to_k.", ".key."},
@@ -32,8 +34,18 @@ int64_t VaeWeights::parameter_count() const {
 }
 
 Result<VaeWeights> load_weights(const std::filesystem::path& path) {
-  SEEDVAE_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
-  SEEDVAE_ASSIGN_OR_RETURN(VaeConfig config, infer_config(file));
+  // safetensors or a torch.save .pth, by content.
+  SEEDVAE_ASSIGN_OR_RETURN(const std::unique_ptr<TensorFile> opened, open_tensor_file(path));
+  const TensorFile& file = *opened;
+  // The family first, so that a Wan checkpoint is named as one instead of failing SeedVR2's
+  // checks tensor by tensor.
+  SEEDVAE_ASSIGN_OR_RETURN(const CheckpointInfo info, identify_checkpoint(file));
+  if (info.family != VaeFamily::kSeedVR2) {
+    return unsupported(path.string() + " is a " + info.to_string() +
+                       " checkpoint: the Wan networks are not implemented yet (seedvae info "
+                       "reads it; encode and decode need a SeedVR2 VAE)");
+  }
+  const VaeConfig config = *info.seedvr2;
   VaeWeights w;
   w.config = config;
   w.source = path.string();

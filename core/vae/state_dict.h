@@ -17,7 +17,7 @@ namespace seedvae {
 
 // Looks up a canonical (diffusers) parameter name, also under the legacy attention spellings of
 // the official .pth (query/key/value/proj_attn for to_q/to_k/to_v/to_out.0; docs/model.md §3).
-Result<TensorView> resolve_tensor(const SafetensorsFile& file, const std::string& canonical);
+Result<TensorView> resolve_tensor(const TensorFile& file, const std::string& canonical);
 
 struct VaeWeights {
   VaeConfig config;
@@ -29,8 +29,10 @@ struct VaeWeights {
   int64_t parameter_count() const;
 };
 
-// Opens, validates (infer_config + check_state_dict) and copies out every parameter. The file's
-// dtype must be F16, BF16 or F32 and uniform.
+// Opens a safetensors or .pth checkpoint (open_tensor_file), identifies its family
+// (identify_checkpoint: infer_config + check_state_dict for SeedVR2) and copies out every
+// parameter. The file's dtype must be F16, BF16 or F32. A Wan2.1/Wan2.2 checkpoint is kUnsupported
+// ("the Wan networks are not implemented yet").
 Result<VaeWeights> load_weights(const std::filesystem::path& path);
 
 // The built-in default weights of the CLI and the studio: the trained demo model

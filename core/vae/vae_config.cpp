@@ -159,12 +159,12 @@ std::map<std::string, std::string> VaeConfig::to_metadata() const {
 
 namespace {
 
-Result<Shape> shape_of(const SafetensorsFile& f, const std::string& name) {
+Result<Shape> shape_of(const TensorFile& f, const std::string& name) {
   SEEDVAE_ASSIGN_OR_RETURN(TensorView v, resolve_tensor(f, name));
   return v.shape;
 }
 
-int count_indexed(const SafetensorsFile& f, const std::string& prefix) {
+int count_indexed(const TensorFile& f, const std::string& prefix) {
   // Counts prefix.0., prefix.1., ... that exist in the file.
   int n = 0;
   for (;; ++n) {
@@ -178,7 +178,7 @@ int count_indexed(const SafetensorsFile& f, const std::string& prefix) {
 
 }  // namespace
 
-Result<VaeConfig> infer_config(const SafetensorsFile& file) {
+Result<VaeConfig> infer_config(const TensorFile& file) {
   auto fail = [&](const std::string& why) {
     return invalid_argument("cannot infer a SeedVR2 VAE configuration from " +
                             file.path().string() + ": " + why);
@@ -248,7 +248,7 @@ Result<VaeConfig> infer_config(const SafetensorsFile& file) {
   return c;
 }
 
-Status check_state_dict(const SafetensorsFile& file, const VaeConfig& config) {
+Status check_state_dict(const TensorFile& file, const VaeConfig& config) {
   std::vector<std::string> missing, misshaped, unexpected;
   std::set<std::string> used;
   for (const auto& p : config.parameters()) {

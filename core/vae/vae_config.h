@@ -11,7 +11,7 @@
 
 namespace seedvae {
 
-class SafetensorsFile;
+class TensorFile;
 
 struct VaeConfig {
   int in_channels = 3;
@@ -59,10 +59,10 @@ struct VaeConfig {
 // configuration (block_out_channels [16, 32, 64, 64]) and 32 otherwise (SeedVR2's value).
 // Afterwards every key is checked; missing, unexpected and mis-shaped tensors are each listed by
 // name in the error.
-Result<VaeConfig> infer_config(const SafetensorsFile& file);
+Result<VaeConfig> infer_config(const TensorFile& file);
 
 // Checks `file` against `config`: every expected tensor present with the right shape, no extra
 // tensors. Lists every problem (up to a limit) in one message.
-Status check_state_dict(const SafetensorsFile& file, const VaeConfig& config);
+Status check_state_dict(const TensorFile& file, const VaeConfig& config);
 
 }  // namespace seedvae
