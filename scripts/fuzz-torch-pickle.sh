@@ -13,39 +13,12 @@
 # and any crashing input in build-fuzz/fuzz-artifacts/. Prints the number of executions and
 # findings; exits non-zero when the fuzzer found something.
 #
-# Environment: SEEDVAE_GOLDEN_DIR (passed to the shared configure, default ../shared/golden),
-# SEEDVAE_FUZZ_JOBS (build parallelism, default 2), CC/CXX (default clang/clang++).
+# Environment: as scripts/fuzz-lib.sh says.
 set -euo pipefail
 
-seconds="${1:-60}"
-if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [[ "$seconds" -lt 1 ]]; then
-  echo "usage: $0 [SECONDS]" >&2
-  exit 2
-fi
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="$root/build-fuzz"
-golden="${SEEDVAE_GOLDEN_DIR:-$root/../shared/golden}"
-jobs="${SEEDVAE_FUZZ_JOBS:-2}"
-seeds="$build/fuzz-seeds/torch_pickle"
-corpus="$build/fuzz-corpus/torch_pickle"
-artifacts="$build/fuzz-artifacts/torch_pickle"
-log="$build/fuzz-torch-pickle.log"
-
-echo "== configure ($build)"
-cmake -S "$root" -B "$build" -G Ninja \
-  -DCMAKE_C_COMPILER="${CC:-clang}" -DCMAKE_CXX_COMPILER="${CXX:-clang++}" \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DSEEDVAE_FUZZ=ON -DSEEDVAE_BUILD_TESTS=OFF -DSEEDVAE_WITH_UI=OFF -DSEEDVAE_WITH_MEDIA=OFF \
-  -DSEEDVAE_WITH_CUDA=OFF -DSEEDVAE_GOLDEN_DIR="$golden" >/dev/null
-
-echo "== build fuzz_torch_pickle"
-ninja -C "$build" -j "$jobs" fuzz_torch_pickle
-fuzzer="$build/tests/fuzz/fuzz_torch_pickle"
-
-echo "== seed corpus ($seeds)"
-rm -rf "$seeds"
-mkdir -p "$seeds" "$corpus" "$artifacts"
+# shellcheck source=scripts/fuzz-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/fuzz-lib.sh"
+fuzz_setup fuzz_torch_pickle torch_pickle "${1:-60}"
 python3 - "$seeds" <<'PY'
 import collections, io, os, pickle, struct, sys, types, zipfile
 
@@ -115,28 +88,4 @@ emit("truncated.pkl", state_dict(ts)[:200])
 print(f"{len(os.listdir(out))} seed files")
 PY
 
-before_list="$build/fuzz-artifacts-before.txt"
-find "$artifacts" -type f | sort >"$before_list"
-echo "== fuzz for ${seconds}s (corpus $corpus)"
-set +e
-"$fuzzer" "$corpus" "$seeds" \
-  -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-  -dict="$root/tests/fuzz/torch_pickle.dict" -artifact_prefix="$artifacts/" \
-  -print_final_stats=1 >"$log" 2>&1
-rc=$?
-set -e
-
-grep -E "^#[0-9]+[[:space:]]+(INITED|DONE)|stat::|ERROR|invariant|SUMMARY" "$log" | tail -n 20 || true
-execs="$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}' | tail -n 1)"
-execs="${execs:-$(grep -oE "^#[0-9]+" "$log" | tail -n 1 | tr -d "#")}"
-new_artifacts="$(find "$artifacts" -type f | sort | comm -13 "$before_list" -)"
-findings="$(printf '%s' "$new_artifacts" | grep -c . || true)"
-echo "== result: executions=${execs:-unknown} findings=${findings} fuzzer_exit=${rc} corpus_files=$(find "$corpus" -type f | wc -l)"
-if [[ "$findings" -gt 0 ]]; then
-  echo "new artifacts (reproduce with: $fuzzer <file>):"
-  printf '%s\n' "$new_artifacts" | head -n 20
-fi
-echo "full log: $log"
-if [[ "$rc" -ne 0 || "$findings" -gt 0 ]]; then
-  exit 1
-fi
+fuzz_run "$root/tests/fuzz/torch_pickle.dict"
