@@ -403,7 +403,12 @@ class Machine {
       return fail_at(op_at_, "a storage's key or location is not a string");
     }
     const std::string& key = it[2]->s;
-    if (key.empty() || key.size() > 64 || key.find('/') != std::string::npos) {
+    // torch.save names storages by number; letters, digits and '_' keep every key a valid
+    // record name of the archive (no '/', no control bytes a zip name cannot hold)
+    const bool plain = std::all_of(key.begin(), key.end(), [](char c) {
+      return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    });
+    if (key.empty() || key.size() > 64 || !plain) {
       return fail_at(op_at_, "storage key " + quoted(key) + " is not a plain record name");
     }
     SEEDVAE_ASSIGN_OR_RETURN(const int64_t numel,

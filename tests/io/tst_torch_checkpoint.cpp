@@ -314,6 +314,10 @@ class tst_TorchCheckpoint : public QObject {
     add("storage key with a slash",
         dict_pickle(tensor_entry("w", "FloatStorage", 6, 0, {6}, {1}, "../x")),
         "not a plain record name");
+    add("storage key with control bytes",
+        dict_pickle(
+            tensor_entry("w", "FloatStorage", 6, 0, {6}, {1}, std::string("\x01\0\0\0005", 5))),
+        "not a plain record name");
     add("storage declared twice",
         dict_pickle(ok_tensor + tensor_entry("v", "HalfStorage", 6, 0, {6}, {1})),
         "declared twice");
