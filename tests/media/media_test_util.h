@@ -4,6 +4,7 @@
 
 #include <QByteArray>
 #include <QString>
+#include <QTemporaryDir>
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +21,19 @@
 namespace seedvae::test {
 
 namespace fs = std::filesystem;
+
+// A test class's temporary directory, handing out fresh empty subdirectories of it.
+struct TempTree {
+  QTemporaryDir tmp;
+  bool isValid() const { return tmp.isValid(); }
+  fs::path dir() const { return fs::path(tmp.path().toStdString()); }
+  fs::path subdir(const std::string& name) const {
+    const fs::path d = dir() / name;
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+  }
+};
 
 inline QString q(const std::string& s) {
   return QString::fromStdString(s);

@@ -65,14 +65,9 @@ class TestFfmpegIo : public QObject {
   Q_OBJECT
 
  private:
-  QTemporaryDir tmp_;
-  fs::path dir() const { return fs::path(tmp_.path().toStdString()); }
-  fs::path subdir(const std::string& name) const {
-    const fs::path d = dir() / name;
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }
+  TempTree tmp_;
+  fs::path dir() const { return tmp_.dir(); }
+  fs::path subdir(const std::string& name) const { return tmp_.subdir(name); }
   static bool has(const std::string& text, const std::string& word) {
     return text.find(word) != std::string::npos;
   }

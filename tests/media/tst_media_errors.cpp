@@ -28,14 +28,9 @@ class TestMediaErrors : public QObject {
   Q_OBJECT
 
  private:
-  QTemporaryDir tmp_;
-  fs::path dir() const { return fs::path(tmp_.path().toStdString()); }
-  fs::path subdir(const std::string& name) const {
-    const fs::path d = dir() / name;
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }
+  TempTree tmp_;
+  fs::path dir() const { return tmp_.dir(); }
+  fs::path subdir(const std::string& name) const { return tmp_.subdir(name); }
   fs::path valid_mp4_;
   fs::path valid_avi_;
   fs::path valid_mkv_;

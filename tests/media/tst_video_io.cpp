@@ -31,15 +31,9 @@ class TestVideoIo : public QObject {
   Q_OBJECT
 
  private:
-  QTemporaryDir tmp_;
-  fs::path dir() const { return fs::path(tmp_.path().toStdString()); }
-  // A fresh empty subdirectory of the temporary directory.
-  fs::path subdir(const std::string& name) const {
-    const fs::path d = dir() / name;
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }
+  TempTree tmp_;
+  fs::path dir() const { return tmp_.dir(); }
+  fs::path subdir(const std::string& name) const { return tmp_.subdir(name); }
 
   // Colour ramp clip for exact PNG checks: frame t, pixel (y, x) has levels that encode all four.
   static HostTensor level_clip(int64_t T, int64_t H, int64_t W) {
