@@ -166,8 +166,8 @@ Result<std::vector<ConvProbeRow>> probe_convolutions(int device, bool timing) {
                      "probe upload");
     SEEDVAE_CUDA_TRY(cudaMemcpyAsync(w32->ptr, w.data(), w.size() * 4, cudaMemcpyHostToDevice, s),
                      "probe upload");
-    // FP8 scales: the tensor's amax to 448 for x, each output channel's for w; the graph
-    // multiplies by the inverses.
+    // FP8 scales: the tensor's amax to 448 for x, each output channel's for w; the
+    // quantisation divides by the inverses, the graph multiplies by them.
     float xmax = 0;
     for (float v : x) xmax = std::max(xmax, std::abs(v));
     std::vector<float> sc(static_cast<size_t>(wv + sh.cout));
@@ -252,9 +252,8 @@ Result<std::vector<ConvProbeRow>> probe_convolutions(int device, bool timing) {
       }
     }
     // FP8: quantised operands, dequantised in the epilogue, bf16 out
-    launch_quantize_e4m3(static_cast<const float*>(x32->ptr), xq->ptr, sh.in(), sp, sh.in(), s);
-    launch_quantize_e4m3(static_cast<const float*>(w32->ptr), wq->ptr, sh.weights(), sp + wi,
-                         row_len, s);
+    launch_quantize_e4m3(ElemType::kF32, x32->ptr, xq->ptr, sh.in(), sp + 4, sh.in(), s);
+    launch_quantize_e4m3(ElemType::kF32, w32->ptr, wq->ptr, sh.weights(), sp + wv, row_len, s);
     GraphConvProblem fp = graph_problem(sh, GraphType::kFp8E4M3, GraphType::kBF16);
     fp.x_scale = fp.w_scale = true;
     GraphConvArgs fa = args(xq->ptr, wq->ptr, y->ptr);
@@ -347,10 +346,9 @@ Result<std::vector<ConvProbeRow>> probe_convolutions(int device, bool timing) {
       // FP8 operands from fp32 values in [-1, 1) (scale 1)
       SEEDVAE_ASSIGN_OR_RETURN(BlockPtr f, alloc->allocate(size_t(sh.in()) * 4, "probe fp32"));
       launch_fill_random(ElemType::kF32, f->ptr, sh.in(), 3, s);
-      launch_quantize_e4m3(static_cast<const float*>(f->ptr), x->ptr, sh.in(), op, sh.in(), s);
+      launch_quantize_e4m3(ElemType::kF32, f->ptr, x->ptr, sh.in(), op, sh.in(), s);
       launch_fill_random(ElemType::kF32, f->ptr, sh.weights(), 4, s);
-      launch_quantize_e4m3(static_cast<const float*>(f->ptr), w->ptr, sh.weights(), op,
-                           sh.weights(), s);
+      launch_quantize_e4m3(ElemType::kF32, f->ptr, w->ptr, sh.weights(), op, sh.weights(), s);
       f.reset();
       GraphConvProblem fp = graph_problem(sh, GraphType::kFp8E4M3, GraphType::kBF16);
       fp.x_scale = fp.w_scale = true;

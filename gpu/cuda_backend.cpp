@@ -55,6 +55,7 @@ std::string describe_options(const CudaOptions& o) {
     s += ", shared memory limit " + std::to_string(o.smem_limit_kib) + " KiB";
   if (o.cuda_graphs) s += ", CUDA graphs";
   if (o.fp16_accumulation && o.precision == Precision::kFp16) s += ", fp16 accumulation";
+  if (o.fp8_convs && o.precision == Precision::kBf16) s += ", FP8 convolutions";
   return s;
 }
 
@@ -246,7 +247,14 @@ Result<std::unique_ptr<Backend>> CudaBackend::create(const CudaOptions& o) {
     b->cache_file_ = file;
   }
   SEEDVAE_ASSIGN_OR_RETURN(b->conv_, Conv3dCudnn::create(s, b->alloc_, co));
-  if (o.fp16_accumulation && o.precision == Precision::kFp16) {
+  b->fp8_ = o.fp8_convs && o.precision == Precision::kBf16;
+  if (b->fp8_ && b->cc_ < 89) {
+    return unsupported(
+        "FP8 convolutions (--fp8-convs) need FP8 tensor cores (compute capability "
+        "8.9 or newer: RTX 40xx/50xx, L4/L40, H100, B200); " +
+        std::string(p.name) + " is sm_" + std::to_string(b->cc_));
+  }
+  if ((o.fp16_accumulation && o.precision == Precision::kFp16) || b->fp8_) {
     SEEDVAE_ASSIGN_OR_RETURN(b->graph_conv_, GraphConv::create(s, b->alloc_, o.autotune));
   }
   b->act_ = dtype_of(o.precision);
@@ -363,6 +371,8 @@ CudaBackendReport CudaBackend::report() const {
   r.autotune_cache_file = cache_file_;
   r.fused_attention_calls = fused_calls_;
   r.fp16_accumulated_convs = fp16_accumulated_;
+  r.fp8_convs = fp8_convs_;
+  r.fp8_refused_convs = fp8_refused_;
   r.materialised_attention_calls = materialised_calls_;
   r.attention_kernel = attention_kernel_;
   r.upload_ms = upload_ms_;

@@ -137,7 +137,10 @@ struct CudaBackendReport {
   std::string autotune_cache_file;
   int64_t fused_attention_calls = 0, materialised_attention_calls = 0;
   int64_t fp16_accumulated_convs = 0;  // fp16 accumulation: convolutions that had it
-  std::string attention_kernel;        // "mma", "simt", "materialised"
+  // FP8 convolutions: calls run in FP8, and calls that took the FP8 path but found no engine
+  // (run in bf16)
+  int64_t fp8_convs = 0, fp8_refused_convs = 0;
+  std::string attention_kernel;  // "mma", "simt", "materialised"
   // Host wall time of activation uploads and of downloads (after the queued compute finished).
   double upload_ms = 0, download_ms = 0;
   double download_alloc_ms = 0;  // of download_ms: creating the (zero-filled) host tensor

@@ -29,7 +29,8 @@ struct BackendMemoryModel {
   // measured; cuDNN's workspace comes from the CUDA backend's allocator and is not modelled yet).
   int64_t conv_scratch_bytes = 12 << 10;
   // Bytes per element of a convolution's input and output that it copies while it runs: 2 for
-  // the CUDA backend's fidelity precision (fp16 copies of both), 0 otherwise.
+  // the CUDA backend's fidelity precision (fp16 copies of both), 1 for its FP8 convolutions (an
+  // e4m3 copy of the input; the output's share is headroom), 0 otherwise.
   int64_t conv_copy_bytes = 0;
   // The attention keeps fp32 GroupNorm, q/k/v/out and score-block buffers while it runs (the CPU
   // kernel); the CUDA backend's flash-style kernel needs O(tokens x head_dim) scratch.

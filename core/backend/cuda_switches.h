@@ -61,6 +61,13 @@ struct CudaSwitches {
   // 3-D convolution), the fast path of GeForce cards, whose fp16-accumulate tensor rate is twice
   // the fp32-accumulate one. Problems the graph engines do not take keep fp32 accumulation.
   bool fp16_accumulation = false;
+  // bf16 only, cards with FP8 tensor cores (compute capability 8.9+): convolutions with >= 16
+  // input and output channels (multiples of 16) run on FP8 e4m3 operands through cuDNN's graph
+  // API -- weights quantised per output channel on first use, activations per tensor from their
+  // largest magnitude at each call, fp32 accumulation, dequantised in the epilogue, bf16 out.
+  // The model's output convolutions, GroupNorm and attention stay bf16; problems no FP8 engine
+  // takes run in bf16. Measured error and speed: docs/gpu-notes.md.
+  bool fp8_convs = false;
 
   bool operator==(const CudaSwitches&) const = default;
 };

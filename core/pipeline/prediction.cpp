@@ -54,6 +54,11 @@ PlanRequest plan_request(const RunOptions& o, const VaeConfig& config, bool enco
     req.weight_bytes = 2;  // fp16 convolution weights; fp32 activations
     req.backend.conv_copy_bytes = 2;
   }
+  if (o.backend == "cuda" && o.precision == "bf16" && o.fp8_convs) {
+    req.weight_bytes = 3;             // bf16 weights and their e4m3 copies
+    req.backend.conv_copy_bytes = 1;  // the e4m3 copy of a convolution's input (counted with
+                                      // its output's size too: an upper bound)
+  }
   if (o.backend == "cuda" && o.offload_state) {
     req.backend.offload_state = true;
     req.backend.offload_window_bytes = int64_t{o.offload_window_mib} << 20;

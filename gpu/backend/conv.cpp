@@ -58,6 +58,23 @@ Result<Tensor> CudaBackend::conv3d(const Tensor& x, const Tensor& w, const Tenso
   }
   SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(out, 0, what + " output"));
   CudaStorage* ys = storage(y);
+  if (fp8_ && fp8_path(x.shape, w.shape, p, layout)) {
+    SEEDVAE_ASSIGN_OR_RETURN(const Fp8Weight* qw, fp8_weight(w, what));
+    const Status st = conv_fp8(x.shape, xs->ptr(), w.shape, *qw, p, out, ys->ptr(), what);
+    if (st.is_ok()) {
+      ++fp8_convs_;
+      if (bias && opt_.fuse_bias) {
+        ys->pending_bias = bias;
+        ys->bias_owner = b.storage;
+      } else if (bias) {
+        launch_add_bias(et, layout, ys->ptr(), bias, dims5(out), stream_);
+        SEEDVAE_TRY(check_launch(what + " bias"));
+      }
+      return y;
+    }
+    if (st.code() != StatusCode::kUnsupported) return st;
+    ++fp8_refused_;  // no FP8 engine for this problem: 16-bit operands below
+  }
   if (fp16_convs_) {
     // Fidelity: the convolution runs on an fp16 copy of the input with the fp16 weights; its
     // fp16 output comes back to fp32 with the bias added there. The copies live for this op.
@@ -82,6 +99,116 @@ Result<Tensor> CudaBackend::conv3d(const Tensor& x, const Tensor& w, const Tenso
     ys->bias_owner = b.storage;
   }
   return y;
+}
+
+bool CudaBackend::fp8_path(const Shape& xsh, const Shape& wsh, const Conv3dParams& p,
+                           Layout layout) const {
+  const int64_t cin = xsh.c(), cout = wsh[0];
+  return layout == Layout::kNDHWC && act_ != DType::kF32 && cin >= 16 && cout >= 16 &&
+         cin % 16 == 0 && cout % 16 == 0 && !few_outputs_path(xsh, wsh, p, layout);
+}
+
+Result<const CudaBackend::Fp8Weight*> CudaBackend::fp8_weight(const Tensor& w,
+                                                              const std::string& what) {
+  auto it = fp8_weights_.find(w.storage.get());
+  if (it != fp8_weights_.end() && !it->second.original.expired()) return &it->second;
+  SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * ws, storage_of(w, "conv3d", "weight"));
+  const int64_t cout = w.shape[0], n = w.shape.numel(), row = n / cout;
+  Fp8Weight q;
+  q.original = w.storage;
+  SEEDVAE_ASSIGN_OR_RETURN(q.values, alloc_->allocate(n, what + " e4m3 weight"));
+  SEEDVAE_ASSIGN_OR_RETURN(q.scales, alloc_->allocate(cout * 4, what + " e4m3 weight scales"));
+  SEEDVAE_ASSIGN_OR_RETURN(BlockPtr amax, alloc_->allocate(cout * 4, what + " weight amax"));
+  float* am = static_cast<float*>(amax->ptr);
+  float* sc = static_cast<float*>(q.scales->ptr);
+  launch_row_amax(elem_of(w.dtype), ws->ptr(), cout, row, am, stream_);
+  launch_e4m3_scales(am, sc, cout, stream_);
+  launch_quantize_e4m3(elem_of(w.dtype), ws->ptr(), q.values->ptr, n, sc, row, stream_);
+  SEEDVAE_TRY(check_launch(what + " weight quantisation"));
+  // entries of weights freed since go with this one (their blocks return to the allocator)
+  std::erase_if(fp8_weights_, [](const auto& e) { return e.second.original.expired(); });
+  Fp8Weight& slot = fp8_weights_[w.storage.get()];
+  slot = std::move(q);
+  return &slot;
+}
+
+Status CudaBackend::conv_fp8(const Shape& xsh, const void* x, const Shape& wsh, const Fp8Weight& w,
+                             const Conv3dParams& p, const Shape& out, void* y,
+                             const std::string& what) {
+  const ElemType et = elem_of(act_);
+  const int64_t es = elem_size(et);
+  // asymmetric padding (Downsample3D's) made explicit first, as for the 16-bit path
+  const void* xin = x;
+  Dims5 xd = dims5(xsh);
+  BlockPtr padded;
+  int ph = p.pad_top, pw = p.pad_left;
+  if (p.pad_top != p.pad_bottom || p.pad_left != p.pad_right) {
+    PadArgs pa;
+    pa.type = et;
+    pa.layout = Layout::kNDHWC;
+    pa.in = xd;
+    pa.top = p.pad_top;
+    pa.bottom = p.pad_bottom;
+    pa.left = p.pad_left;
+    pa.right = p.pad_right;
+    pa.x = x;
+    xd.h += p.pad_top + p.pad_bottom;
+    xd.w += p.pad_left + p.pad_right;
+    SEEDVAE_ASSIGN_OR_RETURN(padded, alloc_->allocate(xd.numel() * es, what + " padded input"));
+    pa.y = padded->ptr;
+    launch_pad_hw(pa, stream_);
+    xin = padded->ptr;
+    ph = pw = 0;
+  }
+  // the activation's per-tensor scale at this call: amax, scale, e4m3 copy
+  const int64_t xn = xd.numel();
+  SEEDVAE_ASSIGN_OR_RETURN(BlockPtr xq, alloc_->allocate(xn, what + " e4m3 input"));
+  SEEDVAE_ASSIGN_OR_RETURN(BlockPtr sx, alloc_->allocate(8, what + " input amax and scale"));
+  float* am = static_cast<float*>(sx->ptr);
+  launch_row_amax(et, xin, 1, xn, am, stream_);
+  launch_e4m3_scales(am, am + 1, 1, stream_);
+  launch_quantize_e4m3(et, xin, xq->ptr, xn, am + 1, xn, stream_);
+  SEEDVAE_TRY(check_launch(what + " input quantisation"));
+
+  GraphConvProblem g;
+  g.x_type = g.w_type = GraphType::kFp8E4M3;
+  g.y_type = act_ == DType::kF16 ? GraphType::kF16 : GraphType::kBF16;
+  g.cin = xsh.c();
+  g.h = xd.h;
+  g.w = xd.w;
+  g.cout = wsh[0];
+  g.kt = wsh[2];
+  g.kh = wsh[3];
+  g.kw = wsh[4];
+  g.st = p.stride_t;
+  g.sh = p.stride_h;
+  g.sw = p.stride_w;
+  g.ph = ph;
+  g.pw = pw;
+  g.x_scale = g.w_scale = true;
+  // pieces of output frames: input and output of a piece below 2^31 elements or the
+  // configured limit (frames of NDHWC are contiguous, so a piece is an offset)
+  const int64_t out_frame = out.c() * out.h() * out.w(), in_frame = g.cin * xd.h * xd.w;
+  const int64_t limit =
+      opt_.max_conv_elements > 0 ? opt_.max_conv_elements : (int64_t{1} << 31) - 1;
+  const int64_t by_out = limit / out_frame;
+  const int64_t by_in = (limit / in_frame - g.kt) / g.st + 1;
+  const int64_t piece = std::max<int64_t>(1, std::min({by_out, by_in, out.t()}));
+  if (out_frame > limit || in_frame * g.kt > limit) {
+    return unsupported(what + ": one frame exceeds the FP8 path's element limit");
+  }
+  GraphConvArgs a;
+  a.w = w.values->ptr;
+  a.x_scale = am + 1;
+  a.w_scale = static_cast<const float*>(w.scales->ptr);
+  for (int64_t t0 = 0; t0 < out.t(); t0 += piece) {
+    const int64_t n = std::min(piece, out.t() - t0);
+    g.t = (n - 1) * g.st + g.kt;
+    a.x = static_cast<const char*>(xq->ptr) + t0 * g.st * in_frame;
+    a.y = static_cast<char*>(y) + t0 * out_frame * es;
+    SEEDVAE_TRY(graph_conv_->run(g, a, what + " (FP8)"));
+  }
+  return check_launch(what + " (FP8)");
 }
 
 bool CudaBackend::few_outputs_path(const Shape& xsh, const Shape& wsh, const Conv3dParams& p,

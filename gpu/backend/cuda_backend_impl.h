@@ -376,6 +376,21 @@ class CudaBackend final : public Backend {
                          void* y, const std::string& what);
   Status conv_few_outputs(const ConvProblem& p, const void* x, const void* w, const float* bias,
                           void* y, ElemType yt, const std::string& what);
+  // FP8 convolutions (CudaSwitches::fp8_convs): whether a problem takes them (channels-last, 16-
+  // bit activations, >= 16 input and output channels in multiples of 16, not the few-inputs or
+  // few-outputs paths), and the convolution itself: x quantised per tensor at this call, the
+  // weight per output channel once (fp8_weight), the graph convolution in pieces of output
+  // frames that keep every operand below 2^31 elements; no bias (the caller adds or defers it).
+  // kUnsupported when no graph engine takes the problem (the caller then runs it in 16 bits).
+  bool fp8_path(const Shape& xsh, const Shape& wsh, const Conv3dParams& p, Layout layout) const;
+  struct Fp8Weight {
+    std::weak_ptr<Storage> original;
+    BlockPtr values;  // e4m3, KRSC
+    BlockPtr scales;  // fp32, one per output channel (dequantisation)
+  };
+  Result<const Fp8Weight*> fp8_weight(const Tensor& w, const std::string& what);
+  Status conv_fp8(const Shape& xsh, const void* x, const Shape& wsh, const Fp8Weight& w,
+                  const Conv3dParams& p, const Shape& out, void* y, const std::string& what);
 
   // ---- attention (attention.cpp) -----------------------------------------------------------
   Status materialised_attention(const void* q, const void* k, const void* v, void* o,
@@ -417,8 +432,12 @@ class CudaBackend final : public Backend {
   int64_t baseline_bytes_ = -1, fixed_bytes_ = -1, budget_bytes_ = 0, reserve_limit_ = 0;
   std::unique_ptr<Gemm> gemm_;
   std::unique_ptr<Conv3dCudnn> conv_;
-  // fp16 accumulation (CudaSwitches::fp16_accumulation): cuDNN's graph API, which has it.
+  // fp16 accumulation and FP8 convolutions (CudaSwitches::fp16_accumulation, fp8_convs):
+  // cuDNN's graph API, which has them.
   std::unique_ptr<GraphConv> graph_conv_;
+  bool fp8_ = false;  // CudaSwitches::fp8_convs in bf16 on a card with FP8 tensor cores
+  std::map<const Storage*, Fp8Weight> fp8_weights_;  // by the original weight's storage
+  int64_t fp8_convs_ = 0, fp8_refused_ = 0;          // convolutions run in FP8 / refused
   DType act_ = DType::kF32;
   MathMode math_ = MathMode::kStrict;
   // Precision::kFidelity: fp32 activations, convolutions through fp16 copies and fp16 weights.

@@ -327,19 +327,69 @@ void launch_convert_bias(ElemType src_t, const void* src, ElemType dst_t, void* 
   });
 }
 
-__global__ void quantize_e4m3_kernel(const float* src, __nv_fp8_storage_t* dst, int64_t n,
-                                     const float* scale, int64_t row) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+// Largest |x| per row: block-local maxima, then one atomicMax per block on the float's bits
+// (non-negative floats order like their bit patterns). NaN is ignored (fmaxf).
+template <typename T>
+__global__ void row_amax_kernel(const T* x, int64_t len, float* amax) {
+  const T* row = x + blockIdx.y * len;
+  float m = 0.f;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < len;
        i += int64_t(gridDim.x) * blockDim.x) {
-    dst[i] = __nv_cvt_float_to_fp8(src[i] * scale[i / row], __NV_SATFINITE, __NV_E4M3);
+    m = fmaxf(m, fabsf(to_f32(row[i])));
+  }
+  for (int o = dev::kWarp / 2; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __shared__ float warp_max[32];
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (unsigned w = 1; w < blockDim.x / 32; ++w) m = fmaxf(m, warp_max[w]);
+    atomicMax(reinterpret_cast<int*>(amax + blockIdx.y), __float_as_int(m));
   }
 }
 
-void launch_quantize_e4m3(const float* src, void* dst, int64_t n, const float* scale, int64_t row,
-                          Stream stream) {
+__global__ void e4m3_scales_kernel(const float* amax, float* scale, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float a = amax[i];
+    // the same expression as the host's fake_quantize_e4m3 (core/backend/fp8_numerics.cpp)
+    scale[i] = a > 0.f && isfinite(a) ? __fdiv_rn(a, 448.f) : 1.f;
+  }
+}
+
+template <typename T>
+__global__ void quantize_e4m3_kernel(const T* src, __nv_fp8_storage_t* dst, int64_t n,
+                                     const float* scale, int64_t row) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    dst[i] =
+        __nv_cvt_float_to_fp8(__fdiv_rn(to_f32(src[i]), scale[i / row]), __NV_SATFINITE, __NV_E4M3);
+  }
+}
+
+void launch_row_amax(ElemType t, const void* x, int64_t rows, int64_t len, float* amax,
+                     Stream stream) {
+  if (rows <= 0) return;
+  cudaMemsetAsync(amax, 0, rows * sizeof(float), stream);
+  if (len <= 0) return;
+  const int64_t per_row = dev::ceil_div(len, 256);
+  const dim3 grid(static_cast<unsigned>(per_row < 1024 ? per_row : 1024),
+                  static_cast<unsigned>(rows));
+  SEEDVAE_DISPATCH_ELEM(
+      t, T, { row_amax_kernel<T><<<grid, 256, 0, stream>>>(static_cast<const T*>(x), len, amax); });
+}
+
+void launch_e4m3_scales(const float* amax, float* scale, int64_t n, Stream stream) {
+  if (n <= 0) return;
+  e4m3_scales_kernel<<<grid_for(n), 256, 0, stream>>>(amax, scale, n);
+}
+
+void launch_quantize_e4m3(ElemType src_t, const void* src, void* dst, int64_t n, const float* scale,
+                          int64_t row, Stream stream) {
   if (n <= 0 || row <= 0) return;
-  quantize_e4m3_kernel<<<grid_for(n), 256, 0, stream>>>(src, static_cast<__nv_fp8_storage_t*>(dst),
-                                                        n, scale, row);
+  SEEDVAE_DISPATCH_ELEM(src_t, T, {
+    quantize_e4m3_kernel<T><<<grid_for(n), 256, 0, stream>>>(
+        static_cast<const T*>(src), static_cast<__nv_fp8_storage_t*>(dst), n, scale, row);
+  });
 }
 
 void launch_transpose(ElemType src_t, const void* src, ElemType dst_t, void* dst, int64_t b,

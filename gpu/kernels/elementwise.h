@@ -56,11 +56,17 @@ void launch_pad_hw(const PadArgs& a, Stream stream);
 void launch_pad_channels(ElemType t, const void* src, int64_t src_c, void* dst, int64_t dst_c,
                          int64_t rows, Stream stream);
 
-// FP8 (e4m3) quantisation: dst[i] = e4m3(src[i] * scale[i / row]) with saturation to +-448
-// (`row`: elements per scale; n for one scale of the whole tensor, Cin*kT*kH*kW for one per
-// output channel of a KRSC weight). dst holds one byte per element.
-void launch_quantize_e4m3(const float* src, void* dst, int64_t n, const float* scale, int64_t row,
-                          Stream stream);
+// FP8 (e4m3) quantisation, the steps of core/backend/fp8_numerics.h's fake_quantize_e4m3 on the
+// device: amax[r] = max |x[r * len + i]| over a row (amax zeroed first; `rows` of `len`
+// elements: one row for a per-tensor scale, Cout rows of kT*kH*kW*Cin for a KRSC weight's
+// per-output-channel scales); scale = amax / 448 (1 where amax is 0 or not finite);
+// dst[i] = e4m3(src[i] / scale[i / row]), rounded to nearest even and saturated to +-448. dst
+// holds one byte per element; the products of dst with its scales dequantise it.
+void launch_row_amax(ElemType t, const void* x, int64_t rows, int64_t len, float* amax,
+                     Stream stream);
+void launch_e4m3_scales(const float* amax, float* scale, int64_t n, Stream stream);
+void launch_quantize_e4m3(ElemType src_t, const void* src, void* dst, int64_t n, const float* scale,
+                          int64_t row, Stream stream);
 
 // Deterministic pseudo-random values in [-1, 1) (hash of index and seed), for benchmarks.
 void launch_fill_random(ElemType t, void* dst, int64_t n, uint64_t seed, Stream stream);

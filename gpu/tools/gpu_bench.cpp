@@ -167,6 +167,8 @@ Json report_json(const Backend& b) {
          {"autotune_cache", r->autotune_cache_file},
          {"attention_kernel", r->attention_kernel},
          {"fp16_accumulated_convs", r->fp16_accumulated_convs},
+         {"fp8_convs", r->fp8_convs},
+         {"fp8_refused_convs", r->fp8_refused_convs},
          {"upload_ms", r->upload_ms},
          {"download_ms", r->download_ms},
          {"offloaded_mib", r->offloaded_bytes / 1048576.0},
@@ -594,6 +596,7 @@ int cmd_ablate(const Args& a) {
     o.precision = Precision::kFp16;
     o.fp16_accumulation = true;
   });
+  add("precision bf16, FP8 convolutions", [](CudaOptions& o) { o.fp8_convs = true; });
   add("precision tf32", [](CudaOptions& o) { o.precision = Precision::kTf32; });
   add("precision fp32", [](CudaOptions& o) { o.precision = Precision::kFp32; });
   add("no autotune (heuristic)", [](CudaOptions& o) { o.autotune = false; });

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/backend/fp8_numerics.h"
 #include "core/cpu/cpu_backend.h"
 #include "gpu/cuda_backend.h"
 #include "tests/gpu/gpu_test.h"
@@ -368,6 +369,101 @@ GPU_TEST(fp16_accumulation_uses_the_graph_engines) {
       CHECK((gpu::describe_options(r->options).find("fp16 accumulation") != std::string::npos) ==
             cfg.opt.fp16_accumulation);
     }
+  }
+}
+
+// FP8 convolutions equal the CPU backend under the FP8 numerics wrapper (the same e4m3 rounding
+// of the same bf16 operands: x per tensor, w per output channel) up to the bf16 rounding of the
+// output; plain bf16 differs from that oracle by FP8's own error (a few percent rms), so the
+// limits tell the paths apart. The report counts every convolution as FP8. A card without FP8
+// tensor cores refuses the switch by name.
+GPU_TEST(fp8_convolutions_match_the_emulation) {
+  struct Case {
+    Shape x, w;
+    Conv3dParams p;
+  };
+  std::vector<Case> cases;
+  {
+    Conv3dParams p;
+    p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
+    cases.push_back({{1, 32, 6, 8, 8}, {32, 32, 3, 3, 3}, p});  // a resnet convolution
+    cases.push_back({{1, 64, 4, 7, 9}, {16, 64, 3, 3, 3}, p});  // channel change, odd frame
+  }
+  cases.push_back({{1, 64, 3, 6, 6}, {32, 64, 1, 1, 1}, {}});  // a 1x1x1 shortcut
+  {
+    Conv3dParams p;  // Downsample3D: stride 2, padding (0, 1, 0, 1)
+    p.stride_h = p.stride_w = 2;
+    p.pad_bottom = p.pad_right = 1;
+    cases.push_back({{1, 32, 2, 8, 8}, {32, 32, 1, 3, 3}, p});
+  }
+  std::unique_ptr<Backend> oracle = make_fp8_numerics_backend(cpu());
+  std::vector<Config> fp8_configs;
+  {
+    CudaOptions o = base(Precision::kBf16);
+    o.fp8_convs = true;
+    fp8_configs.push_back({"bf16-fp8", o, 2e-2, 8e-3});
+    o.fuse_bias = false;
+    o.max_conv_elements = 16000;  // pieces of a few output frames
+    fp8_configs.push_back({"bf16-fp8-split-unfused", o, 2e-2, 8e-3});
+  }
+  for (const Config& cfg : fp8_configs) {
+    auto made = gpu::create_cuda_backend(cfg.opt);
+    if (!made) {
+      CHECK_MSG(made.status().code() == StatusCode::kUnsupported &&
+                    made.status().message().find("FP8 tensor cores") != std::string::npos,
+                cfg.name + ": " + made.status().to_string());
+      std::printf("    %s: refused on this card (%s)\n", cfg.name.c_str(),
+                  made.status().message().c_str());
+      continue;
+    }
+    Backend& g = **made;
+    uint32_t seed = 1200;
+    for (const Case& c : cases) {
+      const std::string what = "fp8 conv3d " + c.x.to_string() + " * " + c.w.to_string();
+      const HostTensor xh = random_tensor(c.x, seed++, 2.f);
+      const double fan = double(c.w[1] * c.w[2] * c.w[3] * c.w[4]);
+      const HostTensor wh = random_tensor(c.w, seed++, float(std::sqrt(3.0 / fan)));
+      const HostTensor bh = random_tensor(Shape{c.w[0]}, seed++, 0.1f);
+      Pair x, w, b;
+      if (!upload_pair(g, cfg, xh, false, &x) || !upload_pair(g, cfg, wh, true, &w) ||
+          !upload_pair(g, cfg, bh, true, &b)) {
+        continue;
+      }
+      compare_results(g, cfg, oracle->conv3d(x.c, w.c, b.c, c.p), g.conv3d(x.g, w.g, b.g, c.p),
+                      what);
+      // the plain bf16 oracle is further away than the limits (the FP8 rounding is real)
+      auto plain = cpu().conv3d(x.c, w.c, b.c, c.p);
+      auto got = g.conv3d(x.g, w.g, b.g, c.p);
+      if (plain && got) {
+        auto hp = cpu().download(*plain);
+        auto hg = g.download(*got);
+        auto d = hp && hg ? compare(*hg, *hp) : Result<DiffStats>(hp.status());
+        CHECK_MSG(d.is_ok(), what + ": " + d.status().to_string());
+        if (d) {
+          double sq = 0;
+          for (float v : hp->f32()) sq += double(v) * v;
+          const double rel = d->rms / std::sqrt(sq / double(hp->numel()));
+          std::printf("    %s [%s]: rms vs exact bf16 %.3g of the output's rms\n", what.c_str(),
+                      cfg.name.c_str(), rel);
+          CHECK_MSG(rel > cfg.tol_rms, what + ": FP8 output as close to bf16 as bf16 itself");
+        }
+      }
+    }
+    auto r = gpu::cuda_backend_report(g);
+    CHECK(r.has_value());
+    if (r) {
+      CHECK_MSG(r->fp8_convs == int64_t(2 * cases.size()) && r->fp8_refused_convs == 0,
+                cfg.name + ": " + std::to_string(r->fp8_convs) + " FP8, " +
+                    std::to_string(r->fp8_refused_convs) + " refused");
+      CHECK(gpu::describe_options(r->options).find("FP8 convolutions") != std::string::npos);
+    }
+  }
+  // without the switch, none
+  for (size_t i = 0; i < configs().size(); ++i) {
+    Backend* g = configs()[i].name == "bf16" ? gpu(i) : nullptr;
+    if (!g) continue;
+    auto r = gpu::cuda_backend_report(*g);
+    CHECK(r && r->fp8_convs == 0);
   }
 }
 

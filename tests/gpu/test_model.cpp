@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/fp8_numerics.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/schedule/streaming.h"
 #include "core/schedule/tiled.h"
@@ -173,6 +174,66 @@ GPU_TEST(lean_convs_match_the_cpu_oracle) {
           {.chunk_latents = 1, .lone_head = true, .hires_chunk_frames = pieces, .lean_convs = true},
           [](VaeModel&) {});
     }
+  }
+}
+
+// FP8 convolutions through the whole model: every eligible convolution runs in FP8 (the report
+// counts them), and the output's error against fp32 is the FP8 emulation's (the same
+// quantisation on the CPU, fp32 activations) within a factor of 2 -- not bf16's, ten times
+// smaller. The two FP8 runs do not follow each other element by element: bf16 activations move
+// values across e4m3 rounding boundaries, so their errors are alike in size, not in sign.
+GPU_TEST(fp8_model_has_the_fp8_emulations_error) {
+  const Reference& ref = reference();
+  auto cpu = create_cpu_backend({});
+  REQUIRE_OK(std::unique_ptr<Backend> base_cpu, std::move(cpu));
+  std::unique_ptr<Backend> emul = make_fp8_numerics_backend(*base_cpu);
+  auto em = VaeModel::create(*emul, test::tiny_weights());
+  CHECK_MSG(em.is_ok(), em.status().to_string());
+  if (!em) return;
+  auto want_enc = encode_video(*em, ref.video, {1});
+  auto want_dec = decode_latent(*em, ref.latent, {1});
+  CHECK(want_enc.is_ok() && want_dec.is_ok());
+  if (!want_enc || !want_dec) return;
+  auto ee = compare(*want_enc, ref.moments);
+  auto ed = compare(*want_dec, ref.decoded);
+  CHECK(ee.is_ok() && ed.is_ok());
+  if (!ee || !ed) return;
+  std::printf("    FP8 emulation (CPU): rms vs fp32 encode %.3g, decode %.3g\n", ee->rms, ed->rms);
+  CudaOptions o = base(Precision::kBf16);
+  o.fp8_convs = true;
+  auto b = gpu::create_cuda_backend(o);
+  if (!b && b.status().code() == StatusCode::kUnsupported) {
+    CHECK_MSG(b.status().message().find("FP8 tensor cores") != std::string::npos,
+              b.status().to_string());
+    std::printf("    FP8 convolutions refused on this card: %s\n", b.status().message().c_str());
+    return;
+  }
+  CHECK_MSG(b.is_ok(), b.status().to_string());
+  if (!b) return;
+  auto m = VaeModel::create(**b, test::tiny_weights());
+  CHECK_MSG(m.is_ok(), m.status().to_string());
+  if (!m) return;
+  auto enc = encode_video(*m, ref.video, {1});
+  auto dec = decode_latent(*m, ref.latent, {1});
+  CHECK(enc.is_ok() && dec.is_ok());
+  if (!enc || !dec) return;
+  auto fe = compare(*enc, ref.moments);
+  auto fd = compare(*dec, ref.decoded);
+  CHECK(fe.is_ok() && fd.is_ok());
+  if (!fe || !fd) return;
+  const double re = fe->rms / ee->rms, rd = fd->rms / ed->rms;
+  std::printf(
+      "    bf16 + FP8 convolutions: rms vs fp32 encode %.3g (max %.3g), decode %.3g (max "
+      "%.3g); %.2fx and %.2fx the emulation's\n",
+      fe->rms, fe->max_abs, fd->rms, fd->max_abs, re, rd);
+  CHECK_MSG(re >= 0.5 && re <= 2 && rd >= 0.5 && rd <= 2,
+            "the FP8 convolutions' error is not the FP8 emulation's");
+  auto r = gpu::cuda_backend_report(**b);
+  CHECK(r.has_value());
+  if (r) {
+    std::printf("    %lld FP8 convolutions, %lld refused\n", (long long)r->fp8_convs,
+                (long long)r->fp8_refused_convs);
+    CHECK(r->fp8_convs > 0 && r->fp8_refused_convs == 0);
   }
 }
 

@@ -167,6 +167,7 @@ RunOptions every_option_changed() {
   s.cuda_graphs = true;
   s.workspace_mib = 128;
   s.fp16_accumulation = true;  // kept in presets though bf16 does not apply it
+  s.fp8_convs = true;
   s.chunk_latents = 2;
   s.hires_chunk_frames = 3;
   s.lone_head = true;
