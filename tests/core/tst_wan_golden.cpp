@@ -1,0 +1,296 @@
+// The Wan2.1 and Wan2.2 networks (WanModel) on the CPU backend against the reference data of
+// $SEEDVAE_GOLDEN_WAN_DIR (manifest.json, wan21/, wan22/): the synthetic weights bit for bit and by
+// digest, every golden tensor of the tiny configurations in fp32 (max abs <= 1e-4, rms <= 1e-5),
+// the per-stage intermediates (max abs <= 1e-4 x max(1, max |ref|)), and chunking invariance of
+// encoder and decoder. The real configurations' golden cases run under the `long` label
+// (tst_wan_golden_long: SEEDVAE_LONG_TESTS=1). Missing reference data is a failure, not a skip.
+#include <QtTest>
+
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "core/cpu/cpu_backend.h"
+#include "core/io/safetensors.h"
+#include "core/vae/wan_model.h"
+#include "tests/support/golden.h"
+
+using namespace seedvae;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kMaxAbs = 1e-4;
+constexpr double kRms = 1e-5;
+
+#define REQUIRE_GOLDEN_WAN()                                               \
+  do {                                                                     \
+    if (!test::have_golden_wan()) QFAIL(test::golden_wan_missing_message().c_str()); \
+  } while (0)
+
+#define ASSIGN_OK(decl, expr)                                           \
+  auto SEEDVAE_CONCAT_(r_, __LINE__) = (expr);                          \
+  QVERIFY2(SEEDVAE_CONCAT_(r_, __LINE__).is_ok(),                       \
+           SEEDVAE_CONCAT_(r_, __LINE__).status().to_string().c_str()); \
+  decl = std::move(SEEDVAE_CONCAT_(r_, __LINE__)).value()
+
+nlohmann::json manifest() {
+  std::ifstream in(test::golden_wan_dir() / "manifest.json");
+  return nlohmann::json::parse(in);
+}
+
+WanConfig config_of(const std::string& name) {
+  if (name == "wan21/tiny") return WanConfig::wan21_tiny();
+  if (name == "wan21/real") return WanConfig::wan21();
+  if (name == "wan22/tiny") return WanConfig::wan22_tiny();
+  return WanConfig::wan22();
+}
+
+HostTensor read(const SafetensorsFile& f, const std::string& name) {
+  auto v = f.get(name);
+  if (!v) qFatal("%s", v.status().to_string().c_str());
+  return v->to_host(DType::kF32);
+}
+
+// "" when within the bounds, else a description; prints the error with SEEDVAE_TEST_VERBOSE.
+std::string check(const std::string& what, const HostTensor& actual, const HostTensor& ref,
+                  double max_abs, double rms = -1, double* worst = nullptr) {
+  auto d = compare(actual, ref);
+  if (!d) return what + ": " + d.status().to_string();
+  if (worst) *worst = std::max(*worst, d->max_abs);
+  if (qEnvironmentVariableIsSet("SEEDVAE_TEST_VERBOSE")) {
+    qInfo("%s: max abs %.3g, rms %.3g (bound %.3g)", what.c_str(), d->max_abs, d->rms, max_abs);
+  }
+  if (d->max_abs <= max_abs && (rms < 0 || d->rms <= rms)) return {};
+  return what + ": max abs " + std::to_string(d->max_abs) + " (bound " + std::to_string(max_abs) +
+         "), rms " + std::to_string(d->rms);
+}
+
+#define CHECK_OK(expr)                           \
+  do {                                           \
+    const std::string why_ = (expr);             \
+    QVERIFY2(why_.empty(), why_.c_str());        \
+  } while (0)
+
+}  // namespace
+
+class tst_WanGolden : public QObject {
+  Q_OBJECT
+
+  std::unique_ptr<Backend> be_;
+
+  // Every golden tensor of one configuration (section 4 of the reference README).
+  void golden_cases(const std::string& name, const WanWeights& weights) {
+    const fs::path dir = test::golden_wan_dir() / name;
+    ASSIGN_OK(SafetensorsFile inputs, SafetensorsFile::open(dir / "inputs.safetensors"));
+    ASSIGN_OK(SafetensorsFile golden, SafetensorsFile::open(dir / "golden_fp32.safetensors"));
+    ASSIGN_OK(WanModel model, WanModel::create(*be_, weights));
+    double worst = 0;
+    int checked = 0;
+    for (const char* c : {"I1", "V5", "V17"}) {
+      const std::string cs = c;
+      ASSIGN_OK(WanEncoded e, wan_encode(model, read(inputs, cs)));
+      CHECK_OK(check(name + " " + cs + ".mu", e.mu, read(golden, cs + ".mu"), kMaxAbs, kRms, &worst));
+      CHECK_OK(check(name + " " + cs + ".log_var", e.log_var, read(golden, cs + ".log_var"),
+                     kMaxAbs, kRms, &worst));
+      CHECK_OK(check(name + " " + cs + ".latent", e.latent, read(golden, cs + ".latent"), kMaxAbs,
+                     kRms, &worst));
+      // the decoder alone, from the golden latent; unclamped as the reference
+      WanStreamOptions o;
+      o.clamp = false;
+      ASSIGN_OK(HostTensor dec, wan_decode(model, read(golden, cs + ".latent"), o));
+      CHECK_OK(check(name + " " + cs + ".dec", dec, read(golden, cs + ".dec"), kMaxAbs, kRms,
+                     &worst));
+      checked += 4;
+    }
+    WanStreamOptions o;
+    o.clamp = false;
+    ASSIGN_OK(HostTensor dec, wan_decode(model, read(inputs, "L3"), o));
+    CHECK_OK(check(name + " L3.dec", dec, read(golden, "L3.dec"), kMaxAbs, kRms, &worst));
+    ++checked;
+    QCOMPARE(checked, static_cast<int>(manifest()["configs"][name]["outputs_fp32"].size()));
+    qInfo("%s: %d golden tensors, worst max abs %.3g", name.c_str(), checked, worst);
+  }
+
+ private slots:
+  void initTestCase() {
+    auto be = create_cpu_backend();
+    QVERIFY2(be.is_ok(), be.status().to_string().c_str());
+    be_ = std::move(be).value();
+  }
+
+  // The recipe re-creates the tiny weight files bit for bit, and every configuration's digest
+  // (the real ones under SEEDVAE_LONG_TESTS: 126.9 M and 704.7 M values).
+  void syntheticWeightsMatchTheReference_data() {
+    QTest::addColumn<QString>("config");
+    for (const char* c : {"wan21/tiny", "wan22/tiny", "wan21/real", "wan22/real"}) {
+      QTest::newRow(c) << QString(c);
+    }
+  }
+  void syntheticWeightsMatchTheReference() {
+    REQUIRE_GOLDEN_WAN();
+    QFETCH(QString, config);
+    const std::string name = config.toStdString();
+    const bool real = name.ends_with("real");
+    if (real && qEnvironmentVariableIsEmpty("SEEDVAE_LONG_TESTS")) {
+      QSKIP("the real configurations' weights: set SEEDVAE_LONG_TESTS=1 (ctest -L long)");
+    }
+    const WanConfig cfg = config_of(name);
+    const auto j = manifest()["configs"][name];
+    const uint64_t seed = j["weights"]["seed"].get<uint64_t>();
+    QCOMPARE(seed, wan_reference_seed(cfg.family, real));
+    const WanWeights w = synthesize_wan_weights(cfg, seed);
+    QCOMPARE(w.parameter_count(), j["n_params"].get<int64_t>());
+    QCOMPARE(QString::fromStdString(wan_fp16_digest(w)),
+             QString::fromStdString(j["weights"]["fp16_digest_checkpoint_order"].get<std::string>()));
+    if (!real) {
+      // the shipped file, loaded through the checkpoint reader, equals the recipe bit for bit
+      ASSIGN_OK(WanWeights file,
+                load_wan_weights(test::golden_wan_dir() / name / "weights_fp16.safetensors"));
+      QVERIFY(file.config == cfg);
+      QCOMPARE(file.dtype, DType::kF16);
+      QCOMPARE(file.tensors.size(), w.tensors.size());
+      for (const auto& [n, t] : w.tensors) {
+        const HostTensor& f = file.tensors.at(n);
+        QVERIFY2(f.nbytes() == t.nbytes() &&
+                     std::memcmp(f.raw(), t.raw(), static_cast<size_t>(t.nbytes())) == 0,
+                 n.c_str());
+      }
+    }
+  }
+
+  void tinyGoldenCases_data() {
+    QTest::addColumn<QString>("config");
+    QTest::newRow("wan21/tiny") << QString("wan21/tiny");
+    QTest::newRow("wan22/tiny") << QString("wan22/tiny");
+  }
+  void tinyGoldenCases() {
+    REQUIRE_GOLDEN_WAN();
+    QFETCH(QString, config);
+    const std::string name = config.toStdString();
+    ASSIGN_OK(WanWeights w,
+              load_wan_weights(test::golden_wan_dir() / name / "weights_fp16.safetensors"));
+    golden_cases(name, w);
+  }
+
+  // The stage outputs of the V5 encode and the L3 decode, per chunk joined along T.
+  void tinyIntermediates_data() { tinyGoldenCases_data(); }
+  void tinyIntermediates() {
+    REQUIRE_GOLDEN_WAN();
+    QFETCH(QString, config);
+    const std::string name = config.toStdString();
+    const fs::path dir = test::golden_wan_dir() / name;
+    ASSIGN_OK(SafetensorsFile inputs, SafetensorsFile::open(dir / "inputs.safetensors"));
+    ASSIGN_OK(SafetensorsFile inter, SafetensorsFile::open(dir / "intermediates_fp32.safetensors"));
+    const WanConfig cfg = config_of(name);
+    ASSIGN_OK(WanModel model,
+              WanModel::create(*be_, synthesize_wan_weights(cfg, wan_reference_seed(cfg.family,
+                                                                                     false))));
+    std::map<std::string, HostTensor> got;
+    std::string case_name;
+    model.set_observer([&](std::string_view stage, const Tensor& t) -> Status {
+      SEEDVAE_ASSIGN_OR_RETURN(HostTensor h, be_->download(t));
+      const std::string key = case_name + ".inter." + std::string(stage);
+      auto it = got.find(key);
+      if (it == got.end()) {
+        got.emplace(key, std::move(h));
+      } else {
+        SEEDVAE_ASSIGN_OR_RETURN(it->second, host_concat_frames(it->second, h));
+      }
+      return Status::ok();
+    });
+    case_name = "V5";
+    ASSIGN_OK(HostTensor m, stream_encode(model, read(inputs, "V5")));
+    case_name = "L3";
+    ASSIGN_OK(HostTensor raw, wan_denormalize_latent(read(inputs, "L3"), cfg.family));
+    ASSIGN_OK(HostTensor d, stream_decode(model, raw));
+    (void)m, (void)d;
+    int compared = 0;
+    for (const std::string& n : inter.names()) {
+      auto it = got.find(n);
+      QVERIFY2(it != got.end(), ("no stage output for " + n).c_str());
+      const HostTensor ref = read(inter, n);
+      auto stats = compare(it->second, ref);
+      QVERIFY2(stats.is_ok(), (n + ": " + stats.status().to_string()).c_str());
+      CHECK_OK(check(name + " " + n, it->second, ref, kMaxAbs * std::max(1.0, stats->ref_absmax)));
+      ++compared;
+    }
+    QCOMPARE(compared, 13);
+  }
+
+  // Any chunking gives the same result within fp32 reassociation: the encoder with first chunks
+  // of 1 and 5 frames and later chunks of 4, 8 and 16; the decoder with 1, 2 or 3 latent frames
+  // first and 1 or 2 per later call.
+  void chunkingInvariance_data() { tinyGoldenCases_data(); }
+  void chunkingInvariance() {
+    REQUIRE_GOLDEN_WAN();
+    QFETCH(QString, config);
+    const std::string name = config.toStdString();
+    const fs::path dir = test::golden_wan_dir() / name;
+    ASSIGN_OK(SafetensorsFile inputs, SafetensorsFile::open(dir / "inputs.safetensors"));
+    const WanConfig cfg = config_of(name);
+    ASSIGN_OK(WanModel model,
+              WanModel::create(*be_, synthesize_wan_weights(cfg, wan_reference_seed(cfg.family,
+                                                                                     false))));
+    const HostTensor v17 = read(inputs, "V17");
+    ASSIGN_OK(HostTensor base, stream_encode(model, v17, 4, 1));
+    QCOMPARE(base.shape()[2], int64_t{5});
+    for (auto [first, chunk] : {std::pair{1, 8}, {1, 16}, {5, 4}, {9, 8}, {17, 4}}) {
+      ASSIGN_OK(HostTensor m, stream_encode(model, v17, chunk, first));
+      CHECK_OK(check("encode V17 chunks " + std::to_string(first) + "+" + std::to_string(chunk) +
+                         "n",
+                     m, base, 1e-5));
+    }
+    ASSIGN_OK(HostTensor raw, wan_denormalize_latent(read(inputs, "L3"), cfg.family));
+    ASSIGN_OK(HostTensor dbase, stream_decode(model, raw, 1, 1));
+    QCOMPARE(dbase.shape()[2], int64_t{9});
+    for (auto [first, chunk] : {std::pair{1, 2}, {2, 1}, {3, 1}}) {
+      ASSIGN_OK(HostTensor d, stream_decode(model, raw, chunk, first));
+      CHECK_OK(check("decode L3 chunks " + std::to_string(first) + "+" + std::to_string(chunk) +
+                         "n",
+                     d, dbase, 1e-5));
+    }
+    // the clamp and the raw latent
+    ASSIGN_OK(HostTensor clamped, wan_decode(model, read(inputs, "L3")));
+    for (float v : clamped.f32()) QVERIFY(v >= -1.f && v <= 1.f);
+    WanStreamOptions o;
+    o.normalized_latent = false;
+    ASSIGN_OK(WanEncoded raw_e, wan_encode(model, read(inputs, "V5"), o));
+    QVERIFY(raw_e.latent.nbytes() == raw_e.mu.nbytes() &&
+            std::memcmp(raw_e.latent.raw(), raw_e.mu.raw(),
+                        static_cast<size_t>(raw_e.mu.nbytes())) == 0);
+  }
+
+  void badChunksAreRefused() {
+    const WanConfig cfg = WanConfig::wan22_tiny();
+    ASSIGN_OK(WanModel model, WanModel::create(*be_, synthesize_wan_weights(cfg, 1)));
+    HostTensor v(DType::kF32, Shape{1, 3, 5, 24, 32});  // 24 is not a multiple of 16
+    QCOMPARE(stream_encode(model, v).status().code(), StatusCode::kInvalidArgument);
+    HostTensor v6(DType::kF32, Shape{1, 3, 6, 32, 32});  // not 4n+1 frames
+    QCOMPARE(stream_encode(model, v6).status().code(), StatusCode::kInvalidArgument);
+    QCOMPARE(stream_encode(model, HostTensor(DType::kF32, Shape{1, 3, 5, 32, 32}), 2)
+                 .status()
+                 .code(),
+             StatusCode::kInvalidArgument);
+  }
+
+  // The real configurations (label long: SEEDVAE_LONG_TESTS=1, a few minutes on 2 cores).
+  void realGoldenCases_data() {
+    QTest::addColumn<QString>("config");
+    QTest::newRow("wan21/real") << QString("wan21/real");
+    QTest::newRow("wan22/real") << QString("wan22/real");
+  }
+  void realGoldenCases() {
+    REQUIRE_GOLDEN_WAN();
+    if (qEnvironmentVariableIsEmpty("SEEDVAE_LONG_TESTS")) {
+      QSKIP("the real configurations: set SEEDVAE_LONG_TESTS=1 (ctest -L long)");
+    }
+    QFETCH(QString, config);
+    const std::string name = config.toStdString();
+    const WanConfig cfg = config_of(name);
+    golden_cases(name, synthesize_wan_weights(cfg, wan_reference_seed(cfg.family, true)));
+  }
+};
+
+QTEST_GUILESS_MAIN(tst_WanGolden)
+#include "tst_wan_golden.moc"
