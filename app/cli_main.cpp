@@ -348,8 +348,8 @@ int cmd_info(const std::vector<std::string>& paths, bool json) {
                                   std::to_string(id->wan->spatial_factor()) + "x" +
                                   std::to_string(id->wan->spatial_factor());
             item["note"] =
-                "the Wan networks are not implemented yet: encode and decode need a "
-                "SeedVR2 VAE";
+                "the Wan network runs on the CPU backend in seedvae verify; encode, decode, "
+                "roundtrip, plan and bench run SeedVR2 VAEs only for now";
           }
           if (auto sha = sha256_file(path)) item["sha256"] = *sha;
         } else {
@@ -563,7 +563,7 @@ int cmd_plan(const PlanArgs& pa, const RunOptions& run, bool json) {
     if (!id) return fail(id.status());
     if (!id->seedvr2) {
       return fail(unsupported(pa.weights + " is a " + id->to_string() +
-                              " checkpoint: the Wan networks are not implemented yet"));
+                              " checkpoint: the planner models SeedVR2 VAEs only for now"));
     }
     config = *id->seedvr2;
   }

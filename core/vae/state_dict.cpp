@@ -42,8 +42,9 @@ Result<VaeWeights> load_weights(const std::filesystem::path& path) {
   SEEDVAE_ASSIGN_OR_RETURN(const CheckpointInfo info, identify_checkpoint(file));
   if (info.family != VaeFamily::kSeedVR2) {
     return unsupported(path.string() + " is a " + info.to_string() +
-                       " checkpoint: the Wan networks are not implemented yet (seedvae info "
-                       "reads it; encode and decode need a SeedVR2 VAE)");
+                       " checkpoint: encode, decode, roundtrip, plan and bench run SeedVR2 VAEs "
+                       "only for now (the Wan networks run in seedvae verify and through "
+                       "load_wan_weights and WanModel)");
   }
   const VaeConfig config = *info.seedvr2;
   VaeWeights w;

@@ -32,7 +32,7 @@ struct VaeWeights {
 // Opens a safetensors or .pth checkpoint (open_tensor_file), identifies its family
 // (identify_checkpoint: infer_config + check_state_dict for SeedVR2) and copies out every
 // parameter. The file's dtype must be F16, BF16 or F32. A Wan2.1/Wan2.2 checkpoint is kUnsupported
-// ("the Wan networks are not implemented yet").
+// here: the job layer runs SeedVR2 only for now; load_wan_weights (wan_model.h) loads it.
 Result<VaeWeights> load_weights(const std::filesystem::path& path);
 
 // The built-in default weights of the CLI and the studio: the trained demo model

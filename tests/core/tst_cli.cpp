@@ -214,6 +214,27 @@ class tst_Cli : public QObject {
     QVERIFY2(f.out.contains("FAIL"), qPrintable(f.out));
   }
 
+  // The Wan reference folder: info names the family without "not implemented", verify runs the
+  // tiny configurations' golden cases on the CPU backend and passes them in fp32.
+  void verifyWanTiny() {
+    if (!seedvae::test::have_golden_wan()) QFAIL(seedvae::test::golden_wan_missing_message().c_str());
+    const QString ref = QString::fromStdString(seedvae::test::golden_wan_dir().string());
+    const auto w = seedvae::test::golden_wan_dir() / "wan22" / "tiny" / "weights_fp16.safetensors";
+    const Run i = run({"info", "--json", QString::fromStdString(w.string())});
+    QCOMPARE(i.code, 0);
+    QVERIFY2(i.out.contains("\"family\": \"Wan2.2\"") && !i.out.contains("not implemented"),
+             qPrintable(i.out));
+    const Run r = run({"verify", "--reference", ref, "--config", "wan21/tiny", "--config",
+                       "wan22/tiny", "--quiet"});
+    QCOMPARE(r.code, 0);
+    // per configuration: 2 weight rows, inputs, 13 golden tensors, 13 intermediates
+    QVERIFY2(r.out.contains("58 passed, 0 failed, 0 skipped"), qPrintable(r.out));
+    const Run f = run({"verify", "--reference", ref, "--config", "wan21/tiny", "--only", "L3.dec",
+                       "--tolerance", "1e-12", "--no-intermediates"});
+    QCOMPARE(f.code, 1);
+    QVERIFY2(f.out.contains("FAIL"), qPrintable(f.out));
+  }
+
   // Without --weights/--synthetic the CLI takes the demo model: $SEEDVAE_DEMO_WEIGHTS when it
   // names a file, else <exe>/../share/seedvae/demo_vae.safetensors, else the synthetic tiny
   // weights. The last two are checked on a copy of the CLI in a folder of our own, so the build
