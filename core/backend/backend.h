@@ -148,7 +148,7 @@ class Backend {
   // tokens = H*W.
   virtual Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) = 0;
 
-  // ---- the Wan VAEs' ops (docs/model.md "The Wan VAEs"). Not every backend has them: the
+  // ---- the Wan VAEs' ops (docs/model.md §10). Not every backend has them: the
   // defaults return kUnsupported naming the backend and the op. -----------------------------
   // An activation of zeros (the Wan causal convolutions' initial memory: zero frames, not
   // replicated ones).
@@ -247,6 +247,7 @@ class Backend {
   double end_device_span(int64_t span) {
     return close_device_span(span) ? read_device_span(span, true) : -1;
   }
+
  protected:
   // kUnsupported: "<backend name> has no <op> op ..." (the Wan ops' defaults).
   Status wan_op_unsupported(std::string_view op) const;

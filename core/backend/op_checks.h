@@ -65,7 +65,7 @@ Result<Shape> depth_to_space_shape(const Shape& x, int temporal_factor, bool dro
 // every weight defined: the norm affine parameters and biases [C], the projections [C, C].
 Status check_attention(const Shape& x, const AttentionWeights& w);
 
-// ---- the Wan VAEs' ops (docs/model.md "The Wan VAEs") ------------------------------------------
+// ---- the Wan VAEs' ops (docs/model.md §10) ------------------------------------------
 
 // Backend::zeros: a 5-D shape with no negative dimension.
 Status check_zeros(const Shape& s);

@@ -94,8 +94,8 @@ void softmax_rows(float* s, int64_t rows, int64_t n, int threads);
 
 // RMS norm over the C channels of every pixel: y = x / max(||x||, eps) * sqrt(C) * gamma (gamma
 // may be null: 1), then optional SiLU. The sum of squares is accumulated in double.
-void rms_norm_cl(const float* x, float* y, const Dims5& d, const float* gamma, float eps,
-                 bool silu, int threads);
+void rms_norm_cl(const float* x, float* y, const Dims5& d, const float* gamma, float eps, bool silu,
+                 int threads);
 // Nearest 2x per frame: y [n, c, t, 2h, 2w].
 void upsample_nearest_cl(const float* x, float* y, const Dims5& d, int threads);
 // x [n, f*C, t, h, w] -> y [n, C, f*t, h, w], y[c, f*t + i] = x[i*C + c, t].

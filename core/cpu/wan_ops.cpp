@@ -5,8 +5,8 @@
 // PyTorch equivalents (upstream modules of the Wan VAEs):
 //   rms_norm_cl          F.normalize(x, dim=1) * C**0.5 * gamma  [then SiLU]
 //   upsample_nearest_cl  nn.Upsample(scale_factor=(2., 2.), mode="nearest-exact") per frame
-//   frames_from_channels x.view(n, f, C, t, h, w).permute(0, 2, 3, 1, 4, 5).reshape(n, C, t*f, h, w)
-//   patchify_cl          rearrange(x, "b c f (h q) (w r) -> b (c r q) f h w", q=p, r=p)
+//   frames_from_channels x.view(n, f, C, t, h, w).permute(0, 2, 3, 1, 4, 5).reshape(n, C, t*f, h,
+//   w) patchify_cl          rearrange(x, "b c f (h q) (w r) -> b (c r q) f h w", q=p, r=p)
 //   avg_down_cl          AvgDown3D (front zero pad to a multiple of ft, view/permute, group mean)
 //   dup_up_cl            DupUp3D (repeat_interleave over channels, view/permute, first-chunk drop)
 #include <algorithm>
@@ -39,8 +39,8 @@ SEEDVAE_SIMD_CLONES void rms_rows(const float* x, float* y, int64_t rows, int64_
 
 }  // namespace
 
-void rms_norm_cl(const float* x, float* y, const Dims5& d, const float* gamma, float eps,
-                 bool silu, int threads) {
+void rms_norm_cl(const float* x, float* y, const Dims5& d, const float* gamma, float eps, bool silu,
+                 int threads) {
   const int64_t C = d.c, pixels = d.frames() * d.h * d.w;
   if (pixels == 0 || C == 0) return;
   constexpr int64_t kRows = 256;
@@ -62,8 +62,7 @@ void upsample_nearest_cl(const float* x, float* y, const Dims5& d, int threads) 
   });
 }
 
-void frames_from_channels_cl(const float* x, float* y, const Dims5& in, int factor,
-                             int threads) {
+void frames_from_channels_cl(const float* x, float* y, const Dims5& in, int factor, int threads) {
   const int64_t Cin = in.c, C = Cin / factor, P = in.h * in.w;
   const size_t bytes = static_cast<size_t>(C) * sizeof(float);
   // job: (n, t, i) -> output frame (n, t*factor + i)

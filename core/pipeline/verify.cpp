@@ -3,8 +3,8 @@
 #include <chrono>
 #include <fstream>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/io/safetensors.h"
 #include "core/schedule/streaming.h"
@@ -565,8 +565,8 @@ class WanConfigRun {
     SEEDVAE_ASSIGN_OR_RETURN(DiffStats d, compare(*out, ref));
     const double rms_bound = 1e-5;
     const bool ok = d.max_abs <= opt_.tolerance && d.rms <= rms_bound;
-    VerifyRow row{"", tensor, ok ? "pass" : "FAIL", d.max_abs, d.rms, opt_.tolerance,
-                  seconds_since(t0), "fp32; rms bound 1.00e-05"};
+    VerifyRow row{"",    tensor,         ok ? "pass" : "FAIL", d.max_abs,
+                  d.rms, opt_.tolerance, seconds_since(t0),    "fp32; rms bound 1.00e-05"};
     row.rms_tolerance = rms_bound;
     add(std::move(row));
     return Status::ok();

@@ -54,8 +54,8 @@ namespace {
 
 // Runs `call` on consecutive chunks [begin, end) of x's frames and joins the downloaded outputs.
 template <typename Call>
-Result<HostTensor> stream_chunks(Backend& backend, const HostTensor& x, int64_t first,
-                                 int64_t step, Call call) {
+Result<HostTensor> stream_chunks(Backend& backend, const HostTensor& x, int64_t first, int64_t step,
+                                 Call call) {
   HostTensor out;
   CausalState state;
   const int64_t frames = x.shape()[2];
@@ -87,8 +87,8 @@ Result<HostTensor> stream_encode(VideoVae& vae, const HostTensor& video, int chu
   }
   if (first_frames < 1 || (first_frames - 1) % tf != 0 || chunk_frames < tf ||
       chunk_frames % tf != 0) {
-    return invalid_argument("stream_encode: chunks of " + std::to_string(first_frames) +
-                            " then " + std::to_string(chunk_frames) + " frames; the first needs " +
+    return invalid_argument("stream_encode: chunks of " + std::to_string(first_frames) + " then " +
+                            std::to_string(chunk_frames) + " frames; the first needs " +
                             std::to_string(tf) + "k+1 frames, the others a multiple of " +
                             std::to_string(tf));
   }

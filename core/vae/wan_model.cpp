@@ -1,4 +1,4 @@
-// The Wan2.1 / Wan2.2 networks (wan_model.h; docs/model.md "The Wan VAEs"). The order of
+// The Wan2.1 / Wan2.2 networks (wan_model.h; docs/model.md §10). The order of
 // operations is written once, in WanModel::Pass; the weights' layout changes for the backend are
 // in parameter_shapes() and create().
 #include "core/vae/wan_model.h"
@@ -40,8 +40,8 @@ std::vector<WanConfig::Param> WanModel::parameter_shapes(const WanConfig& config
       const std::string base = p.name.substr(0, p.name.rfind('.'));  // "<block>.to_qkv"
       const int64_t c = p.shape[0] / 3;
       for (const char* part : {"q", "k", "v"}) {
-        out.push_back({base + "." + part + (weight ? ".weight" : ".bias"),
-                       weight ? Shape{c, c} : Shape{c}});
+        out.push_back(
+            {base + "." + part + (weight ? ".weight" : ".bias"), weight ? Shape{c, c} : Shape{c}});
       }
       continue;
     }
@@ -136,8 +136,8 @@ class WanModel::Pass {
     const int ctx = static_cast<int>(weight.shape[2]) - 1;
     Tensor& mem = state_.memory[prefix];
     if (!mem.defined()) {
-      SEEDVAE_ASSIGN_OR_RETURN(mem, be_.zeros(Shape{x.shape[0], x.shape[1], ctx, x.shape[3],
-                                                    x.shape[4]}));
+      SEEDVAE_ASSIGN_OR_RETURN(
+          mem, be_.zeros(Shape{x.shape[0], x.shape[1], ctx, x.shape[3], x.shape[4]}));
     }
     SEEDVAE_ASSIGN_OR_RETURN(Tensor ext, be_.causal_pad(x, &mem, 0));
     mem = {};  // ext holds a copy: the old memory goes before the new one is sliced
@@ -168,11 +168,10 @@ class WanModel::Pass {
   }
 
   Result<Tensor> attention(const std::string& p, const Tensor& x) {
-    RmsAttentionWeights a{w(p + ".norm.gamma"),       w(p + ".to_qkv.q.weight"),
-                          w(p + ".to_qkv.q.bias"),    w(p + ".to_qkv.k.weight"),
-                          w(p + ".to_qkv.k.bias"),    w(p + ".to_qkv.v.weight"),
-                          w(p + ".to_qkv.v.bias"),    w(p + ".proj.weight"),
-                          w(p + ".proj.bias")};
+    RmsAttentionWeights a{
+        w(p + ".norm.gamma"),      w(p + ".to_qkv.q.weight"), w(p + ".to_qkv.q.bias"),
+        w(p + ".to_qkv.k.weight"), w(p + ".to_qkv.k.bias"),   w(p + ".to_qkv.v.weight"),
+        w(p + ".to_qkv.v.bias"),   w(p + ".proj.weight"),     w(p + ".proj.bias")};
     return be_.rms_attention(x, a);
   }
 
@@ -194,8 +193,8 @@ class WanModel::Pass {
     Conv3dParams sp;
     sp.stride_h = sp.stride_w = 2;
     sp.pad_bottom = sp.pad_right = 1;
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, be_.conv3d(x, w(p + ".resample.1.weight"),
-                                                  w(p + ".resample.1.bias"), sp));
+    SEEDVAE_ASSIGN_OR_RETURN(
+        Tensor y, be_.conv3d(x, w(p + ".resample.1.weight"), w(p + ".resample.1.bias"), sp));
     const std::string tc = p + ".time_conv";
     if (!m_.weights_.count(tc + ".weight")) return y;
     const int64_t t = y.shape[2];
@@ -318,8 +317,8 @@ Result<Tensor> WanModel::Pass::decode(const Tensor& z) {
   int flat = 0;
   for (int i = 0; i < n; ++i) {
     const bool up = i != n - 1;
-    const bool temporal = up && c.temporal_downsample[c.temporal_downsample.size() - 1 -
-                                                      static_cast<size_t>(i)];
+    const bool temporal =
+        up && c.temporal_downsample[c.temporal_downsample.size() - 1 - static_cast<size_t>(i)];
     const std::string level = "decoder.upsamples." + std::to_string(i);
     Tensor in = x;  // Wan2.2's DupUp3D shortcut reads the level's input
     std::string last;
@@ -425,8 +424,7 @@ Result<HostTensor> wan_decode(WanModel& model, const HostTensor& latent,
   if (options.normalized_latent) {
     SEEDVAE_ASSIGN_OR_RETURN(raw, wan_denormalize_latent(raw, model.family()));
   }
-  SEEDVAE_ASSIGN_OR_RETURN(HostTensor y,
-                           stream_decode(model, raw, options.decode_chunk_latents));
+  SEEDVAE_ASSIGN_OR_RETURN(HostTensor y, stream_decode(model, raw, options.decode_chunk_latents));
   if (options.clamp) {
     for (float& v : y.f32()) v = std::clamp(v, -1.f, 1.f);
   }

@@ -1,4 +1,4 @@
-// The Wan2.1 and Wan2.2 causal video VAEs (docs/model.md "The Wan VAEs") on any Backend that has
+// The Wan2.1 and Wan2.2 causal video VAEs (docs/model.md §10) on any Backend that has
 // the Wan ops (backend.h), one temporal chunk at a time. This is the only description of both
 // networks: block names are the upstream state-dict prefixes, and the causal temporal memory is an
 // explicit CausalState passed into every call.
@@ -117,8 +117,8 @@ struct WanEncoded {
   HostTensor mu, log_var, latent;
 };
 struct WanStreamOptions {
-  int encode_chunk_frames = 4;   // after the first frame; a multiple of 4
-  int decode_chunk_latents = 1;  // after the first latent frame
+  int encode_chunk_frames = 4;    // after the first frame; a multiple of 4
+  int decode_chunk_latents = 1;   // after the first latent frame
   bool normalized_latent = true;  // the latent is (mu - mean)/std (upstream); false: raw mu
   bool clamp = true;              // the decoded video clamped to [-1, 1] (upstream's wrapper)
 };

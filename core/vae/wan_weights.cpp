@@ -139,11 +139,10 @@ const std::vector<float>& wan_latent_std(VaeFamily family) {
                                       2.6052f, 2.0743f, 3.2687f, 2.1526f, 2.8652f, 1.5579f,
                                       1.6382f, 1.1253f, 2.8251f, 1.9160f};
   static const std::vector<float> k22{
-      0.4765f, 1.0364f, 0.4514f, 1.1677f, 0.5313f, 0.4990f, 0.4818f, 0.5013f,
-      0.8158f, 1.0344f, 0.5894f, 1.0901f, 0.6885f, 0.6165f, 0.8454f, 0.4978f,
-      0.5759f, 0.3523f, 0.7135f, 0.6804f, 0.5833f, 1.4146f, 0.8986f, 0.5659f,
-      0.7069f, 0.5338f, 0.4889f, 0.4917f, 0.4069f, 0.4999f, 0.6866f, 0.4093f,
-      0.5709f, 0.6065f, 0.6415f, 0.4944f, 0.5726f, 1.2042f, 0.5458f, 1.6887f,
+      0.4765f, 1.0364f, 0.4514f, 1.1677f, 0.5313f, 0.4990f, 0.4818f, 0.5013f, 0.8158f, 1.0344f,
+      0.5894f, 1.0901f, 0.6885f, 0.6165f, 0.8454f, 0.4978f, 0.5759f, 0.3523f, 0.7135f, 0.6804f,
+      0.5833f, 1.4146f, 0.8986f, 0.5659f, 0.7069f, 0.5338f, 0.4889f, 0.4917f, 0.4069f, 0.4999f,
+      0.6866f, 0.4093f, 0.5709f, 0.6065f, 0.6415f, 0.4944f, 0.5726f, 1.2042f, 0.5458f, 1.6887f,
       0.3971f, 1.0600f, 0.3943f, 0.5537f, 0.5444f, 0.4089f, 0.7468f, 0.7744f};
   return family == VaeFamily::kWan22 ? k22 : k21;
 }
@@ -156,8 +155,7 @@ Result<HostTensor> per_channel(const HostTensor& x, VaeFamily family, const char
   const std::vector<float>& mean = wan_latent_mean(family);
   const std::vector<float>& stdv = wan_latent_std(family);
   const Shape& s = x.shape();
-  if (s.rank() != 5 || x.dtype() != DType::kF32 ||
-      s[1] != static_cast<int64_t>(mean.size())) {
+  if (s.rank() != 5 || x.dtype() != DType::kF32 || s[1] != static_cast<int64_t>(mean.size())) {
     return invalid_argument(std::string(what) + ": a " + std::string(family_name(family)) +
                             " latent is an fp32 [N, " + std::to_string(mean.size()) +
                             ", t, h, w] tensor, got " + s.to_string());

@@ -217,7 +217,8 @@ class tst_Cli : public QObject {
   // The Wan reference folder: info names the family without "not implemented", verify runs the
   // tiny configurations' golden cases on the CPU backend and passes them in fp32.
   void verifyWanTiny() {
-    if (!seedvae::test::have_golden_wan()) QFAIL(seedvae::test::golden_wan_missing_message().c_str());
+    if (!seedvae::test::have_golden_wan())
+      QFAIL(seedvae::test::golden_wan_missing_message().c_str());
     const QString ref = QString::fromStdString(seedvae::test::golden_wan_dir().string());
     const auto w = seedvae::test::golden_wan_dir() / "wan22" / "tiny" / "weights_fp16.safetensors";
     const Run i = run({"info", "--json", QString::fromStdString(w.string())});

@@ -24,8 +24,8 @@ namespace {
 constexpr double kMaxAbs = 1e-4;
 constexpr double kRms = 1e-5;
 
-#define REQUIRE_GOLDEN_WAN()                                               \
-  do {                                                                     \
+#define REQUIRE_GOLDEN_WAN()                                                         \
+  do {                                                                               \
     if (!test::have_golden_wan()) QFAIL(test::golden_wan_missing_message().c_str()); \
   } while (0)
 
@@ -67,10 +67,10 @@ std::string check(const std::string& what, const HostTensor& actual, const HostT
          "), rms " + std::to_string(d->rms);
 }
 
-#define CHECK_OK(expr)                           \
-  do {                                           \
-    const std::string why_ = (expr);             \
-    QVERIFY2(why_.empty(), why_.c_str());        \
+#define CHECK_OK(expr)                    \
+  do {                                    \
+    const std::string why_ = (expr);      \
+    QVERIFY2(why_.empty(), why_.c_str()); \
   } while (0)
 
 }  // namespace
@@ -91,7 +91,8 @@ class tst_WanGolden : public QObject {
     for (const char* c : {"I1", "V5", "V17"}) {
       const std::string cs = c;
       ASSIGN_OK(WanEncoded e, wan_encode(model, read(inputs, cs)));
-      CHECK_OK(check(name + " " + cs + ".mu", e.mu, read(golden, cs + ".mu"), kMaxAbs, kRms, &worst));
+      CHECK_OK(
+          check(name + " " + cs + ".mu", e.mu, read(golden, cs + ".mu"), kMaxAbs, kRms, &worst));
       CHECK_OK(check(name + " " + cs + ".log_var", e.log_var, read(golden, cs + ".log_var"),
                      kMaxAbs, kRms, &worst));
       CHECK_OK(check(name + " " + cs + ".latent", e.latent, read(golden, cs + ".latent"), kMaxAbs,
@@ -100,8 +101,8 @@ class tst_WanGolden : public QObject {
       WanStreamOptions o;
       o.clamp = false;
       ASSIGN_OK(HostTensor dec, wan_decode(model, read(golden, cs + ".latent"), o));
-      CHECK_OK(check(name + " " + cs + ".dec", dec, read(golden, cs + ".dec"), kMaxAbs, kRms,
-                     &worst));
+      CHECK_OK(
+          check(name + " " + cs + ".dec", dec, read(golden, cs + ".dec"), kMaxAbs, kRms, &worst));
       checked += 4;
     }
     WanStreamOptions o;
@@ -142,8 +143,9 @@ class tst_WanGolden : public QObject {
     QCOMPARE(seed, wan_reference_seed(cfg.family, real));
     const WanWeights w = synthesize_wan_weights(cfg, seed);
     QCOMPARE(w.parameter_count(), j["n_params"].get<int64_t>());
-    QCOMPARE(QString::fromStdString(wan_fp16_digest(w)),
-             QString::fromStdString(j["weights"]["fp16_digest_checkpoint_order"].get<std::string>()));
+    QCOMPARE(
+        QString::fromStdString(wan_fp16_digest(w)),
+        QString::fromStdString(j["weights"]["fp16_digest_checkpoint_order"].get<std::string>()));
     if (!real) {
       // the shipped file, loaded through the checkpoint reader, equals the recipe bit for bit
       ASSIGN_OK(WanWeights file,
@@ -184,9 +186,9 @@ class tst_WanGolden : public QObject {
     ASSIGN_OK(SafetensorsFile inputs, SafetensorsFile::open(dir / "inputs.safetensors"));
     ASSIGN_OK(SafetensorsFile inter, SafetensorsFile::open(dir / "intermediates_fp32.safetensors"));
     const WanConfig cfg = config_of(name);
-    ASSIGN_OK(WanModel model,
-              WanModel::create(*be_, synthesize_wan_weights(cfg, wan_reference_seed(cfg.family,
-                                                                                     false))));
+    ASSIGN_OK(
+        WanModel model,
+        WanModel::create(*be_, synthesize_wan_weights(cfg, wan_reference_seed(cfg.family, false))));
     std::map<std::string, HostTensor> got;
     std::string case_name;
     model.set_observer([&](std::string_view stage, const Tensor& t) -> Status {
@@ -230,26 +232,26 @@ class tst_WanGolden : public QObject {
     const fs::path dir = test::golden_wan_dir() / name;
     ASSIGN_OK(SafetensorsFile inputs, SafetensorsFile::open(dir / "inputs.safetensors"));
     const WanConfig cfg = config_of(name);
-    ASSIGN_OK(WanModel model,
-              WanModel::create(*be_, synthesize_wan_weights(cfg, wan_reference_seed(cfg.family,
-                                                                                     false))));
+    ASSIGN_OK(
+        WanModel model,
+        WanModel::create(*be_, synthesize_wan_weights(cfg, wan_reference_seed(cfg.family, false))));
     const HostTensor v17 = read(inputs, "V17");
     ASSIGN_OK(HostTensor base, stream_encode(model, v17, 4, 1));
     QCOMPARE(base.shape()[2], int64_t{5});
     for (auto [first, chunk] : {std::pair{1, 8}, {1, 16}, {5, 4}, {9, 8}, {17, 4}}) {
       ASSIGN_OK(HostTensor m, stream_encode(model, v17, chunk, first));
-      CHECK_OK(check("encode V17 chunks " + std::to_string(first) + "+" + std::to_string(chunk) +
-                         "n",
-                     m, base, 1e-5));
+      CHECK_OK(
+          check("encode V17 chunks " + std::to_string(first) + "+" + std::to_string(chunk) + "n", m,
+                base, 1e-5));
     }
     ASSIGN_OK(HostTensor raw, wan_denormalize_latent(read(inputs, "L3"), cfg.family));
     ASSIGN_OK(HostTensor dbase, stream_decode(model, raw, 1, 1));
     QCOMPARE(dbase.shape()[2], int64_t{9});
     for (auto [first, chunk] : {std::pair{1, 2}, {2, 1}, {3, 1}}) {
       ASSIGN_OK(HostTensor d, stream_decode(model, raw, chunk, first));
-      CHECK_OK(check("decode L3 chunks " + std::to_string(first) + "+" + std::to_string(chunk) +
-                         "n",
-                     d, dbase, 1e-5));
+      CHECK_OK(
+          check("decode L3 chunks " + std::to_string(first) + "+" + std::to_string(chunk) + "n", d,
+                dbase, 1e-5));
     }
     // the clamp and the raw latent
     ASSIGN_OK(HostTensor clamped, wan_decode(model, read(inputs, "L3")));
@@ -269,10 +271,9 @@ class tst_WanGolden : public QObject {
     QCOMPARE(stream_encode(model, v).status().code(), StatusCode::kInvalidArgument);
     HostTensor v6(DType::kF32, Shape{1, 3, 6, 32, 32});  // not 4n+1 frames
     QCOMPARE(stream_encode(model, v6).status().code(), StatusCode::kInvalidArgument);
-    QCOMPARE(stream_encode(model, HostTensor(DType::kF32, Shape{1, 3, 5, 32, 32}), 2)
-                 .status()
-                 .code(),
-             StatusCode::kInvalidArgument);
+    QCOMPARE(
+        stream_encode(model, HostTensor(DType::kF32, Shape{1, 3, 5, 32, 32}), 2).status().code(),
+        StatusCode::kInvalidArgument);
   }
 
   // A dry run on the counting backend: the FLOPs of every streamed call of the real
@@ -303,8 +304,8 @@ class tst_WanGolden : public QObject {
       if (c["kind"] == "video") {
         counting.reset_flops();
         ASSIGN_OK(HostTensor m, stream_encode(model, HostTensor(DType::kF32, in)));
-        QCOMPARE(counting.flops(), 2.0 * j["macs_hooks_vs_analytic"][cs + ".encode"]["hooks"]
-                                             .get<double>());
+        QCOMPARE(counting.flops(),
+                 2.0 * j["macs_hooks_vs_analytic"][cs + ".encode"]["hooks"].get<double>());
         latent = m.shape();
         latent[1] = cfg.z_dim;
         ++checked;
@@ -330,9 +331,10 @@ class tst_WanGolden : public QObject {
     QVERIFY(cpu.is_ok());
     ASSIGN_OK(WanModel real, WanModel::create(**cpu, w));
     CountingBackend counting;
-    ASSIGN_OK(WanModel dry, WanModel::create(counting, cfg, [&](const std::string&, const Shape& s) {
-      return Result<Tensor>(counting.declare_weight(s));
-    }));
+    ASSIGN_OK(WanModel dry,
+              WanModel::create(counting, cfg, [&](const std::string&, const Shape& s) {
+                return Result<Tensor>(counting.declare_weight(s));
+              }));
     // a warm-up run packs the weights (as the planner's first chunk does), then the measured
     // run; compared above the resident weights (oneDNN also packs a few small non-convolution
     // weights the counting model does not hold, ARCHITECTURE.md "The planner")
@@ -354,8 +356,8 @@ class tst_WanGolden : public QObject {
       }
       above[k++] = double(m->backend().memory_stats().peak_bytes - resident);
     }
-    qInfo("%s: activation peak measured %.0f, predicted %.0f bytes (%+.2f %%)",
-          qPrintable(config), above[0], above[1], 100.0 * (above[1] / above[0] - 1.0));
+    qInfo("%s: activation peak measured %.0f, predicted %.0f bytes (%+.2f %%)", qPrintable(config),
+          above[0], above[1], 100.0 * (above[1] / above[0] - 1.0));
     QVERIFY2(std::abs(above[1] / above[0] - 1.0) < 0.005,
              qPrintable(QString("predicted %1, measured %2").arg(above[1]).arg(above[0])));
   }
