@@ -13,6 +13,7 @@
 #include "core/backend/counting_backend.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/io/safetensors.h"
+#include "core/schedule/exact_tiling.h"
 #include "core/vae/wan_model.h"
 #include "tests/support/golden.h"
 
@@ -360,6 +361,20 @@ class tst_WanGolden : public QObject {
           above[0], above[1], 100.0 * (above[1] / above[0] - 1.0));
     QVERIFY2(std::abs(above[1] / above[0] - 1.0) < 0.005,
              qPrintable(QString("predicted %1, measured %2").arg(above[1]).arg(above[0])));
+  }
+
+  // A backend without the Wan ops (exact tiling here; the CUDA backend likewise) refuses the
+  // model at its first such op with kUnsupported naming the backend and the op.
+  void backendsWithoutTheOpsRefuse() {
+    ExactTilingBackend exact(*be_, {});
+    exact.set_frame(16, 16);
+    const WanConfig cfg = WanConfig::wan21_tiny();
+    ASSIGN_OK(WanModel model, WanModel::create(exact, synthesize_wan_weights(cfg, 1)));
+    auto r = stream_decode(model, HostTensor(DType::kF32, Shape{1, 16, 1, 2, 2}));
+    QVERIFY(!r.is_ok());
+    QVERIFY2(r.status().code() == StatusCode::kUnsupported, r.status().to_string().c_str());
+    QVERIFY2(r.status().message().find("has no zeros op") != std::string::npos,
+             r.status().message().c_str());
   }
 
   // The real configurations (label long: SEEDVAE_LONG_TESTS=1, a few minutes on 2 cores).
