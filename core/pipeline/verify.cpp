@@ -9,9 +9,9 @@
 #include "core/io/safetensors.h"
 #include "core/schedule/streaming.h"
 #include "core/schedule/tiled.h"
+#include "core/schedule/wan_stream.h"
 #include "core/vae/state_dict.h"
 #include "core/vae/vae_model.h"
-#include "core/vae/wan_model.h"
 
 namespace seedvae {
 
@@ -524,16 +524,18 @@ class WanConfigRun {
     SEEDVAE_ASSIGN_OR_RETURN(TensorView v, f.get(name));
     return v.to_host(DType::kF32);
   }
-  WanStreamOptions unclamped() const {
+  // The run's temporal chunks (any chunking gives the reference's result, docs/model.md §10.5).
+  WanStreamOptions wrapper(bool clamp) const {
     WanStreamOptions o;
-    o.clamp = false;
+    o.stream = stream_options(opt_.run);
+    o.clamp = clamp;
     return o;
   }
 
   Result<WanEncoded> encode(const std::string& case_name) {
     if (auto it = encoded_.find(case_name); it != encoded_.end()) return it->second;
     SEEDVAE_ASSIGN_OR_RETURN(HostTensor x, read(*inputs_, case_name));
-    SEEDVAE_ASSIGN_OR_RETURN(WanEncoded e, wan_encode(*model_, x));
+    SEEDVAE_ASSIGN_OR_RETURN(WanEncoded e, wan_encode(*model_, x, wrapper(true)));
     encoded_[case_name] = e;
     return e;
   }
@@ -552,7 +554,7 @@ class WanConfigRun {
       auto z = golden_->contains(case_name + ".latent") ? read(*golden_, case_name + ".latent")
                                                         : read(*inputs_, case_name);
       if (!z) return z.take_status().with_context(tensor);
-      out = wan_decode(*model_, *z, unclamped());
+      out = wan_decode(*model_, *z, wrapper(false));
     }
     if (!out) {
       if (out.status().code() == StatusCode::kInternal) {
@@ -586,7 +588,8 @@ class WanConfigRun {
       if (it == got.end()) {
         got.emplace(key, std::move(h));
       } else {
-        SEEDVAE_ASSIGN_OR_RETURN(it->second, host_concat_frames(it->second, h));
+        const HostTensor parts[] = {std::move(it->second), std::move(h)};
+        SEEDVAE_ASSIGN_OR_RETURN(it->second, concat_time(parts));
       }
       return Status::ok();
     });
@@ -601,11 +604,11 @@ class WanConfigRun {
         break;
       }
       if (x->shape()[1] == model_->config().in_channels) {
-        auto e = stream_encode(*model_, *x);
+        auto e = encode_video(*model_, *x, wrapper(false).stream);
         if (!e) st = e.take_status();
       } else {
         auto raw = wan_denormalize_latent(*x, model_->family());
-        auto d = raw ? stream_decode(*model_, *raw) : raw.take_status();
+        auto d = raw ? decode_latent(*model_, *raw, wrapper(false).stream) : raw.take_status();
         if (!d) st = d.take_status();
       }
       if (!st) break;

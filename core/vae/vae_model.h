@@ -56,21 +56,17 @@ class VaeModel final : public VideoVae {
   void set_telemetry(TelemetrySink* sink);
   TelemetrySink* telemetry() const { return telemetry_; }
 
-  // The scheduler's "chunk" / "tile" summary samples: begin_summary() before a chunk's upload,
-  // end_summary() after its download emits one sample labelled `chunk`/`tile` with the wall and
-  // device time in between. Only for a sink that wants_summaries(); no-ops (no timing, no
-  // synchronisation) otherwise.
-  struct SummarySpan {
-    bool active = false;
-    std::chrono::steady_clock::time_point start;
-    int64_t device_span = -1;
-  };
-  SummarySpan begin_summary() const;
+  // The scheduler's "chunk" / "tile" summary samples (VideoVae): begin_summary() before a
+  // chunk's upload, end_summary() after its download emits one sample labelled `chunk`/`tile`
+  // with the wall and device time in between. Only for a sink that wants_summaries(); no-ops (no
+  // timing, no synchronisation) otherwise.
+  using SummarySpan = seedvae::SummarySpan;
+  SummarySpan begin_summary() const override;
   Status end_summary(std::string_view stage, const SummarySpan& span, int64_t chunk,
-                     int64_t tile) const;
+                     int64_t tile) const override;
   // Emits a deferred sink's stage samples that are still unread, waiting for the device (the
   // schedulers call it when a stream's or a tiled run's chunks are done).
-  void flush_telemetry() const;
+  void flush_telemetry() const override;
 
   // CUDA graphs (Backend::graphs_enabled(), no block observer installed): a chunk is recorded
   // once and replayed for later chunks with the same input shape, options, state layout (names

@@ -1,14 +1,15 @@
 // The interface both VAE networks implement -- VaeModel (SeedVR2) and WanModel (Wan2.1, Wan2.2) --
 // and what a caller needs to stream a clip through either: the explicit causal state, a chunk
-// call's options, the block observer, and the plain chunk loops over a whole clip
-// (stream_encode / stream_decode).
+// call's options, the block observer and the schedulers' summary telemetry. The streamed
+// scheduler (core/schedule/streaming.h: encode_video, encode_stream, decode_latent) takes either.
 //
 // Both networks compress 4x in time with the same bookkeeping: an encoder stream's first chunk
 // has 4k+1 frames and every later chunk 4k; a decoder stream's first chunk of t latent frames
-// gives 4t-3 frames, every later one 4t. The job layer, the schedulers (core/schedule) and the
-// planner take VaeModel only for now; verify and the tests take either through this interface.
+// gives 4t-3 frames, every later one 4t. The job layer, spatial tiling and the planner take
+// VaeModel only for now; verify, the streamed scheduler and the tests take either.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -73,6 +74,13 @@ struct ChunkOptions {
 // output; used by tests to compare intermediates and by front ends to poll for cancellation.
 using BlockObserver = std::function<Status(std::string_view block, const Tensor& output)>;
 
+// A scheduler's summary sample in flight (VideoVae::begin_summary).
+struct SummarySpan {
+  bool active = false;
+  std::chrono::steady_clock::time_point start;
+  int64_t device_span = -1;
+};
+
 class VideoVae {
  public:
   virtual ~VideoVae() = default;
@@ -92,20 +100,17 @@ class VideoVae {
   // 4t-3 frames, later chunks 4t; the decoder's raw output (not clamped).
   virtual Result<Tensor> decode_chunk(const Tensor& z, CausalState& state,
                                       const ChunkOptions& options = {}) = 0;
+
+  // The schedulers' per-chunk / per-tile summary samples and the flush of deferred telemetry
+  // (VaeModel: core/base/telemetry.h). The defaults take no sample: a model without telemetry
+  // (WanModel) reports none.
+  virtual SummarySpan begin_summary() const { return {}; }
+  virtual Status end_summary(std::string_view stage, const SummarySpan& span, int64_t chunk,
+                             int64_t tile) const {
+    (void)stage, (void)span, (void)chunk, (void)tile;
+    return Status::ok();
+  }
+  virtual void flush_telemetry() const {}
 };
-
-// The whole clip through `vae` in chunks, on the host side: the encoder's first chunk has
-// `first_frames` (4k+1) frames, later ones `chunk_frames` (a multiple of 4; the last may be
-// shorter); the video has 4n+1 frames. Returns the moments [1, 2z, n+1, h, w] (fp32).
-Result<HostTensor> stream_encode(VideoVae& vae, const HostTensor& video, int chunk_frames = 4,
-                                 int first_frames = 1);
-// The decoder's chunks: `first_latents` latent frames first, then `chunk_latents` at a time.
-// Returns [1, 3, 4t-3, H, W] (fp32, not clamped).
-Result<HostTensor> stream_decode(VideoVae& vae, const HostTensor& latent, int chunk_latents = 1,
-                                 int first_latents = 1);
-
-// Frames [begin, end) of a 5-D fp32 host tensor, and two such tensors joined along T.
-Result<HostTensor> host_slice_frames(const HostTensor& x, int64_t begin, int64_t end);
-Result<HostTensor> host_concat_frames(const HostTensor& a, const HostTensor& b);
 
 }  // namespace seedvae

@@ -391,44 +391,4 @@ Result<Tensor> WanModel::decode_chunk(const Tensor& z, CausalState& state,
   return y;
 }
 
-// ---- the wrapper ----------------------------------------------------------------------------
-
-Result<WanEncoded> wan_encode(WanModel& model, const HostTensor& video,
-                              const WanStreamOptions& options) {
-  SEEDVAE_ASSIGN_OR_RETURN(HostTensor m, stream_encode(model, video, options.encode_chunk_frames));
-  // mu and log_var: the two halves of the channels
-  const Shape& s = m.shape();
-  const int64_t z = model.latent_channels(), plane = s[2] * s[3] * s[4];
-  WanEncoded e;
-  const Shape half{s[0], z, s[2], s[3], s[4]};
-  e.mu = HostTensor(DType::kF32, half);
-  e.log_var = HostTensor(DType::kF32, half);
-  for (int64_t n = 0; n < s[0]; ++n) {
-    const float* src = m.data<float>() + n * 2 * z * plane;
-    std::memcpy(e.mu.data<float>() + n * z * plane, src,
-                static_cast<size_t>(z * plane) * sizeof(float));
-    std::memcpy(e.log_var.data<float>() + n * z * plane, src + z * plane,
-                static_cast<size_t>(z * plane) * sizeof(float));
-  }
-  if (options.normalized_latent) {
-    SEEDVAE_ASSIGN_OR_RETURN(e.latent, wan_normalize_latent(e.mu, model.family()));
-  } else {
-    e.latent = e.mu;
-  }
-  return e;
-}
-
-Result<HostTensor> wan_decode(WanModel& model, const HostTensor& latent,
-                              const WanStreamOptions& options) {
-  HostTensor raw = latent.dtype() == DType::kF32 ? latent : latent.to(DType::kF32);
-  if (options.normalized_latent) {
-    SEEDVAE_ASSIGN_OR_RETURN(raw, wan_denormalize_latent(raw, model.family()));
-  }
-  SEEDVAE_ASSIGN_OR_RETURN(HostTensor y, stream_decode(model, raw, options.decode_chunk_latents));
-  if (options.clamp) {
-    for (float& v : y.f32()) v = std::clamp(v, -1.f, 1.f);
-  }
-  return y;
-}
-
 }  // namespace seedvae

@@ -10,8 +10,8 @@
 // then multiples of 4; decoder: any number of latent frames per call) gives the same result up to
 // fp32 reassociation.
 //
-// Host-level wrapper (wan_encode / wan_decode): the per-channel latent normalisation of the
-// upstream wrappers, (mu - mean) * (1/std), and the decoder's clamp to [-1, 1].
+// The upstream wrappers' per-channel latent normalisation, (mu - mean) * (1/std), is here
+// (wan_normalize_latent); the streamed wrapper with the clamp is core/schedule/wan_stream.h.
 //
 // Thread affinity: the model, its state and its backend belong to one thread.
 #pragma once
@@ -110,22 +110,5 @@ class WanModel final : public VideoVae {
   std::map<std::string, Tensor> weights_;
   BlockObserver observer_;
 };
-
-// The wrapper's encode: the encoder streamed in chunks of `chunk_frames` after the first frame,
-// then mu, log_var and the normalised latent.
-struct WanEncoded {
-  HostTensor mu, log_var, latent;
-};
-struct WanStreamOptions {
-  int encode_chunk_frames = 4;    // after the first frame; a multiple of 4
-  int decode_chunk_latents = 1;   // after the first latent frame
-  bool normalized_latent = true;  // the latent is (mu - mean)/std (upstream); false: raw mu
-  bool clamp = true;              // the decoded video clamped to [-1, 1] (upstream's wrapper)
-};
-Result<WanEncoded> wan_encode(WanModel& model, const HostTensor& video,
-                              const WanStreamOptions& options = {});
-// The wrapper's decode: denormalise (if normalized_latent), decode streamed, clamp (if clamp).
-Result<HostTensor> wan_decode(WanModel& model, const HostTensor& latent,
-                              const WanStreamOptions& options = {});
 
 }  // namespace seedvae

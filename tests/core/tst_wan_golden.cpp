@@ -14,7 +14,7 @@
 #include "core/cpu/cpu_backend.h"
 #include "core/io/safetensors.h"
 #include "core/schedule/exact_tiling.h"
-#include "core/vae/wan_model.h"
+#include "core/schedule/wan_stream.h"
 #include "tests/support/golden.h"
 
 using namespace seedvae;
@@ -23,6 +23,12 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr double kMaxAbs = 1e-4;
+// Upstream's chunking: frame / latent frame 0 alone, then one latent frame per chunk.
+const StreamOptions kUpstream{.chunk_latents = 1, .lone_head = true};
+
+StreamOptions chunks(int chunk_latents, bool lone_head) {
+  return {.chunk_latents = chunk_latents, .lone_head = lone_head};
+}
 constexpr double kRms = 1e-5;
 
 #define REQUIRE_GOLDEN_WAN()                                                         \
@@ -199,15 +205,16 @@ class tst_WanGolden : public QObject {
       if (it == got.end()) {
         got.emplace(key, std::move(h));
       } else {
-        SEEDVAE_ASSIGN_OR_RETURN(it->second, host_concat_frames(it->second, h));
+        const HostTensor parts[] = {std::move(it->second), std::move(h)};
+        SEEDVAE_ASSIGN_OR_RETURN(it->second, concat_time(parts));
       }
       return Status::ok();
     });
     case_name = "V5";
-    ASSIGN_OK(HostTensor m, stream_encode(model, read(inputs, "V5")));
+    ASSIGN_OK(HostTensor m, encode_video(model, read(inputs, "V5"), kUpstream));
     case_name = "L3";
     ASSIGN_OK(HostTensor raw, wan_denormalize_latent(read(inputs, "L3"), cfg.family));
-    ASSIGN_OK(HostTensor d, stream_decode(model, raw));
+    ASSIGN_OK(HostTensor d, decode_latent(model, raw, kUpstream));
     (void)m, (void)d;
     int compared = 0;
     for (const std::string& n : inter.names()) {
@@ -222,9 +229,9 @@ class tst_WanGolden : public QObject {
     QCOMPARE(compared, 13);
   }
 
-  // Any chunking gives the same result within fp32 reassociation: the encoder with first chunks
-  // of 1 and 5 frames and later chunks of 4, 8 and 16; the decoder with 1, 2 or 3 latent frames
-  // first and 1 or 2 per later call.
+  // Any chunking gives the same result within fp32 reassociation (the streamed scheduler's
+  // chunks): the encoder with first chunks of 1, 5, 9 and 17 frames and later chunks of 4, 8 and
+  // 16; the decoder with 1, 2 or 3 latent frames first and 1 or 2 per later call.
   void chunkingInvariance_data() { tinyGoldenCases_data(); }
   void chunkingInvariance() {
     REQUIRE_GOLDEN_WAN();
@@ -237,22 +244,24 @@ class tst_WanGolden : public QObject {
         WanModel model,
         WanModel::create(*be_, synthesize_wan_weights(cfg, wan_reference_seed(cfg.family, false))));
     const HostTensor v17 = read(inputs, "V17");
-    ASSIGN_OK(HostTensor base, stream_encode(model, v17, 4, 1));
+    ASSIGN_OK(HostTensor base, encode_video(model, v17, kUpstream));
     QCOMPARE(base.shape()[2], int64_t{5});
-    for (auto [first, chunk] : {std::pair{1, 8}, {1, 16}, {5, 4}, {9, 8}, {17, 4}}) {
-      ASSIGN_OK(HostTensor m, stream_encode(model, v17, chunk, first));
-      CHECK_OK(
-          check("encode V17 chunks " + std::to_string(first) + "+" + std::to_string(chunk) + "n", m,
-                base, 1e-5));
+    // first chunk + later chunks in frames: 1+8n, 1+16, 5+4n, 9+8, 17
+    for (auto [c, lone] : {std::pair{2, true}, {4, true}, {1, false}, {2, false}, {0, false}}) {
+      ASSIGN_OK(HostTensor m, encode_video(model, v17, chunks(c, lone)));
+      CHECK_OK(check("encode V17, " + std::to_string(c) + " latents per chunk" +
+                         (lone ? " after the first frame" : ""),
+                     m, base, 1e-5));
     }
     ASSIGN_OK(HostTensor raw, wan_denormalize_latent(read(inputs, "L3"), cfg.family));
-    ASSIGN_OK(HostTensor dbase, stream_decode(model, raw, 1, 1));
+    ASSIGN_OK(HostTensor dbase, decode_latent(model, raw, kUpstream));
     QCOMPARE(dbase.shape()[2], int64_t{9});
-    for (auto [first, chunk] : {std::pair{1, 2}, {2, 1}, {3, 1}}) {
-      ASSIGN_OK(HostTensor d, stream_decode(model, raw, chunk, first));
-      CHECK_OK(
-          check("decode L3 chunks " + std::to_string(first) + "+" + std::to_string(chunk) + "n", d,
-                dbase, 1e-5));
+    // latent frames per call: 1+2, 2+1, 3
+    for (auto [c, lone] : {std::pair{2, true}, {1, false}, {0, false}}) {
+      ASSIGN_OK(HostTensor d, decode_latent(model, raw, chunks(c, lone)));
+      CHECK_OK(check("decode L3, " + std::to_string(c) + " latents per chunk" +
+                         (lone ? " after the first" : ""),
+                     d, dbase, 1e-5));
     }
     // the clamp and the raw latent
     ASSIGN_OK(HostTensor clamped, wan_decode(model, read(inputs, "L3")));
@@ -269,12 +278,17 @@ class tst_WanGolden : public QObject {
     const WanConfig cfg = WanConfig::wan22_tiny();
     ASSIGN_OK(WanModel model, WanModel::create(*be_, synthesize_wan_weights(cfg, 1)));
     HostTensor v(DType::kF32, Shape{1, 3, 5, 24, 32});  // 24 is not a multiple of 16
-    QCOMPARE(stream_encode(model, v).status().code(), StatusCode::kInvalidArgument);
+    QCOMPARE(encode_video(model, v, kUpstream).status().code(), StatusCode::kInvalidArgument);
     HostTensor v6(DType::kF32, Shape{1, 3, 6, 32, 32});  // not 4n+1 frames
-    QCOMPARE(stream_encode(model, v6).status().code(), StatusCode::kInvalidArgument);
-    QCOMPARE(
-        stream_encode(model, HostTensor(DType::kF32, Shape{1, 3, 5, 32, 32}), 2).status().code(),
-        StatusCode::kInvalidArgument);
+    QCOMPARE(encode_video(model, v6, kUpstream).status().code(), StatusCode::kInvalidArgument);
+    // a first encoder chunk of 2 frames, a later one of 3
+    CausalState st;
+    ASSIGN_OK(Tensor two, be_->upload(HostTensor(DType::kF32, Shape{1, 3, 2, 32, 32})));
+    QCOMPARE(model.encode_chunk(two, st).status().code(), StatusCode::kInvalidArgument);
+    ASSIGN_OK(Tensor one, be_->upload(HostTensor(DType::kF32, Shape{1, 3, 1, 32, 32})));
+    QVERIFY(model.encode_chunk(one, st).is_ok());
+    ASSIGN_OK(Tensor three, be_->upload(HostTensor(DType::kF32, Shape{1, 3, 3, 32, 32})));
+    QCOMPARE(model.encode_chunk(three, st).status().code(), StatusCode::kInvalidArgument);
   }
 
   // A dry run on the counting backend: the FLOPs of every streamed call of the real
@@ -304,7 +318,7 @@ class tst_WanGolden : public QObject {
       Shape latent = in;
       if (c["kind"] == "video") {
         counting.reset_flops();
-        ASSIGN_OK(HostTensor m, stream_encode(model, HostTensor(DType::kF32, in)));
+        ASSIGN_OK(HostTensor m, encode_video(model, HostTensor(DType::kF32, in), kUpstream));
         QCOMPARE(counting.flops(),
                  2.0 * j["macs_hooks_vs_analytic"][cs + ".encode"]["hooks"].get<double>());
         latent = m.shape();
@@ -312,7 +326,7 @@ class tst_WanGolden : public QObject {
         ++checked;
       }
       counting.reset_flops();
-      ASSIGN_OK(HostTensor d, stream_decode(model, HostTensor(DType::kF32, latent)));
+      ASSIGN_OK(HostTensor d, decode_latent(model, HostTensor(DType::kF32, latent), kUpstream));
       QCOMPARE(counting.flops(),
                2.0 * j["macs_hooks_vs_analytic"][cs + ".decode"]["hooks"].get<double>());
       ++checked;
@@ -348,11 +362,11 @@ class tst_WanGolden : public QObject {
           m->backend().reset_peak();
           resident = m->backend().memory_stats().current_bytes;
         }
-        ASSIGN_OK(HostTensor mom, stream_encode(*m, x, 8));
+        ASSIGN_OK(HostTensor mom, encode_video(*m, x, chunks(2, true)));
         HostTensor z(DType::kF32,
                      Shape{1, cfg.z_dim, mom.shape()[2], mom.shape()[3], mom.shape()[4]});
         std::fill(z.f32().begin(), z.f32().end(), 0.5f);
-        ASSIGN_OK(HostTensor dec, stream_decode(*m, z, 2));
+        ASSIGN_OK(HostTensor dec, decode_latent(*m, z, chunks(2, true)));
         QCOMPARE(dec.shape(), video);
       }
       above[k++] = double(m->backend().memory_stats().peak_bytes - resident);
@@ -370,7 +384,7 @@ class tst_WanGolden : public QObject {
     exact.set_frame(16, 16);
     const WanConfig cfg = WanConfig::wan21_tiny();
     ASSIGN_OK(WanModel model, WanModel::create(exact, synthesize_wan_weights(cfg, 1)));
-    auto r = stream_decode(model, HostTensor(DType::kF32, Shape{1, 16, 1, 2, 2}));
+    auto r = decode_latent(model, HostTensor(DType::kF32, Shape{1, 16, 1, 2, 2}), kUpstream);
     QVERIFY(!r.is_ok());
     QVERIFY2(r.status().code() == StatusCode::kUnsupported, r.status().to_string().c_str());
     QVERIFY2(r.status().message().find("has no zeros op") != std::string::npos,
