@@ -54,6 +54,10 @@ WanWeights synthesize_wan_weights(const WanConfig& config, uint64_t seed);
 uint64_t wan_reference_seed(VaeFamily family, bool real);
 // SHA-256 over the fp16 bit patterns, tensor by tensor in checkpoint order.
 std::string wan_fp16_digest(const WanWeights& weights);
+// Writes the weights as a safetensors checkpoint in `dtype` under the upstream names (as
+// ComfyUI's repackaged files hold them), atomically.
+Status save_wan_weights(const std::filesystem::path& path, const WanWeights& weights, DType dtype,
+                        std::map<std::string, std::string> metadata = {});
 
 // The upstream wrappers' per-channel latent constants (z values each).
 const std::vector<float>& wan_latent_mean(VaeFamily family);

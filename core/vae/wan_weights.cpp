@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/base/sha256.h"
+#include "core/io/safetensors.h"
 #include "core/io/tensor_file.h"
 #include "core/vae/state_dict.h"
 #include "core/vae/wan_model.h"
@@ -118,6 +119,24 @@ std::string wan_fp16_digest(const WanWeights& weights) {
     sha.update(h.raw(), static_cast<size_t>(h.nbytes()));  // little-endian hosts only
   }
   return sha.finish_hex();
+}
+
+Status save_wan_weights(const std::filesystem::path& path, const WanWeights& weights, DType dtype,
+                        std::map<std::string, std::string> metadata) {
+  std::vector<HostTensor> converted;
+  std::vector<std::string> names;
+  for (const auto& p : weights.config.parameters()) {
+    auto it = weights.tensors.find(p.name);
+    if (it == weights.tensors.end()) {
+      return invalid_argument("save_wan_weights: the weights have no tensor " + p.name);
+    }
+    converted.push_back(it->second.dtype() == dtype ? it->second : it->second.to(dtype));
+    names.push_back(p.name);
+  }
+  std::vector<NamedTensor> list;
+  for (size_t i = 0; i < names.size(); ++i) list.push_back({names[i], &converted[i]});
+  metadata["format"] = "pt";
+  return write_safetensors(path, list, metadata);
 }
 
 const std::vector<float>& wan_latent_mean(VaeFamily family) {

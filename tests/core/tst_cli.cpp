@@ -234,6 +234,22 @@ class tst_Cli : public QObject {
                        "--tolerance", "1e-12", "--no-intermediates"});
     QCOMPARE(f.code, 1);
     QVERIFY2(f.out.contains("FAIL"), qPrintable(f.out));
+    // make-weights writes the recipe's weights; in bf16 they are not the reference's any more
+    const Run m = run({"make-weights", "--synthetic", "wan22-tiny", "-o", path("wan22.safetensors")});
+    QCOMPARE(m.code, 0);
+    QVERIFY2(m.out.contains("7a42646fdef4914b715d8f56af0ed5cc3df29f8ba76411bfa17befb0e1ed1170"),
+             qPrintable(m.out));
+    const Run v = run({"verify", "--reference", ref, "--config", "wan22/tiny", "--weights",
+                       path("wan22.safetensors"), "--only", "L3.dec", "--no-intermediates"});
+    QCOMPARE(v.code, 0);
+    QVERIFY2(v.out.contains("equals the synthetic recipe bit for bit"), qPrintable(v.out));
+    QCOMPARE(run({"make-weights", "--synthetic", "wan21-tiny", "--dtype", "bf16", "-o",
+                  path("wan21_bf16.safetensors")})
+                 .code,
+             0);
+    const Run b = run({"verify", "--reference", ref, "--config", "wan21/tiny", "--weights",
+                       path("wan21_bf16.safetensors"), "--only", "L3.dec", "--no-intermediates"});
+    QVERIFY2(b.out.contains("differs from the synthetic recipe"), qPrintable(b.out));
   }
 
   // Without --weights/--synthetic the CLI takes the demo model: $SEEDVAE_DEMO_WEIGHTS when it
