@@ -755,8 +755,8 @@ int cli_main(int argc, char** argv) {
   mw->add_option("--synthetic", mw_which,
                  "configuration: SeedVR2 tiny or real, or the Wan reference data's wan21-tiny, "
                  "wan21-real, wan22-tiny, wan22-real")
-      ->check(CLI::IsMember({"tiny", "real", "wan21-tiny", "wan21-real", "wan22-tiny",
-                             "wan22-real"}));
+      ->check(
+          CLI::IsMember({"tiny", "real", "wan21-tiny", "wan21-real", "wan22-tiny", "wan22-real"}));
   mw->add_option("--seed", mw_seed, "seed (default: the golden data's)");
   mw->add_option("--dtype", mw_dtype, "fp16, bf16 or fp32");
   mw->add_option("-o,--output", mw_out, "output .safetensors")->required();

@@ -235,7 +235,8 @@ class tst_Cli : public QObject {
     QCOMPARE(f.code, 1);
     QVERIFY2(f.out.contains("FAIL"), qPrintable(f.out));
     // make-weights writes the recipe's weights; in bf16 they are not the reference's any more
-    const Run m = run({"make-weights", "--synthetic", "wan22-tiny", "-o", path("wan22.safetensors")});
+    const Run m =
+        run({"make-weights", "--synthetic", "wan22-tiny", "-o", path("wan22.safetensors")});
     QCOMPARE(m.code, 0);
     QVERIFY2(m.out.contains("7a42646fdef4914b715d8f56af0ed5cc3df29f8ba76411bfa17befb0e1ed1170"),
              qPrintable(m.out));
