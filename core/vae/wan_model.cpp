@@ -68,40 +68,35 @@ Result<WanModel> WanModel::create(Backend& backend, const WanConfig& config,
 }
 
 Result<WanModel> WanModel::create(Backend& backend, const WanWeights& weights) {
-  // Host-side views in the model's layout: reshapes, and to_qkv's three row blocks.
-  std::map<std::string, HostTensor> host;
   for (const auto& p : weights.config.parameters()) {
     auto it = weights.tensors.find(p.name);
     if (it == weights.tensors.end()) {
       return invalid_argument("WanModel: the weights have no tensor " + p.name);
     }
-    const HostTensor& t = it->second;
-    if (t.shape() != p.shape) {
-      return invalid_argument("WanModel: tensor " + p.name + " is " + t.shape().to_string() +
-                              ", expected " + p.shape.to_string());
+    if (it->second.shape() != p.shape) {
+      return invalid_argument("WanModel: tensor " + p.name + " is " +
+                              it->second.shape().to_string() + ", expected " + p.shape.to_string());
     }
-    if (is_qkv(p.name)) {
-      const bool weight = ends_with(p.name, ".weight");
-      const std::string base = p.name.substr(0, p.name.rfind('.'));
-      const int64_t c = p.shape[0] / 3;
-      const int64_t per = weight ? c * c : c;
-      const int64_t esize = dtype_size(t.dtype());
-      const char* parts[] = {"q", "k", "v"};
-      for (int i = 0; i < 3; ++i) {
-        host.emplace(base + "." + parts[i] + (weight ? ".weight" : ".bias"),
-                     HostTensor::from_bytes(t.dtype(), weight ? Shape{c, c} : Shape{c},
-                                            static_cast<const std::byte*>(t.raw()) +
-                                                static_cast<int64_t>(i) * per * esize));
-      }
-      continue;
-    }
-    SEEDVAE_ASSIGN_OR_RETURN(HostTensor r, t.reshaped(model_shape(p.name, p.shape)));
-    host.emplace(p.name, std::move(r));
   }
-  return create(backend, weights.config,
-                [&](const std::string& name, const Shape&) -> Result<Tensor> {
-                  return backend.upload_weight(host.at(name), name);
-                });
+  // Each parameter in the model's layout (parameter_shapes), made on the host when it is
+  // uploaded: the same values reshaped, or one of to_qkv's three row blocks.
+  return create(
+      backend, weights.config, [&](const std::string& name, const Shape& shape) -> Result<Tensor> {
+        std::string source = name;
+        int part = -1;
+        for (int i = 0; i < 3; ++i) {
+          const std::string tag = std::string(".to_qkv.") + "qkv"[i] + ".";
+          if (const auto pos = name.find(tag); pos != std::string::npos) {
+            source = name.substr(0, pos) + ".to_qkv" + name.substr(pos + tag.size() - 1);
+            part = i;
+          }
+        }
+        const HostTensor& t = weights.tensors.at(source);
+        const int64_t offset = part < 0 ? 0 : part * shape.numel() * dtype_size(t.dtype());
+        const HostTensor h = HostTensor::from_bytes(
+            t.dtype(), shape, static_cast<const std::byte*>(t.raw()) + offset);
+        return backend.upload_weight(h, name);
+      });
 }
 
 // ---- one chunk call ----------------------------------------------------------------------------
