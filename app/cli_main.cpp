@@ -35,6 +35,7 @@
 #include "core/schedule/seam_metrics.h"
 #include "core/vae/state_dict.h"
 #include "core/vae/wan_config.h"
+#include "core/vae/wan_model.h"
 #if defined(__unix__) || defined(__APPLE__)
 #include <pthread.h>
 #include <sys/resource.h>
@@ -348,8 +349,8 @@ int cmd_info(const std::vector<std::string>& paths, bool json) {
                                   std::to_string(id->wan->spatial_factor()) + "x" +
                                   std::to_string(id->wan->spatial_factor());
             item["note"] =
-                "the Wan networks are not implemented yet: encode and decode need a "
-                "SeedVR2 VAE";
+                "the Wan network runs on the CPU backend in seedvae verify; encode, decode, "
+                "roundtrip, plan and bench run SeedVR2 VAEs only for now";
           }
           if (auto sha = sha256_file(path)) item["sha256"] = *sha;
         } else {
@@ -563,7 +564,7 @@ int cmd_plan(const PlanArgs& pa, const RunOptions& run, bool json) {
     if (!id) return fail(id.status());
     if (!id->seedvr2) {
       return fail(unsupported(pa.weights + " is a " + id->to_string() +
-                              " checkpoint: the Wan networks are not implemented yet"));
+                              " checkpoint: the planner models SeedVR2 VAEs only for now"));
     }
     config = *id->seedvr2;
   }
@@ -668,13 +669,28 @@ int cmd_bench(const ModelArgs& mo, BenchOptions bo, const std::string& size,
 
 int cmd_make_weights(const std::string& which, uint64_t seed, const std::string& dtype_s,
                      const std::string& output) {
-  const VaeConfig cfg = which == "real" ? VaeConfig::real() : VaeConfig::tiny();
-  if (seed == 0) seed = which == "real" ? kRealSeed : kTinySeed;
   const auto dtype = dtype_from_name(dtype_s);
   if (!dtype || *dtype == DType::kF64) {
     return fail(invalid_argument("--dtype must be fp16, bf16 or fp32"));
   }
   if (Status s = check_output_path(output, {}); !s) return fail(s);
+  if (which.starts_with("wan")) {
+    // "wan21-tiny", "wan22-real", ...: the Wan reference data's configurations and seeds
+    const bool v22 = which.starts_with("wan22"), real = which.ends_with("real");
+    const WanConfig wc = v22 ? (real ? WanConfig::wan22() : WanConfig::wan22_tiny())
+                             : (real ? WanConfig::wan21() : WanConfig::wan21_tiny());
+    if (seed == 0) seed = wan_reference_seed(wc.family, real);
+    const WanWeights w = synthesize_wan_weights(wc, seed);
+    if (Status s = save_wan_weights(output, w, *dtype, {{"seedvae.seed", std::to_string(seed)}});
+        !s) {
+      return fail(s);
+    }
+    std::cout << "wrote " << output << ": " << wc.to_string() << ", " << w.parameter_count()
+              << " parameters, fp16 digest " << wan_fp16_digest(w) << "\n";
+    return kOk;
+  }
+  const VaeConfig cfg = which == "real" ? VaeConfig::real() : VaeConfig::tiny();
+  if (seed == 0) seed = which == "real" ? kRealSeed : kTinySeed;
   const VaeWeights w = synthesize_weights(cfg, seed);
   if (Status s = save_weights(output, w, *dtype, {{"seedvae.seed", std::to_string(seed)}}); !s) {
     return fail(s);
@@ -736,7 +752,11 @@ int cli_main(int argc, char** argv) {
   std::string mw_which = "tiny", mw_dtype = "fp16", mw_out;
   uint64_t mw_seed = 0;
   auto* mw = app.add_subcommand("make-weights", "write the synthetic (portable recipe) weights");
-  mw->add_option("--synthetic", mw_which, "configuration")->check(CLI::IsMember({"tiny", "real"}));
+  mw->add_option("--synthetic", mw_which,
+                 "configuration: SeedVR2 tiny or real, or the Wan reference data's wan21-tiny, "
+                 "wan21-real, wan22-tiny, wan22-real")
+      ->check(
+          CLI::IsMember({"tiny", "real", "wan21-tiny", "wan21-real", "wan22-tiny", "wan22-real"}));
   mw->add_option("--seed", mw_seed, "seed (default: the golden data's)");
   mw->add_option("--dtype", mw_dtype, "fp16, bf16 or fp32");
   mw->add_option("-o,--output", mw_out, "output .safetensors")->required();

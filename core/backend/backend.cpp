@@ -63,4 +63,46 @@ Status Backend::launch_graph(int64_t id) {
   return unsupported(name() + " does not record graphs");
 }
 
+Status Backend::wan_op_unsupported(std::string_view op) const {
+  return unsupported(name() + " has no " + std::string(op) +
+                     " op (the Wan VAEs run on the CPU backend)");
+}
+
+Result<Tensor> Backend::zeros(const Shape& shape) {
+  (void)shape;
+  return wan_op_unsupported("zeros");
+}
+Result<Tensor> Backend::rms_norm(const Tensor& x, const Tensor& gamma, const RmsNormParams& p) {
+  (void)x, (void)gamma, (void)p;
+  return wan_op_unsupported("rms_norm");
+}
+Result<Tensor> Backend::upsample_nearest(const Tensor& x) {
+  (void)x;
+  return wan_op_unsupported("upsample_nearest");
+}
+Result<Tensor> Backend::frames_from_channels(const Tensor& x, int factor) {
+  (void)x, (void)factor;
+  return wan_op_unsupported("frames_from_channels");
+}
+Result<Tensor> Backend::patchify(const Tensor& x, int p) {
+  (void)x, (void)p;
+  return wan_op_unsupported("patchify");
+}
+Result<Tensor> Backend::unpatchify(const Tensor& x, int p) {
+  (void)x, (void)p;
+  return wan_op_unsupported("unpatchify");
+}
+Result<Tensor> Backend::avg_down(const Tensor& x, const AvgDownParams& p) {
+  (void)x, (void)p;
+  return wan_op_unsupported("avg_down");
+}
+Result<Tensor> Backend::dup_up(const Tensor& x, const DupUpParams& p) {
+  (void)x, (void)p;
+  return wan_op_unsupported("dup_up");
+}
+Result<Tensor> Backend::rms_attention(const Tensor& x, const RmsAttentionWeights& w) {
+  (void)x, (void)w;
+  return wan_op_unsupported("rms_attention");
+}
+
 }  // namespace seedvae

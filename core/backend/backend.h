@@ -148,6 +148,30 @@ class Backend {
   // tokens = H*W.
   virtual Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) = 0;
 
+  // ---- the Wan VAEs' ops (docs/model.md §10). Not every backend has them: the
+  // defaults return kUnsupported naming the backend and the op. -----------------------------
+  // An activation of zeros (the Wan causal convolutions' initial memory: zero frames, not
+  // replicated ones).
+  virtual Result<Tensor> zeros(const Shape& shape);
+  // RMS norm over the channels of each position with gain gamma [C], optionally then SiLU
+  // (RmsNormParams).
+  virtual Result<Tensor> rms_norm(const Tensor& x, const Tensor& gamma, const RmsNormParams& p);
+  // Nearest-neighbour 2x spatial upsampling of every frame: y[.., 2i + a, 2j + b] = x[.., i, j].
+  virtual Result<Tensor> upsample_nearest(const Tensor& x);
+  // x [N, f*C, T, H, W] -> [N, C, f*T, H, W], y[c, f*t + i] = x[i*C + c, t] (the Wan temporal
+  // upsampler's time_conv output: the first C channels are the earlier frame).
+  virtual Result<Tensor> frames_from_channels(const Tensor& x, int factor);
+  // Wan2.2's pixel patchify: y[c*p*p + dx*p + dy, t, i, j] = x[c, t, p*i + dy, p*j + dx] (the
+  // column offset is the more significant); unpatchify is its exact inverse.
+  virtual Result<Tensor> patchify(const Tensor& x, int p);
+  virtual Result<Tensor> unpatchify(const Tensor& x, int p);
+  // Wan2.2's AvgDown3D and DupUp3D level shortcuts (AvgDownParams, DupUpParams).
+  virtual Result<Tensor> avg_down(const Tensor& x, const AvgDownParams& p);
+  virtual Result<Tensor> dup_up(const Tensor& x, const DupUpParams& p);
+  // x + proj(softmax(q k^T / sqrt(C)) v) with q, k, v projections of rms_norm(x, gamma), per
+  // frame, tokens = H*W, one head of width C (the Wan middle-block attention).
+  virtual Result<Tensor> rms_attention(const Tensor& x, const RmsAttentionWeights& w);
+
   // Causal state the model will not read again before the next chunk (VaeModel stores it after
   // its last use in this chunk; with chunked upsampling, at the last piece). A backend may move
   // it off the device and bring it back ahead of use, in the order of the hints (the model reads
@@ -223,6 +247,10 @@ class Backend {
   double end_device_span(int64_t span) {
     return close_device_span(span) ? read_device_span(span, true) : -1;
   }
+
+ protected:
+  // kUnsupported: "<backend name> has no <op> op ..." (the Wan ops' defaults).
+  Status wan_op_unsupported(std::string_view op) const;
 };
 
 }  // namespace seedvae

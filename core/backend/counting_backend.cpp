@@ -254,18 +254,79 @@ Result<Tensor> CountingBackend::depth_to_space(const Tensor& x, int z, bool drop
 
 Result<Tensor> CountingBackend::attention(const Tensor& x, const AttentionWeights& w) {
   SEEDVAE_TRY(check_attention(x.shape, w));
-  const int64_t c = x.shape[1], tokens = x.shape[3] * x.shape[4];
-  const double frames = static_cast<double>(x.shape[0] * x.shape[2]);
-  const double n = static_cast<double>(tokens), cd = static_cast<double>(c);
-  // 4 projections (N x C x C) + QK^T and AV (N x N x C each), 2 FLOPs per MAC.
-  flops_ += frames * 2.0 * (4.0 * n * cd * cd + 2.0 * n * n * cd);
   Tensor y = make(x.shape, "attention");
+  count_attention(x.shape);
+  return y;
+}
+
+// Attention's FLOPs and the CPU kernel's buffers, shared by both attention ops: 4 projections
+// (N x C x C) + QK^T and AV (N x N x C each), 2 FLOPs per MAC.
+void CountingBackend::count_attention(const Shape& x) {
+  const int64_t c = x[1], tokens = x[3] * x[4];
+  const double frames = static_cast<double>(x[0] * x[2]);
+  const double n = static_cast<double>(tokens), cd = static_cast<double>(c);
+  flops_ += frames * 2.0 * (4.0 * n * cd * cd + 2.0 * n * n * cd);
   if (model_.attention_buffers) {
     // The CPU kernel: fp32 normalised input, q/k/v/out projections and one block of scores.
     const int64_t block = std::min<int64_t>(
         tokens, std::max<int64_t>(64, (int64_t{1} << 22) / std::max<int64_t>(1, tokens)));
-    counters_->transient(4 * (x.shape.numel() + 4 * tokens * c + block * tokens));
+    counters_->transient(4 * (x.numel() + 4 * tokens * c + block * tokens));
   }
+}
+
+Result<Tensor> CountingBackend::zeros(const Shape& shape) {
+  SEEDVAE_TRY(check_zeros(shape));
+  return make(shape, "zeros");
+}
+
+Result<Tensor> CountingBackend::rms_norm(const Tensor& x, const Tensor& gamma,
+                                         const RmsNormParams& p) {
+  fetch(x);
+  SEEDVAE_TRY(check_rms_norm(x.shape, gamma, p));
+  return make(x.shape, "rms_norm");
+}
+
+Result<Tensor> CountingBackend::upsample_nearest(const Tensor& x) {
+  fetch(x);
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape s, upsample_nearest_shape(x.shape));
+  return make(s, "upsample_nearest");
+}
+
+Result<Tensor> CountingBackend::frames_from_channels(const Tensor& x, int factor) {
+  fetch(x);
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape s, frames_from_channels_shape(x.shape, factor));
+  return make(s, "frames_from_channels");
+}
+
+Result<Tensor> CountingBackend::patchify(const Tensor& x, int p) {
+  fetch(x);
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape s, patchify_shape(x.shape, p));
+  return make(s, "patchify");
+}
+
+Result<Tensor> CountingBackend::unpatchify(const Tensor& x, int p) {
+  fetch(x);
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape s, unpatchify_shape(x.shape, p));
+  return make(s, "unpatchify", x.dtype);
+}
+
+Result<Tensor> CountingBackend::avg_down(const Tensor& x, const AvgDownParams& p) {
+  fetch(x);
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape s, avg_down_shape(x.shape, p));
+  return make(s, "avg_down");
+}
+
+Result<Tensor> CountingBackend::dup_up(const Tensor& x, const DupUpParams& p) {
+  fetch(x);
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape s, dup_up_shape(x.shape, p));
+  return make(s, "dup_up");
+}
+
+Result<Tensor> CountingBackend::rms_attention(const Tensor& x, const RmsAttentionWeights& w) {
+  fetch(x);
+  SEEDVAE_TRY(check_rms_attention(x.shape, w));
+  Tensor y = make(x.shape, "rms_attention");
+  count_attention(x.shape);
   return y;
 }
 

@@ -93,6 +93,15 @@ class CountingBackend final : public Backend {
   Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1,
                                 int context_frames = 2) override;
   Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) override;
+  Result<Tensor> zeros(const Shape& shape) override;
+  Result<Tensor> rms_norm(const Tensor& x, const Tensor& gamma, const RmsNormParams& p) override;
+  Result<Tensor> upsample_nearest(const Tensor& x) override;
+  Result<Tensor> frames_from_channels(const Tensor& x, int factor) override;
+  Result<Tensor> patchify(const Tensor& x, int p) override;
+  Result<Tensor> unpatchify(const Tensor& x, int p) override;
+  Result<Tensor> avg_down(const Tensor& x, const AvgDownParams& p) override;
+  Result<Tensor> dup_up(const Tensor& x, const DupUpParams& p) override;
+  Result<Tensor> rms_attention(const Tensor& x, const RmsAttentionWeights& w) override;
   Status offload_hint(const Tensor& t) override;
 
   // Every byte the modelled backend would hold: activations and weights (with their packed
@@ -120,6 +129,8 @@ class CountingBackend final : public Backend {
 
  private:
   Tensor make(Shape shape, const char* op, std::optional<DType> dtype = std::nullopt);
+  // The FLOPs and CPU scratch of an attention over x (both attention ops).
+  void count_attention(const Shape& x);
   // An op reads `t`: offloaded state comes back to the device.
   void fetch(const Tensor& t);
 

@@ -63,6 +63,25 @@ class ForwardingBackend : public Backend {
   Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) override {
     return inner_.attention(x, w);
   }
+  Result<Tensor> zeros(const Shape& shape) override { return inner_.zeros(shape); }
+  Result<Tensor> rms_norm(const Tensor& x, const Tensor& gamma, const RmsNormParams& p) override {
+    return inner_.rms_norm(x, gamma, p);
+  }
+  Result<Tensor> upsample_nearest(const Tensor& x) override { return inner_.upsample_nearest(x); }
+  Result<Tensor> frames_from_channels(const Tensor& x, int factor) override {
+    return inner_.frames_from_channels(x, factor);
+  }
+  Result<Tensor> patchify(const Tensor& x, int p) override { return inner_.patchify(x, p); }
+  Result<Tensor> unpatchify(const Tensor& x, int p) override { return inner_.unpatchify(x, p); }
+  Result<Tensor> avg_down(const Tensor& x, const AvgDownParams& p) override {
+    return inner_.avg_down(x, p);
+  }
+  Result<Tensor> dup_up(const Tensor& x, const DupUpParams& p) override {
+    return inner_.dup_up(x, p);
+  }
+  Result<Tensor> rms_attention(const Tensor& x, const RmsAttentionWeights& w) override {
+    return inner_.rms_attention(x, w);
+  }
   Status offload_hint(const Tensor& t) override { return inner_.offload_hint(t); }
   Status synchronize() override { return inner_.synchronize(); }
   MemoryStats memory_stats() const override { return inner_.memory_stats(); }

@@ -211,4 +211,100 @@ Status check_attention(const Shape& x, const AttentionWeights& w) {
   return check_parameter(w.bo, vec, false, op, "to_out bias");
 }
 
+Status check_zeros(const Shape& s) {
+  SEEDVAE_TRY(check_rank5(s, "zeros", "shape"));
+  for (int i = 0; i < 5; ++i) {
+    if (s[i] < 0) return invalid_argument("zeros: negative dimension in " + str(s));
+  }
+  return Status::ok();
+}
+
+Status check_rms_norm(const Shape& x, const Tensor& gamma, const RmsNormParams& p) {
+  SEEDVAE_TRY(check_rank5(x, "rms_norm", "input"));
+  if (x.c() < 1) return invalid_argument("rms_norm: input " + str(x) + " has no channel");
+  if (!(p.eps > 0.f)) return invalid_argument("rms_norm: eps must be > 0");
+  return check_parameter(gamma, Shape{x.c()}, true, "rms_norm", "gamma");
+}
+
+Result<Shape> upsample_nearest_shape(const Shape& x) {
+  SEEDVAE_TRY(check_rank5(x, "upsample_nearest", "input"));
+  return Shape{x.n(), x.c(), x.t(), 2 * x.h(), 2 * x.w()};
+}
+
+Result<Shape> frames_from_channels_shape(const Shape& x, int factor) {
+  SEEDVAE_TRY(check_rank5(x, "frames_from_channels", "input"));
+  if (factor < 1 || x.c() % factor != 0) {
+    return invalid_argument("frames_from_channels: " + std::to_string(x.c()) + " channels of " +
+                            str(x) + " are not divisible by the factor " + std::to_string(factor));
+  }
+  return Shape{x.n(), x.c() / factor, x.t() * factor, x.h(), x.w()};
+}
+
+Result<Shape> patchify_shape(const Shape& x, int p) {
+  SEEDVAE_TRY(check_rank5(x, "patchify", "input"));
+  if (p < 1 || x.h() % p != 0 || x.w() % p != 0) {
+    return invalid_argument("patchify: height and width of " + str(x) +
+                            " must be multiples of the patch size " + std::to_string(p));
+  }
+  return Shape{x.n(), x.c() * p * p, x.t(), x.h() / p, x.w() / p};
+}
+
+Result<Shape> unpatchify_shape(const Shape& x, int p) {
+  SEEDVAE_TRY(check_rank5(x, "unpatchify", "input"));
+  if (p < 1 || x.c() % (int64_t{p} * p) != 0) {
+    return invalid_argument("unpatchify: " + std::to_string(x.c()) + " channels of " + str(x) +
+                            " are not a multiple of " + std::to_string(p * p));
+  }
+  return Shape{x.n(), x.c() / (int64_t{p} * p), x.t(), x.h() * p, x.w() * p};
+}
+
+Result<Shape> avg_down_shape(const Shape& x, const AvgDownParams& p) {
+  SEEDVAE_TRY(check_rank5(x, "avg_down", "input"));
+  if (p.ft < 1 || p.fs < 1 || x.h() % p.fs != 0 || x.w() % p.fs != 0) {
+    return invalid_argument("avg_down: factors (" + std::to_string(p.ft) + ", " +
+                            std::to_string(p.fs) + ") must be >= 1 and the spatial one divide " +
+                            "the height and width of " + str(x));
+  }
+  const int64_t f = int64_t{p.ft} * p.fs * p.fs;
+  if (p.out_channels < 1 || x.c() < 1 || (x.c() * f) % p.out_channels != 0) {
+    return invalid_argument("avg_down: " + std::to_string(p.out_channels) +
+                            " output channels do not divide the " + std::to_string(x.c() * f) +
+                            " expanded channels of " + str(x));
+  }
+  return Shape{x.n(), p.out_channels, (x.t() + p.ft - 1) / p.ft, x.h() / p.fs, x.w() / p.fs};
+}
+
+Result<Shape> dup_up_shape(const Shape& x, const DupUpParams& p) {
+  SEEDVAE_TRY(check_rank5(x, "dup_up", "input"));
+  if (p.ft < 1 || p.fs < 1) return invalid_argument("dup_up: factors must be >= 1");
+  const int64_t f = int64_t{p.ft} * p.fs * p.fs;
+  if (p.out_channels < 1 || x.c() < 1 || (p.out_channels * f) % x.c() != 0) {
+    return invalid_argument("dup_up: the " + std::to_string(x.c()) + " channels of " + str(x) +
+                            " do not divide " + std::to_string(p.out_channels * f) +
+                            " expanded output channels");
+  }
+  if (p.drop_first && x.t() < 1) {
+    return invalid_argument("dup_up: cannot drop the first frames of an empty input " + str(x));
+  }
+  return Shape{x.n(), p.out_channels, x.t() * p.ft - (p.drop_first ? p.ft - 1 : 0), x.h() * p.fs,
+               x.w() * p.fs};
+}
+
+Status check_rms_attention(const Shape& x, const RmsAttentionWeights& w) {
+  constexpr std::string_view op = "rms_attention";
+  SEEDVAE_TRY(check_rank5(x, op, "input"));
+  const int64_t c = x.c();
+  if (c < 1) return invalid_argument("rms_attention: input " + str(x) + " has no channel");
+  const Shape mat{c, c}, vec{c};
+  SEEDVAE_TRY(check_parameter(w.gamma, vec, false, op, "norm gamma"));
+  SEEDVAE_TRY(check_parameter(w.wq, mat, false, op, "q weight"));
+  SEEDVAE_TRY(check_parameter(w.bq, vec, false, op, "q bias"));
+  SEEDVAE_TRY(check_parameter(w.wk, mat, false, op, "k weight"));
+  SEEDVAE_TRY(check_parameter(w.bk, vec, false, op, "k bias"));
+  SEEDVAE_TRY(check_parameter(w.wv, mat, false, op, "v weight"));
+  SEEDVAE_TRY(check_parameter(w.bv, vec, false, op, "v bias"));
+  SEEDVAE_TRY(check_parameter(w.wo, mat, false, op, "proj weight"));
+  return check_parameter(w.bo, vec, false, op, "proj bias");
+}
+
 }  // namespace seedvae

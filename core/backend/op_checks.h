@@ -65,4 +65,35 @@ Result<Shape> depth_to_space_shape(const Shape& x, int temporal_factor, bool dro
 // every weight defined: the norm affine parameters and biases [C], the projections [C, C].
 Status check_attention(const Shape& x, const AttentionWeights& w);
 
+// ---- the Wan VAEs' ops (docs/model.md §10) ------------------------------------------
+
+// Backend::zeros: a 5-D shape with no negative dimension.
+Status check_zeros(const Shape& s);
+
+// Backend::rms_norm: x is 5-D with C >= 1, eps > 0, gamma undefined or [C].
+Status check_rms_norm(const Shape& x, const Tensor& gamma, const RmsNormParams& p);
+
+// Backend::upsample_nearest: x is 5-D. Returns [N, C, T, 2H, 2W].
+Result<Shape> upsample_nearest_shape(const Shape& x);
+
+// Backend::frames_from_channels: x is 5-D, factor >= 1 divides C. Returns [N, C/f, T*f, H, W].
+Result<Shape> frames_from_channels_shape(const Shape& x, int factor);
+
+// Backend::patchify: x is 5-D, p >= 1 divides H and W. Returns [N, C*p*p, T, H/p, W/p].
+// Backend::unpatchify: C a multiple of p*p. Returns [N, C/(p*p), T, H*p, W*p].
+Result<Shape> patchify_shape(const Shape& x, int p);
+Result<Shape> unpatchify_shape(const Shape& x, int p);
+
+// Backend::avg_down: x is 5-D, ft and fs >= 1, fs divides H and W, Cout >= 1 divides Cin*f.
+// Returns [N, Cout, ceil(T/ft), H/fs, W/fs].
+Result<Shape> avg_down_shape(const Shape& x, const AvgDownParams& p);
+
+// Backend::dup_up: x is 5-D, ft and fs >= 1, Cin divides Cout*f, and with drop_first T >= 1.
+// Returns [N, Cout, T*ft - (drop_first ? ft - 1 : 0), H*fs, W*fs].
+Result<Shape> dup_up_shape(const Shape& x, const DupUpParams& p);
+
+// Backend::rms_attention: x is 5-D with C >= 1 channels, every weight defined: gamma and the
+// biases [C], the projections [C, C].
+Status check_rms_attention(const Shape& x, const RmsAttentionWeights& w);
+
 }  // namespace seedvae

@@ -58,4 +58,39 @@ struct AttentionWeights {
   float eps = 1e-6f;
 };
 
+// RMS norm over the channels of every position (n, t, h, w) separately (the Wan VAEs' RMS_norm):
+// y_c = x_c / max(||x||_2, eps) * sqrt(C) * gamma_c, no mean subtracted, no bias; then optional
+// SiLU. eps is the floor of the Euclidean norm (F.normalize's 1e-12), not a term under the root.
+struct RmsNormParams {
+  bool silu = false;
+  float eps = 1e-12f;
+};
+
+// Weights of the Wan middle-block attention: RMS norm (gain [C], no bias), one head of width C
+// whose q/k/v come from one 1x1 convolution C -> 3C (split here into three [C, C] projections),
+// output projection [C, C]. Biases [C].
+struct RmsAttentionWeights {
+  Tensor gamma;
+  Tensor wq, bq, wk, bk, wv, bv;
+  Tensor wo, bo;
+};
+
+// Wan2.2's AvgDown3D shortcut (Backend::avg_down): f = ft * fs * fs phases of every input channel
+// become f expanded channels E[c*f + (it*fs + ih)*fs + iw] = x[c, t*ft + it, i*fs + ih, j*fs + iw]
+// (zero frames in front pad T to a multiple of ft), and output channel o is the mean of the g =
+// Cin*f/Cout consecutive expanded channels o*g .. o*g + g - 1.
+struct AvgDownParams {
+  int64_t out_channels = 0;
+  int ft = 1, fs = 1;
+};
+
+// Wan2.2's DupUp3D shortcut (Backend::dup_up): r = Cout*f/Cin, y[o, t*ft + it, i*fs + ih, j*fs +
+// iw] = x[(((o*ft + it)*fs + ih)*fs + iw) / r, t, i, j]; with drop_first the first ft - 1 output
+// frames are removed (a stream's first chunk).
+struct DupUpParams {
+  int64_t out_channels = 0;
+  int ft = 1, fs = 1;
+  bool drop_first = false;
+};
+
 }  // namespace seedvae

@@ -57,7 +57,11 @@ Status attention_cl(const float* x, float* y, const Dims5& d, const AttentionPtr
   for (int64_t f = 0; f < d.frames(); ++f) {
     const float* xf = x + f * P * C;
     float* yf = y + f * P * C;
-    group_norm_cl(xf, normed, frame, w.norm_weight, w.norm_bias, w.groups, w.eps, false, threads);
+    if (w.rms) {
+      rms_norm_cl(xf, normed, frame, w.norm_weight, 1e-12f, false, threads);
+    } else {
+      group_norm_cl(xf, normed, frame, w.norm_weight, w.norm_bias, w.groups, w.eps, false, threads);
+    }
     SEEDVAE_TRY(mm.run(linear, normed, w.wq, w.bq, q));
     SEEDVAE_TRY(mm.run(linear, normed, w.wk, w.bk, k));
     SEEDVAE_TRY(mm.run(linear, normed, w.wv, w.bv, v));

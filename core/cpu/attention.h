@@ -18,6 +18,8 @@ struct AttentionPtrs {
   const float *wv = nullptr, *bv = nullptr, *wo = nullptr, *bo = nullptr;
   int groups = 32;
   float eps = 1e-6f;
+  // The Wan attention: RMS norm with gain norm_weight (no bias) instead of GroupNorm.
+  bool rms = false;
 };
 
 // y = x + to_out(softmax(q k^T / sqrt(C)) v) per frame, x and y channels-last (docs/model.md §2.1).

@@ -274,6 +274,104 @@ class CpuBackend final : public Backend {
     return y;
   }
 
+  // ---- the Wan VAEs' ops (kernels in wan_ops.cpp) ----------------------------------------
+  Result<Tensor> zeros(const Shape& shape) override {
+    SEEDVAE_TRY(check_zeros(shape));
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(shape, "zeros"));
+    std::fill_n(f32(y), shape.numel(), 0.f);
+    return y;
+  }
+
+  Result<Tensor> rms_norm(const Tensor& x, const Tensor& gamma, const RmsNormParams& p) override {
+    constexpr std::string_view op = "rms_norm";
+    SEEDVAE_TRY(check_rms_norm(x.shape, gamma, p));
+    SEEDVAE_ASSIGN_OR_RETURN(const float* g, parameter(gamma, op, "gamma"));
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(x.shape, op));
+    cpu::rms_norm_cl(xin.data, f32(y), dims5(x.shape), g, p.eps, p.silu, threads_);
+    return y;
+  }
+
+  Result<Tensor> upsample_nearest(const Tensor& x) override {
+    constexpr std::string_view op = "upsample_nearest";
+    SEEDVAE_ASSIGN_OR_RETURN(const Shape out_shape, upsample_nearest_shape(x.shape));
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(out_shape, op));
+    cpu::upsample_nearest_cl(xin.data, f32(y), dims5(x.shape), threads_);
+    return y;
+  }
+
+  Result<Tensor> frames_from_channels(const Tensor& x, int factor) override {
+    constexpr std::string_view op = "frames_from_channels";
+    SEEDVAE_ASSIGN_OR_RETURN(const Shape out_shape, frames_from_channels_shape(x.shape, factor));
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(out_shape, op));
+    cpu::frames_from_channels_cl(xin.data, f32(y), dims5(x.shape), factor, threads_);
+    return y;
+  }
+
+  Result<Tensor> patchify(const Tensor& x, int p) override {
+    SEEDVAE_ASSIGN_OR_RETURN(const Shape out_shape, patchify_shape(x.shape, p));
+    return patchify_impl(x, p, out_shape, false, "patchify");
+  }
+
+  Result<Tensor> unpatchify(const Tensor& x, int p) override {
+    SEEDVAE_ASSIGN_OR_RETURN(const Shape out_shape, unpatchify_shape(x.shape, p));
+    return patchify_impl(x, p, out_shape, true, "unpatchify");
+  }
+
+  Result<Tensor> avg_down(const Tensor& x, const AvgDownParams& p) override {
+    constexpr std::string_view op = "avg_down";
+    SEEDVAE_ASSIGN_OR_RETURN(const Shape out_shape, avg_down_shape(x.shape, p));
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(out_shape, op));
+    cpu::avg_down_cl(xin.data, f32(y), dims5(x.shape), p.out_channels, p.ft, p.fs, threads_);
+    return y;
+  }
+
+  Result<Tensor> dup_up(const Tensor& x, const DupUpParams& p) override {
+    constexpr std::string_view op = "dup_up";
+    SEEDVAE_ASSIGN_OR_RETURN(const Shape out_shape, dup_up_shape(x.shape, p));
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(out_shape, op));
+    cpu::dup_up_cl(xin.data, f32(y), dims5(x.shape), p.out_channels, p.ft, p.fs, p.drop_first,
+                   threads_);
+    return y;
+  }
+
+  Result<Tensor> rms_attention(const Tensor& x, const RmsAttentionWeights& w) override {
+    constexpr std::string_view op = "rms_attention";
+    SEEDVAE_TRY(check_rms_attention(x.shape, w));
+    cpu::AttentionPtrs ptrs;
+    ptrs.rms = true;
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.norm_weight, parameter(w.gamma, op, "norm gamma"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.wq, parameter(w.wq, op, "q weight"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.bq, parameter(w.bq, op, "q bias"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.wk, parameter(w.wk, op, "k weight"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.bk, parameter(w.bk, op, "k bias"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.wv, parameter(w.wv, op, "v weight"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.bv, parameter(w.bv, op, "v bias"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.wo, parameter(w.wo, op, "proj weight"));
+    SEEDVAE_ASSIGN_OR_RETURN(ptrs.bo, parameter(w.bo, op, "proj bias"));
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(x.shape, op));
+    if (x.shape.numel() == 0) return y;
+    try {
+      SEEDVAE_TRY(
+          cpu::attention_cl(xin.data, f32(y), dims5(x.shape), ptrs, threads_, matmul_, counters_));
+    } catch (const std::bad_alloc&) {
+      return out_of_memory("rms_attention: out of memory for " + str(x.shape));
+    }
+    return y;
+  }
+
   MemoryStats memory_stats() const override {
     MemoryStats m;
     m.current_bytes = counters_->current.load();
@@ -358,6 +456,15 @@ class CpuBackend final : public Backend {
       cpu::copy_f32(f32(t), src, n, threads_);
     }
     return t;
+  }
+
+  Result<Tensor> patchify_impl(const Tensor& x, int p, const Shape& out_shape, bool inverse,
+                               std::string_view op) {
+    ThreadScope scope(threads_);
+    SEEDVAE_ASSIGN_OR_RETURN(ActivationIn xin, activation_in(x, op, "input"));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_tensor(out_shape, op));
+    cpu::patchify_cl(xin.data, f32(y), dims5(x.shape), p, inverse, threads_);
+    return y;
   }
 
   // [a, b] along T into a new tensor of the checked shape `out_shape`; `a_arg` and `b_arg` name

@@ -90,4 +90,23 @@ void scale_f32(float* x, int64_t n, float f, int threads);
 // Row-wise numerically stable softmax of `rows` rows of n floats (row stride n), in place.
 void softmax_rows(float* s, int64_t rows, int64_t n, int threads);
 
+// ---- the Wan VAEs' ops (wan_ops.cpp); channels-last, y never aliases x -----------------------
+
+// RMS norm over the C channels of every pixel: y = x / max(||x||, eps) * sqrt(C) * gamma (gamma
+// may be null: 1), then optional SiLU. The sum of squares is accumulated in double.
+void rms_norm_cl(const float* x, float* y, const Dims5& d, const float* gamma, float eps, bool silu,
+                 int threads);
+// Nearest 2x per frame: y [n, c, t, 2h, 2w].
+void upsample_nearest_cl(const float* x, float* y, const Dims5& d, int threads);
+// x [n, f*C, t, h, w] -> y [n, C, f*t, h, w], y[c, f*t + i] = x[i*C + c, t].
+void frames_from_channels_cl(const float* x, float* y, const Dims5& in, int factor, int threads);
+// Patchify x (dims `in`, pixels) -> y [n, c*p*p, t, h/p, w/p] with channel c*p*p + dx*p + dy for
+// pixel (p*i + dy, p*j + dx); with `inverse`, `in` are the patchified dims and y the pixels.
+void patchify_cl(const float* x, float* y, const Dims5& in, int p, bool inverse, int threads);
+// AvgDown3D / DupUp3D (op_params.h AvgDownParams / DupUpParams).
+void avg_down_cl(const float* x, float* y, const Dims5& in, int64_t cout, int ft, int fs,
+                 int threads);
+void dup_up_cl(const float* x, float* y, const Dims5& in, int64_t cout, int ft, int fs,
+               bool drop_first, int threads);
+
 }  // namespace seedvae::cpu

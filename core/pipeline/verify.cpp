@@ -4,10 +4,12 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/io/safetensors.h"
 #include "core/schedule/streaming.h"
 #include "core/schedule/tiled.h"
+#include "core/schedule/wan_stream.h"
 #include "core/vae/state_dict.h"
 #include "core/vae/vae_model.h"
 
@@ -415,6 +417,231 @@ class ConfigRun {
   std::map<std::string, HostTensor> captured_;
 };
 
+// One Wan configuration of a reference folder laid out like ../shared/golden-wan (its manifest's
+// configs carry "family": "wan2.1" / "wan2.2"): the weights (the recipe's digest against the
+// manifest's, and the folder's file bit for bit), the inputs, every golden tensor (`<V>.mu`,
+// `.log_var`, `.latent` from the streamed encoder; `<V>.dec` and `L3.dec` decoded from the golden
+// latent / the L3 input, unclamped as the reference) and the per-stage intermediates.
+class WanConfigRun {
+ public:
+  WanConfigRun(Backend& backend, const VerifyOptions& opt, std::string name,
+               const std::function<void(const VerifyRow&)>& on_row, VerifyReport& report)
+      : backend_(backend), opt_(opt), name_(std::move(name)), on_row_(on_row), report_(report) {}
+
+  Status run(const Json& cfg, const CancelToken* cancel) {
+    const auto dir = opt_.reference_dir;
+    WanConfig config;
+    try {
+      const std::string family = cfg.at("family").get<std::string>();
+      const Json& k = cfg.at("constructor_kwargs");
+      config = family == "wan2.2" ? WanConfig::wan22() : WanConfig::wan21();
+      config.dim = k.at("dim").get<int>();
+      config.dec_dim = k.value("dec_dim", config.family == VaeFamily::kWan22 ? 256 : config.dim);
+      config.z_dim = k.at("z_dim").get<int>();
+      config.dim_mult = k.at("dim_mult").get<std::vector<int>>();
+      config.num_res_blocks = k.at("num_res_blocks").get<int>();
+      config.temporal_downsample = k.at("temperal_downsample").get<std::vector<bool>>();
+    } catch (const std::exception& e) {
+      return corrupt_data("manifest configuration " + name_ + ": " + e.what());
+    }
+    SEEDVAE_TRY(config.validate());
+    if (opt_.run.precision != "fp32" || opt_.run.fp8_numerics) {
+      return unsupported("the Wan reference data has error bounds for fp32 only (no " +
+                         opt_.run.precision + " measurements in its manifest)");
+    }
+    const Json weights = cfg.value("weights", Json::object());
+    const uint64_t seed = weights.value("seed", uint64_t{0});
+    auto t0 = Clock::now();
+    WanWeights synthetic = synthesize_wan_weights(config, seed);
+    const std::string digest = wan_fp16_digest(synthetic);
+    const std::string want = weights.value("fp16_digest_checkpoint_order", std::string());
+    add({"", "weights (recipe)", digest == want ? "pass" : "FAIL", 0, 0, 0, seconds_since(t0),
+         "synthetic recipe, seed " + std::to_string(seed) + ", fp16 digest " +
+             digest.substr(0, 16) + (digest == want ? " = manifest" : " != manifest")});
+    std::optional<std::filesystem::path> wfile = opt_.weights;
+    if (!wfile && weights.value("file", Json()).is_string()) {
+      wfile = dir / weights["file"].get<std::string>();
+    }
+    if (wfile) {
+      t0 = Clock::now();
+      SEEDVAE_ASSIGN_OR_RETURN(weights_, load_wan_weights(*wfile));
+      if (!(weights_.config == config)) {
+        return invalid_argument("weights configuration (" + weights_.config.to_string() +
+                                ") differs from the manifest's (" + config.to_string() + ")");
+      }
+      const bool same = wan_fp16_digest(weights_) == digest;
+      add({"", "weights", same || opt_.weights ? "pass" : "FAIL", 0, 0, 0, seconds_since(t0),
+           wfile->filename().string() + (same ? " equals the synthetic recipe bit for bit"
+                                              : " differs from the synthetic recipe")});
+    } else {
+      weights_ = std::move(synthetic);
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(inputs_, SafetensorsFile::open(dir / name_ / "inputs.safetensors"));
+    SEEDVAE_ASSIGN_OR_RETURN(golden_,
+                             SafetensorsFile::open(dir / name_ / "golden_fp32.safetensors"));
+    int bad_inputs = 0;
+    std::string note;
+    const Json cases = cfg.value("cases", Json::array());
+    for (const auto& c : cases) {
+      const std::string cname = c.value("name", "");
+      auto v = inputs_->get(cname);
+      const Shape shape(c.value("shape", std::vector<int64_t>{}));
+      if (!v || v->shape != shape) {
+        ++bad_inputs;
+        note += cname + (v ? " has shape " + v->shape.to_string() : " is missing") + "; ";
+      }
+    }
+    add({"", "inputs", bad_inputs ? "FAIL" : "pass", 0, 0, 0, 0,
+         bad_inputs ? note : std::to_string(cases.size()) + " cases"});
+    if (!opt_.run_model) return Status::ok();
+
+    SEEDVAE_ASSIGN_OR_RETURN(WanModel model, WanModel::create(backend_, weights_));
+    model_ = &model;
+    const Json outputs = cfg.value("outputs_fp32", Json::object());
+    for (const auto& [tensor, stats] : outputs.items()) {
+      if (!wanted(opt_, tensor)) continue;
+      if (cancel) SEEDVAE_TRY(cancel->check());
+      SEEDVAE_TRY(check_output(tensor));
+    }
+    const auto inter_path = dir / name_ / "intermediates_fp32.safetensors";
+    if (opt_.intermediates && std::filesystem::exists(inter_path)) {
+      SEEDVAE_TRY(check_intermediates(inter_path));
+    }
+    model_ = nullptr;
+    return Status::ok();
+  }
+
+ private:
+  void add(VerifyRow row) {
+    row.config = name_;
+    if (on_row_) on_row_(row);
+    report_.rows.push_back(std::move(row));
+  }
+  static double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  Result<HostTensor> read(const SafetensorsFile& f, const std::string& name) {
+    SEEDVAE_ASSIGN_OR_RETURN(TensorView v, f.get(name));
+    return v.to_host(DType::kF32);
+  }
+  // The run's temporal chunks (any chunking gives the reference's result, docs/model.md §10.5).
+  WanStreamOptions wrapper(bool clamp) const {
+    WanStreamOptions o;
+    o.stream = stream_options(opt_.run);
+    o.clamp = clamp;
+    return o;
+  }
+
+  Result<WanEncoded> encode(const std::string& case_name) {
+    if (auto it = encoded_.find(case_name); it != encoded_.end()) return it->second;
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor x, read(*inputs_, case_name));
+    SEEDVAE_ASSIGN_OR_RETURN(WanEncoded e, wan_encode(*model_, x, wrapper(true)));
+    encoded_[case_name] = e;
+    return e;
+  }
+
+  Status check_output(const std::string& tensor) {
+    const auto dot = tensor.find('.');
+    const std::string case_name = tensor.substr(0, dot), kind = tensor.substr(dot + 1);
+    auto t0 = Clock::now();
+    Result<HostTensor> out = internal_error("unknown golden tensor kind " + kind);
+    if (kind == "mu" || kind == "log_var" || kind == "latent") {
+      auto e = encode(case_name);
+      if (!e) return e.take_status().with_context(tensor);
+      out = kind == "mu" ? e->mu : kind == "log_var" ? e->log_var : e->latent;
+    } else if (kind == "dec") {
+      // from the golden latent (the decoder checked alone), or the latent case's input
+      auto z = golden_->contains(case_name + ".latent") ? read(*golden_, case_name + ".latent")
+                                                        : read(*inputs_, case_name);
+      if (!z) return z.take_status().with_context(tensor);
+      out = wan_decode(*model_, *z, wrapper(false));
+    }
+    if (!out) {
+      if (out.status().code() == StatusCode::kInternal) {
+        add({"", tensor, "skip", 0, 0, 0, 0, out.status().message()});
+        return Status::ok();
+      }
+      return out.take_status().with_context(tensor);
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor ref, read(*golden_, tensor));
+    SEEDVAE_ASSIGN_OR_RETURN(DiffStats d, compare(*out, ref));
+    const double rms_bound = 1e-5;
+    const bool ok = d.max_abs <= opt_.tolerance && d.rms <= rms_bound;
+    VerifyRow row{"",    tensor,         ok ? "pass" : "FAIL", d.max_abs,
+                  d.rms, opt_.tolerance, seconds_since(t0),    "fp32; rms bound 1.00e-05"};
+    row.rms_tolerance = rms_bound;
+    add(std::move(row));
+    return Status::ok();
+  }
+
+  // The encoder stages of the first video case and the decoder stages of the latent case that
+  // the file has, per chunk joined along T, against a relative bound.
+  Status check_intermediates(const std::filesystem::path& path) {
+    SEEDVAE_ASSIGN_OR_RETURN(SafetensorsFile inter, SafetensorsFile::open(path));
+    std::map<std::string, HostTensor> got;
+    std::string case_name;
+    model_->set_observer([&](std::string_view stage, const Tensor& t) -> Status {
+      const std::string key = case_name + ".inter." + std::string(stage);
+      if (!inter.contains(key)) return Status::ok();
+      SEEDVAE_ASSIGN_OR_RETURN(HostTensor h, backend_.download(t));
+      auto it = got.find(key);
+      if (it == got.end()) {
+        got.emplace(key, std::move(h));
+      } else {
+        const HostTensor parts[] = {std::move(it->second), std::move(h)};
+        SEEDVAE_ASSIGN_OR_RETURN(it->second, concat_time(parts));
+      }
+      return Status::ok();
+    });
+    std::set<std::string> cases;
+    for (const auto& n : inter.names()) cases.insert(n.substr(0, n.find('.')));
+    Status st = Status::ok();
+    for (const std::string& c : cases) {
+      case_name = c;
+      auto x = read(*inputs_, c);
+      if (!x) {
+        st = x.take_status();
+        break;
+      }
+      if (x->shape()[1] == model_->config().in_channels) {
+        auto e = encode_video(*model_, *x, wrapper(false).stream);
+        if (!e) st = e.take_status();
+      } else {
+        auto raw = wan_denormalize_latent(*x, model_->family());
+        auto d = raw ? decode_latent(*model_, *raw, wrapper(false).stream) : raw.take_status();
+        if (!d) st = d.take_status();
+      }
+      if (!st) break;
+    }
+    model_->set_observer({});
+    SEEDVAE_TRY(st);
+    for (const auto& n : inter.names()) {
+      if (!wanted(opt_, n)) continue;
+      auto it = got.find(n);
+      if (it == got.end()) {
+        add({"", n, "FAIL", 0, 0, 0, 0, "the model reported no such stage"});
+        continue;
+      }
+      SEEDVAE_ASSIGN_OR_RETURN(HostTensor ref, read(inter, n));
+      SEEDVAE_ASSIGN_OR_RETURN(DiffStats d, compare(it->second, ref));
+      const double tol = opt_.tolerance * std::max(1.0, d.ref_absmax);
+      add({"", n, d.max_abs <= tol ? "pass" : "FAIL", d.max_abs, d.rms, tol, 0,
+           "relative bound: tolerance x max(1, max|ref|)"});
+    }
+    return Status::ok();
+  }
+
+  Backend& backend_;
+  const VerifyOptions& opt_;
+  std::string name_;
+  const std::function<void(const VerifyRow&)>& on_row_;
+  VerifyReport& report_;
+  WanWeights weights_;
+  std::optional<SafetensorsFile> inputs_, golden_;
+  WanModel* model_ = nullptr;
+  std::map<std::string, WanEncoded> encoded_;
+};
+
 }  // namespace
 
 Result<VerifyReport> run_verify(Backend& backend, const VerifyOptions& options,
@@ -430,8 +657,14 @@ Result<VerifyReport> run_verify(Backend& backend, const VerifyOptions& options,
     if (!manifest["configs"].contains(name)) {
       return invalid_argument("the manifest has no configuration \"" + name + "\"");
     }
+    const Json& cfg = manifest["configs"][name];
+    if (cfg.value("family", std::string()).starts_with("wan")) {
+      WanConfigRun run(backend, options, name, on_row, report);
+      SEEDVAE_TRY(run.run(cfg, cancel).with_context("configuration " + name));
+      continue;
+    }
     ConfigRun run(backend, options, name, on_row, report);
-    SEEDVAE_TRY(run.run(manifest["configs"][name], cancel).with_context("configuration " + name));
+    SEEDVAE_TRY(run.run(cfg, cancel).with_context("configuration " + name));
   }
   return report;
 }

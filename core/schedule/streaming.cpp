@@ -82,7 +82,7 @@ namespace {
 // so no per-chunk host tensors or final concatenation are needed. With async_tiles a chunk's
 // download lands (and its hooks run) while the next chunk computes.
 template <typename Step>
-Result<HostTensor> run_stream(VaeModel& model, const HostTensor& input,
+Result<HostTensor> run_stream(VideoVae& model, const HostTensor& input,
                               const std::vector<std::pair<int64_t, int64_t>>& in_ranges,
                               int64_t out_frames, std::string_view stage, const StreamHooks& hooks,
                               bool async, Step step) {
@@ -100,7 +100,7 @@ Result<HostTensor> run_stream(VaeModel& model, const HostTensor& input,
     if (hooks.cancel) SEEDVAE_TRY(hooks.cancel->check());
     const auto [b, e] = in_ranges[static_cast<size_t>(i)];
     const bool whole = b == 0 && e == input.shape()[2];
-    const VaeModel::SummarySpan summary = model.begin_summary();
+    const SummarySpan summary = model.begin_summary();
     SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(whole ? input : slice_time(input, b, e)));
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y, step(x, state, i));
     x = {};
@@ -141,10 +141,10 @@ Result<HostTensor> run_stream(VaeModel& model, const HostTensor& input,
 
 }  // namespace
 
-Result<HostTensor> encode_video(VaeModel& model, const HostTensor& video,
+Result<HostTensor> encode_video(VideoVae& model, const HostTensor& video,
                                 const StreamOptions& options, const StreamHooks& hooks) {
   const Shape& s = video.shape();
-  const int f = model.config().temporal_factor();
+  const int f = model.temporal_factor();
   if (s.rank() != 5 || s[0] != 1 || s[2] < 1 || (s[2] - 1) % f != 0) {
     return invalid_argument("encode needs a [1, 3, 4n+1, H, W] video, got " + s.to_string());
   }
@@ -160,10 +160,10 @@ Result<HostTensor> encode_video(VaeModel& model, const HostTensor& video,
                     });
 }
 
-Result<HostTensor> encode_stream(VaeModel& model, FrameSource& source, const StreamOptions& options,
+Result<HostTensor> encode_stream(VideoVae& model, FrameSource& source, const StreamOptions& options,
                                  const StreamHooks& hooks) {
   Backend& backend = model.backend();
-  const int f = model.config().temporal_factor();
+  const int f = model.temporal_factor();
   const int64_t c = options.chunk_latents;
   CausalState state;
   // Per-chunk moments, concatenated at the end (total unknown). A chunk's download may still be
@@ -192,7 +192,7 @@ Result<HostTensor> encode_stream(VaeModel& model, FrameSource& source, const Str
                                 std::to_string(frames_in + k) + " frames");
       }
       frame_shape = s;
-      const VaeModel::SummarySpan summary = model.begin_summary();
+      const SummarySpan summary = model.begin_summary();
       SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(x_host));
       x_host = {};
       SEEDVAE_ASSIGN_OR_RETURN(Tensor y,
@@ -236,13 +236,13 @@ Result<HostTensor> encode_stream(VaeModel& model, FrameSource& source, const Str
   return concat_time(parts);
 }
 
-Result<HostTensor> decode_latent(VaeModel& model, const HostTensor& latent,
+Result<HostTensor> decode_latent(VideoVae& model, const HostTensor& latent,
                                  const StreamOptions& options, const StreamHooks& hooks) {
   const Shape& s = latent.shape();
   if (s.rank() != 5 || s[0] != 1 || s[2] < 1) {
     return invalid_argument("decode needs a [1, C, t, h, w] latent, got " + s.to_string());
   }
-  const int f = model.config().temporal_factor();
+  const int f = model.temporal_factor();
   return run_stream(model, latent, plan_chunks(s[2], options.chunk_latents, options.lone_head),
                     (s[2] - 1) * f + 1, "decode", hooks, options.async_tiles,
                     [&](const Tensor& z, CausalState& st, int64_t i) {

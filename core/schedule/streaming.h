@@ -1,7 +1,7 @@
-// Temporal slicing (docs/model.md §4): runs a whole clip through the VaeModel chunk by chunk with
-// an explicit causal state, so device memory is bounded by the chunk, not by the clip length.
-// Cancellation is checked between chunks; progress is reported per chunk (one chunk late with
-// StreamOptions::async_tiles).
+// Temporal slicing (docs/model.md §4): runs a whole clip through a VideoVae (VaeModel or
+// WanModel) chunk by chunk with an explicit causal state, so device memory is bounded by the chunk,
+// not by the clip length. Cancellation is checked between chunks; progress is reported per chunk
+// (one chunk late with StreamOptions::async_tiles).
 #pragma once
 
 #include <functional>
@@ -13,6 +13,7 @@
 #include "core/base/progress.h"
 #include "core/tensor/host_tensor.h"
 #include "core/vae/vae_model.h"
+#include "core/vae/video_vae.h"
 
 namespace seedvae {
 
@@ -69,9 +70,9 @@ struct StreamHooks {
 std::vector<std::pair<int64_t, int64_t>> plan_chunks(int64_t latent_frames, int chunk_latents,
                                                      bool lone_head = false);
 
-// video: [1, 3, T, H, W] with T = 4n+1 and H, W multiples of 8, any dtype. Returns the moments
-// [1, 2*latent, n+1, H/8, W/8] in fp32.
-Result<HostTensor> encode_video(VaeModel& model, const HostTensor& video,
+// video: [1, 3, T, H, W] with T = 4n+1 and H, W multiples of the model's spatial factor, any
+// dtype. Returns the moments [1, 2*latent, n+1, H/s, W/s] in fp32.
+Result<HostTensor> encode_video(VideoVae& model, const HostTensor& video,
                                 const StreamOptions& options, const StreamHooks& hooks = {});
 
 // A pull source of video frames for encode_stream(): the frames arrive chunk by chunk instead of
@@ -94,11 +95,12 @@ class FrameSource {
 // bit-identical to encode_video() of the concatenated frames. The chunk count is unknown in
 // advance: progress reports `total` as done + 1 until the source ends. Cancellation is checked
 // before each pull.
-Result<HostTensor> encode_stream(VaeModel& model, FrameSource& source, const StreamOptions& options,
+Result<HostTensor> encode_stream(VideoVae& model, FrameSource& source, const StreamOptions& options,
                                  const StreamHooks& hooks = {});
 
-// latent: [1, latent, t, h, w]. Returns the decoded video [1, 3, 4t-3, 8h, 8w] in fp32 (unclamped).
-Result<HostTensor> decode_latent(VaeModel& model, const HostTensor& latent,
+// latent: [1, latent, t, h, w]. Returns the decoded video [1, 3, 4t-3, sh, sw] in fp32
+// (unclamped).
+Result<HostTensor> decode_latent(VideoVae& model, const HostTensor& latent,
                                  const StreamOptions& options, const StreamHooks& hooks = {});
 
 // Channels [0, latent) of the moments: the posterior mean SeedVR2 uses.

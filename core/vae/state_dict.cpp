@@ -42,8 +42,9 @@ Result<VaeWeights> load_weights(const std::filesystem::path& path) {
   SEEDVAE_ASSIGN_OR_RETURN(const CheckpointInfo info, identify_checkpoint(file));
   if (info.family != VaeFamily::kSeedVR2) {
     return unsupported(path.string() + " is a " + info.to_string() +
-                       " checkpoint: the Wan networks are not implemented yet (seedvae info "
-                       "reads it; encode and decode need a SeedVR2 VAE)");
+                       " checkpoint: encode, decode, roundtrip, plan and bench run SeedVR2 VAEs "
+                       "only for now (the Wan networks run in seedvae verify and through "
+                       "load_wan_weights and WanModel)");
   }
   const VaeConfig config = *info.seedvr2;
   VaeWeights w;
@@ -69,19 +70,16 @@ Result<VaeWeights> load_weights(const std::filesystem::path& path) {
   return w;
 }
 
-namespace {
-
-uint64_t fnv1a64(std::string_view s) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char c : s) {
+uint64_t recipe_base(std::string_view name, uint64_t seed) {
+  uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a 64
+  for (unsigned char c : name) {
     h ^= c;
     h *= 0x100000001B3ull;
   }
-  return h;
+  return h ^ seed;
 }
 
-// golden README §7 step 1.
-double raw_value(uint64_t base, uint64_t i) {
+double recipe_raw_value(uint64_t base, uint64_t i) {
   uint64_t z = base + (i + 1) * 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -89,6 +87,8 @@ double raw_value(uint64_t base, uint64_t i) {
   const double u = static_cast<double>(z >> 11) * 0x1.0p-53;
   return (2.0 * u - 1.0) * std::sqrt(3.0);
 }
+
+namespace {
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -100,7 +100,7 @@ bool contains(std::string_view s, std::string_view part) {
 HostTensor synthesize_tensor(const std::string& name, const Shape& shape, uint64_t seed) {
   HostTensor t(DType::kF16, shape);
   auto* out = t.data<uint16_t>();
-  const uint64_t base = fnv1a64(name) ^ seed;
+  const uint64_t base = recipe_base(name, seed);
   const int64_t n = shape.numel();
   const bool is_norm = contains(name, ".norm1.") || contains(name, ".norm2.") ||
                        contains(name, ".group_norm.") || contains(name, "conv_norm_out.");
@@ -112,7 +112,7 @@ HostTensor synthesize_tensor(const std::string& name, const Shape& shape, uint64
   const int64_t cin = matrix ? shape[1] : 1;
   const int64_t per_out = matrix ? fan_in : 1;
   for (int64_t i = 0; i < n; ++i) {
-    const double r = raw_value(base, static_cast<uint64_t>(i));
+    const double r = recipe_raw_value(base, static_cast<uint64_t>(i));
     double w;
     if (matrix) {
       w = r * inv_sqrt_fan_in;

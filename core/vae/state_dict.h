@@ -32,7 +32,7 @@ struct VaeWeights {
 // Opens a safetensors or .pth checkpoint (open_tensor_file), identifies its family
 // (identify_checkpoint: infer_config + check_state_dict for SeedVR2) and copies out every
 // parameter. The file's dtype must be F16, BF16 or F32. A Wan2.1/Wan2.2 checkpoint is kUnsupported
-// ("the Wan networks are not implemented yet").
+// here: the job layer runs SeedVR2 only for now; load_wan_weights (wan_model.h) loads it.
 Result<VaeWeights> load_weights(const std::filesystem::path& path);
 
 // The built-in default weights of the CLI and the studio: the trained demo model
@@ -46,6 +46,11 @@ std::filesystem::path find_demo_weights(const std::filesystem::path& exe_dir);
 // f64 -> f32 -> f16. Deterministic across platforms.
 VaeWeights synthesize_weights(const VaeConfig& config, uint64_t seed);
 constexpr uint64_t kTinySeed = 20250601;
+// The recipe's step 1, shared by both families' synthetic weights: the base of tensor `name`
+// (FNV-1a 64 of the name XOR the seed) and the raw value r in [-sqrt 3, sqrt 3) of its element i
+// (splitmix64 finaliser).
+uint64_t recipe_base(std::string_view name, uint64_t seed);
+double recipe_raw_value(uint64_t base, uint64_t i);
 constexpr uint64_t kRealSeed = 20251601;
 // The synthetic weights by name: "real" (the SeedVR2 configuration) or otherwise "tiny", each
 // with the seed of the reference data.

@@ -15,12 +15,6 @@ bool is_output_conv(const std::string& prefix) {
 }
 }  // namespace
 
-int64_t CausalState::bytes() const {
-  int64_t n = 0;
-  for (const auto& [k, t] : memory) n += t.shape.numel() * dtype_size(t.dtype);
-  return n;
-}
-
 // ---- the recorded chunks (CUDA graphs) ---------------------------------------------------------
 
 class VaeModel::GraphCache {

@@ -25,58 +25,11 @@
 #include "core/base/telemetry.h"
 #include "core/vae/state_dict.h"
 #include "core/vae/vae_config.h"
+#include "core/vae/video_vae.h"
 
 namespace seedvae {
 
-// Explicit causal memory of one stream (encoder or decoder). Reset (or make a new one) for each
-// new clip or tile.
-struct CausalState {
-  bool started = false;  // false: first chunk (replicate frame 0, drop frame 1)
-  // conv weight prefix -> the trailing frames of its extended input. An upsampler's conv keeps
-  // them before the upscale instead, under "<upsampler>.upscale_conv" (see VaeModel, Upsample3D).
-  std::map<std::string, Tensor> memory;
-
-  void reset() {
-    started = false;
-    memory.clear();
-  }
-  int64_t bytes() const;
-};
-
-// How one chunk call runs. Every choice here changes memory and time, never the output.
-struct ChunkOptions {
-  // Chunked high-resolution stages ("chunked upsampling"): when > 0, the stages at full frame
-  // rate and the two highest resolutions -- the decoder after its last temporal upsampling
-  // (up_blocks.2 on), the encoder before its first temporal downsampling (conv_in and
-  // down_blocks.0) -- run on pieces of at most this many frames, one after another, with the
-  // causal state carried between pieces. The encoder's first temporal level (down_blocks.1, whose
-  // stride-2 downsampler needs an even number of frames) runs on pieces of max(2, N rounded up to
-  // even) frames around them (a first chunk's odd first frame alone). Exact (GroupNorm is per
-  // frame, the convolutions are causal in time); it bounds the largest activations by the piece
-  // instead of the chunk. 0 = off.
-  int hires_chunk_frames = 0;
-  // Lean convolutions: in a continued stream, a 3x3x3 causal convolution of the decoder over a
-  // chunk of T >= 4 frames never builds its extended input [memory, x] (T + 2 frames). It
-  // convolves x alone for its output frames 2.., then writes [memory, x0, x1] over x's first four
-  // frames (read by then) and convolves those for frames 0 and 1. Its GroupNorm or upscale output
-  // is then made without room for context frames; a resnet with a 1x1 shortcut computes the
-  // shortcut first and drops its input before the first convolution; the spatial upsampler
-  // upscales its two context frames one at a time. Exact (the same products and sums per output),
-  // two convolution calls per convolution and a few frame copies; at 1080p it takes the largest
-  // tensors of the decoder's full-resolution levels from input + extended input + output to
-  // input + output (docs/gpu-notes.md). Not used while chunks are recorded as graphs (they update
-  // the state in place) nor on a first chunk (no memory).
-  bool lean_convs = false;
-  // Labels of the telemetry samples of this call (the scheduler's chunk and tile index).
-  int64_t chunk = -1;
-  int64_t tile = -1;
-};
-
-// Called after each top-level block ("encoder.down_blocks.2", "decoder.conv_out", ...) with its
-// output; used by tests to compare intermediates and by front ends to poll for cancellation.
-using BlockObserver = std::function<Status(std::string_view block, const Tensor& output)>;
-
-class VaeModel {
+class VaeModel final : public VideoVae {
  public:
   // Uploads every parameter to `backend` (which must outlive the model).
   static Result<VaeModel> create(Backend& backend, const VaeWeights& weights);
@@ -91,29 +44,29 @@ class VaeModel {
   ~VaeModel();
 
   const VaeConfig& config() const { return config_; }
-  Backend& backend() const { return *backend_; }
-  void set_observer(BlockObserver observer) { observer_ = std::move(observer); }
+  Backend& backend() const override { return *backend_; }
+  VaeFamily family() const override { return VaeFamily::kSeedVR2; }
+  int latent_channels() const override { return config_.latent_channels; }
+  int spatial_factor() const override { return config_.spatial_factor(); }
+  int temporal_factor() const override { return config_.temporal_factor(); }
+  void set_observer(BlockObserver observer) override { observer_ = std::move(observer); }
   // Per-block timing and memory (synchronises the backend after each block while installed; the
   // device time comes from Backend::begin_device_span/end_device_span, core/base/telemetry.h).
   // A deferred sink's samples not yet read when the sink changes are dropped.
   void set_telemetry(TelemetrySink* sink);
   TelemetrySink* telemetry() const { return telemetry_; }
 
-  // The scheduler's "chunk" / "tile" summary samples: begin_summary() before a chunk's upload,
-  // end_summary() after its download emits one sample labelled `chunk`/`tile` with the wall and
-  // device time in between. Only for a sink that wants_summaries(); no-ops (no timing, no
-  // synchronisation) otherwise.
-  struct SummarySpan {
-    bool active = false;
-    std::chrono::steady_clock::time_point start;
-    int64_t device_span = -1;
-  };
-  SummarySpan begin_summary() const;
+  // The scheduler's "chunk" / "tile" summary samples (VideoVae): begin_summary() before a
+  // chunk's upload, end_summary() after its download emits one sample labelled `chunk`/`tile`
+  // with the wall and device time in between. Only for a sink that wants_summaries(); no-ops (no
+  // timing, no synchronisation) otherwise.
+  using SummarySpan = seedvae::SummarySpan;
+  SummarySpan begin_summary() const override;
   Status end_summary(std::string_view stage, const SummarySpan& span, int64_t chunk,
-                     int64_t tile) const;
+                     int64_t tile) const override;
   // Emits a deferred sink's stage samples that are still unread, waiting for the device (the
   // schedulers call it when a stream's or a tiled run's chunks are done).
-  void flush_telemetry() const;
+  void flush_telemetry() const override;
 
   // CUDA graphs (Backend::graphs_enabled(), no block observer installed): a chunk is recorded
   // once and replayed for later chunks with the same input shape, options, state layout (names
@@ -133,10 +86,10 @@ class VaeModel {
   // x: [1, C_in, T, H, W], H and W multiples of 8. First chunk (state.started == false): T = 4k+1;
   // later chunks: T = 4k. Returns the moments [1, 2*latent, t, H/8, W/8] (mean = first half).
   Result<Tensor> encode_chunk(const Tensor& x, CausalState& state,
-                              const ChunkOptions& options = {});
+                              const ChunkOptions& options = {}) override;
   // z: [1, latent, t, h, w]. First chunk returns 4t-3 frames, later chunks 4t.
   Result<Tensor> decode_chunk(const Tensor& z, CausalState& state,
-                              const ChunkOptions& options = {});
+                              const ChunkOptions& options = {}) override;
 
  private:
   class Pass;        // one encode_chunk / decode_chunk call (vae_model.cpp)

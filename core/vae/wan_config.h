@@ -1,7 +1,7 @@
 // Checkpoint families and the Wan2.1 / Wan2.2 VAE configurations (docs/model.md "Checkpoint
 // families"). This is the loading layer only: which network a checkpoint holds, its
 // hyper-parameters as far as the tensors determine them, and a strict check of every name and
-// shape. The Wan networks themselves are not implemented yet.
+// shape. The networks themselves are WanModel (wan_model.h).
 #pragma once
 
 #include <cstdint>

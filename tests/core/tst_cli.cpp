@@ -214,6 +214,45 @@ class tst_Cli : public QObject {
     QVERIFY2(f.out.contains("FAIL"), qPrintable(f.out));
   }
 
+  // The Wan reference folder: info names the family without "not implemented", verify runs the
+  // tiny configurations' golden cases on the CPU backend and passes them in fp32.
+  void verifyWanTiny() {
+    if (!seedvae::test::have_golden_wan())
+      QFAIL(seedvae::test::golden_wan_missing_message().c_str());
+    const QString ref = QString::fromStdString(seedvae::test::golden_wan_dir().string());
+    const auto w = seedvae::test::golden_wan_dir() / "wan22" / "tiny" / "weights_fp16.safetensors";
+    const Run i = run({"info", "--json", QString::fromStdString(w.string())});
+    QCOMPARE(i.code, 0);
+    QVERIFY2(i.out.contains("\"family\": \"Wan2.2\"") && !i.out.contains("not implemented"),
+             qPrintable(i.out));
+    const Run r = run({"verify", "--reference", ref, "--config", "wan21/tiny", "--config",
+                       "wan22/tiny", "--quiet"});
+    QCOMPARE(r.code, 0);
+    // per configuration: 2 weight rows, inputs, 13 golden tensors, 13 intermediates
+    QVERIFY2(r.out.contains("58 passed, 0 failed, 0 skipped"), qPrintable(r.out));
+    const Run f = run({"verify", "--reference", ref, "--config", "wan21/tiny", "--only", "L3.dec",
+                       "--tolerance", "1e-12", "--no-intermediates"});
+    QCOMPARE(f.code, 1);
+    QVERIFY2(f.out.contains("FAIL"), qPrintable(f.out));
+    // make-weights writes the recipe's weights; in bf16 they are not the reference's any more
+    const Run m =
+        run({"make-weights", "--synthetic", "wan22-tiny", "-o", path("wan22.safetensors")});
+    QCOMPARE(m.code, 0);
+    QVERIFY2(m.out.contains("7a42646fdef4914b715d8f56af0ed5cc3df29f8ba76411bfa17befb0e1ed1170"),
+             qPrintable(m.out));
+    const Run v = run({"verify", "--reference", ref, "--config", "wan22/tiny", "--weights",
+                       path("wan22.safetensors"), "--only", "L3.dec", "--no-intermediates"});
+    QCOMPARE(v.code, 0);
+    QVERIFY2(v.out.contains("equals the synthetic recipe bit for bit"), qPrintable(v.out));
+    QCOMPARE(run({"make-weights", "--synthetic", "wan21-tiny", "--dtype", "bf16", "-o",
+                  path("wan21_bf16.safetensors")})
+                 .code,
+             0);
+    const Run b = run({"verify", "--reference", ref, "--config", "wan21/tiny", "--weights",
+                       path("wan21_bf16.safetensors"), "--only", "L3.dec", "--no-intermediates"});
+    QVERIFY2(b.out.contains("differs from the synthetic recipe"), qPrintable(b.out));
+  }
+
   // Without --weights/--synthetic the CLI takes the demo model: $SEEDVAE_DEMO_WEIGHTS when it
   // names a file, else <exe>/../share/seedvae/demo_vae.safetensors, else the synthetic tiny
   // weights. The last two are checked on a copy of the CLI in a folder of our own, so the build

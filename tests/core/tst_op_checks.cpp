@@ -240,6 +240,72 @@ class tst_OpChecks : public QObject {
     REFUSED(check_attention(Shape{8, 2, 4, 4}, attention_weights(8, 4)),
             "attention: input must be 5-D");
   }
+
+  // ---- the Wan VAEs' ops ---------------------------------------------------------------------
+  void wan_ops() {
+    QVERIFY(check_zeros(Shape{1, 4, 2, 3, 3}).is_ok());
+    REFUSED(check_zeros(Shape{1, 4, -2, 3, 3}), "zeros: negative dimension");
+    REFUSED(check_zeros(Shape{4, 2, 3, 3}), "zeros: shape must be 5-D");
+
+    QVERIFY(check_rms_norm(Shape{1, 4, 2, 3, 3}, defined(Shape{4}), {}).is_ok());
+    QVERIFY(check_rms_norm(Shape{1, 4, 2, 3, 3}, Tensor{}, {.silu = true}).is_ok());
+    REFUSED(check_rms_norm(Shape{1, 4, 2, 3, 3}, defined(Shape{4, 1, 1, 1}), {}),
+            "rms_norm: gamma must be [4]");
+    REFUSED(check_rms_norm(Shape{1, 4, 2, 3, 3}, Tensor{}, {.eps = 0.f}), "rms_norm: eps");
+    REFUSED(check_rms_norm(Shape{1, 0, 2, 3, 3}, Tensor{}, {}), "rms_norm", "no channel");
+
+    QCOMPARE(*upsample_nearest_shape(Shape{1, 4, 2, 3, 5}), (Shape{1, 4, 2, 6, 10}));
+    QCOMPARE(*frames_from_channels_shape(Shape{1, 8, 3, 2, 2}, 2), (Shape{1, 4, 6, 2, 2}));
+    REFUSED(frames_from_channels_shape(Shape{1, 7, 3, 2, 2}, 2).status(), "frames_from_channels",
+            "not divisible by the factor 2");
+
+    QCOMPARE(*patchify_shape(Shape{1, 3, 5, 32, 48}, 2), (Shape{1, 12, 5, 16, 24}));
+    QCOMPARE(*unpatchify_shape(Shape{1, 12, 5, 16, 24}, 2), (Shape{1, 3, 5, 32, 48}));
+    REFUSED(patchify_shape(Shape{1, 3, 5, 31, 48}, 2).status(), "patchify", "multiples of");
+    REFUSED(unpatchify_shape(Shape{1, 6, 5, 16, 24}, 2).status(), "unpatchify",
+            "not a multiple of 4");
+
+    // AvgDown3D(160, 320, 2, 2) on a first chunk of 1 frame and on 4 frames, identity (1, 1)
+    QCOMPARE(*avg_down_shape(Shape{1, 160, 1, 8, 8}, {.out_channels = 320, .ft = 2, .fs = 2}),
+             (Shape{1, 320, 1, 4, 4}));
+    QCOMPARE(*avg_down_shape(Shape{1, 160, 4, 8, 8}, {.out_channels = 320, .ft = 2, .fs = 2}),
+             (Shape{1, 320, 2, 4, 4}));
+    QCOMPARE(*avg_down_shape(Shape{1, 640, 3, 2, 2}, {.out_channels = 640}),
+             (Shape{1, 640, 3, 2, 2}));
+    REFUSED(avg_down_shape(Shape{1, 4, 1, 6, 8}, {.out_channels = 4, .ft = 1, .fs = 4}).status(),
+            "avg_down", "divide the height and width");
+    REFUSED(avg_down_shape(Shape{1, 4, 1, 8, 8}, {.out_channels = 3, .ft = 1, .fs = 2}).status(),
+            "avg_down", "do not divide the 16 expanded channels");
+
+    // DupUp3D(1024, 1024, 2, 2) with and without the first-chunk drop, (1024, 512, 1, 2)
+    QCOMPARE(*dup_up_shape(Shape{1, 16, 1, 2, 3},
+                           {.out_channels = 16, .ft = 2, .fs = 2, .drop_first = true}),
+             (Shape{1, 16, 1, 4, 6}));
+    QCOMPARE(*dup_up_shape(Shape{1, 16, 3, 2, 3}, {.out_channels = 16, .ft = 2, .fs = 2}),
+             (Shape{1, 16, 6, 4, 6}));
+    QCOMPARE(*dup_up_shape(Shape{1, 16, 3, 2, 3}, {.out_channels = 8, .ft = 1, .fs = 2}),
+             (Shape{1, 8, 3, 4, 6}));
+    REFUSED(dup_up_shape(Shape{1, 16, 3, 2, 3}, {.out_channels = 3, .ft = 1, .fs = 1}).status(),
+            "dup_up", "do not divide");
+    REFUSED(dup_up_shape(Shape{1, 16, 0, 2, 3},
+                         {.out_channels = 16, .ft = 2, .fs = 2, .drop_first = true})
+                .status(),
+            "dup_up", "empty input");
+
+    const int64_t c = 8;
+    RmsAttentionWeights w{defined(Shape{c}),    defined(Shape{c, c}), defined(Shape{c}),
+                          defined(Shape{c, c}), defined(Shape{c}),    defined(Shape{c, c}),
+                          defined(Shape{c}),    defined(Shape{c, c}), defined(Shape{c})};
+    QVERIFY(check_rms_attention(Shape{1, c, 2, 4, 4}, w).is_ok());
+    RmsAttentionWeights bad = w;
+    bad.wo = defined(Shape{c, 1});
+    REFUSED(check_rms_attention(Shape{1, c, 2, 4, 4}, bad),
+            "rms_attention: proj weight must be [8, 8], got [8, 1]");
+    bad = w;
+    bad.gamma = Tensor{};
+    REFUSED(check_rms_attention(Shape{1, c, 2, 4, 4}, bad),
+            "rms_attention: norm gamma is undefined");
+  }
 };
 
 QTEST_GUILESS_MAIN(tst_OpChecks)

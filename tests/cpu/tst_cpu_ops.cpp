@@ -444,6 +444,133 @@ class tst_CpuOps : public QObject {
     CHECK_CLOSE(down(y), ref::attention(hx, hw));
   }
 
+  // ---- the Wan VAEs' ops ---------------------------------------------------------------------
+  void rms_norm_matches_reference() {
+    std::mt19937 rng(31);
+    // 3 channels (the tiny configurations' narrowest), 1 channel, odd sizes, model width 384
+    for (const Shape& sh : {Shape{1, 3, 2, 5, 7}, Shape{1, 1, 1, 3, 3}, Shape{2, 17, 3, 4, 1},
+                            Shape{1, 384, 1, 6, 5}}) {
+      const HostTensor hx = random_tensor(sh, rng, 3.f);
+      const HostTensor hg = random_tensor(Shape{sh[1]}, rng, 0.2f, 1.f);
+      for (bool silu : {false, true}) {
+        ASSIGN_OK(Tensor y, be_->rms_norm(up(hx), up(hg), {.silu = silu}));
+        CHECK_CLOSE(down(y), ref::rms_norm(hx, &hg, silu));
+        ASSIGN_OK(Tensor y1, be_->rms_norm(up(hx), Tensor{}, {.silu = silu}));
+        CHECK_CLOSE(down(y1), ref::rms_norm(hx, nullptr, silu));
+      }
+    }
+    // an all-zero channel vector stays zero (the 1e-12 floor, no NaN)
+    const HostTensor z(DType::kF32, Shape{1, 4, 1, 2, 2});
+    HostTensor zeros = z;
+    std::fill(zeros.f32().begin(), zeros.f32().end(), 0.f);
+    ASSIGN_OK(Tensor yz, be_->rms_norm(up(zeros), Tensor{}, {}));
+    QVERIFY(bit_equal(down(yz), zeros));
+  }
+
+  void wan_copy_ops_are_exact() {
+    std::mt19937 rng(32);
+    for (const Shape& sh : {Shape{1, 6, 3, 4, 6}, Shape{2, 4, 1, 2, 2}, Shape{1, 12, 2, 8, 4}}) {
+      const HostTensor hx = random_tensor(sh, rng);
+      ASSIGN_OK(Tensor u, be_->upsample_nearest(up(hx)));
+      QVERIFY(bit_equal(down(u), ref::upsample_nearest(hx)));
+      for (int f : {1, 2}) {
+        ASSIGN_OK(Tensor y, be_->frames_from_channels(up(hx), f));
+        QVERIFY(bit_equal(down(y), ref::frames_from_channels(hx, f)));
+      }
+      ASSIGN_OK(Tensor p, be_->patchify(up(hx), 2));
+      QVERIFY(bit_equal(down(p), ref::patchify(hx, 2)));
+      ASSIGN_OK(Tensor back, be_->unpatchify(p, 2));
+      QVERIFY(bit_equal(down(back), hx));
+      if (sh[1] % 4 == 0) {
+        ASSIGN_OK(Tensor q, be_->unpatchify(up(hx), 2));
+        QVERIFY(bit_equal(down(q), ref::unpatchify(hx, 2)));
+      }
+      ASSIGN_OK(Tensor z, be_->zeros(sh));
+      HostTensor hz(DType::kF32, sh);
+      std::fill(hz.f32().begin(), hz.f32().end(), 0.f);
+      QVERIFY(bit_equal(down(z), hz));
+    }
+    // patchify's channel order: the column offset is the more significant bit
+    HostTensor px(DType::kF32, Shape{1, 1, 1, 2, 2});
+    for (int i = 0; i < 4; ++i) px.f32()[size_t(i)] = float(i);  // value = row*2 + column
+    ASSIGN_OK(Tensor pp, be_->patchify(up(px), 2));
+    const HostTensor hp = down(pp);
+    QCOMPARE(hp.f32()[1], 2.f);  // channel 1: dx 0, dy 1 -> row 1, column 0
+    QCOMPARE(hp.f32()[2], 1.f);  // channel 2: dx 1, dy 0 -> row 0, column 1
+    // time_conv's halves: channels [0, C) are the earlier frame
+    HostTensor fx(DType::kF32, Shape{1, 2, 1, 1, 1});
+    fx.f32()[0] = 5.f;
+    fx.f32()[1] = 7.f;
+    ASSIGN_OK(Tensor ff, be_->frames_from_channels(up(fx), 2));
+    const HostTensor hf = down(ff);
+    QCOMPARE(hf.shape(), (Shape{1, 1, 2, 1, 1}));
+    QCOMPARE(hf.f32()[0], 5.f);
+    QCOMPARE(hf.f32()[1], 7.f);
+  }
+
+  void avg_down_and_dup_up_match_reference() {
+    std::mt19937 rng(33);
+    struct Case {
+      Shape x;
+      int64_t cout;
+      int ft, fs;
+    };
+    // the real instances' structure: (C, C, 1, 2), (C, 2C, 2, 2) with odd (first chunk) and even
+    // frame counts, identity (1, 1); plus an uneven grouping
+    for (const Case& c : {Case{{1, 4, 1, 4, 6}, 4, 1, 2}, Case{{1, 4, 1, 4, 4}, 8, 2, 2},
+                          Case{{1, 4, 5, 2, 4}, 8, 2, 2}, Case{{1, 4, 4, 2, 2}, 8, 2, 2},
+                          Case{{1, 6, 3, 2, 2}, 6, 1, 1}, Case{{2, 3, 2, 2, 2}, 6, 2, 2}}) {
+      const HostTensor hx = random_tensor(c.x, rng);
+      ASSIGN_OK(Tensor y, be_->avg_down(up(hx), {.out_channels = c.cout, .ft = c.ft, .fs = c.fs}));
+      CHECK_CLOSE(down(y), ref::avg_down(hx, c.cout, c.ft, c.fs));
+      CountingBackend counting;
+      ASSIGN_OK(Tensor cy, counting.avg_down(counting.declare(c.x),
+                                             {.out_channels = c.cout, .ft = c.ft, .fs = c.fs}));
+      QCOMPARE(cy.shape, y.shape);
+    }
+    // DupUp3D: (C, C, 2, 2) r = 8, (C, C/2, 1, 2) r = 2, with and without the first-chunk drop
+    for (const Case& c : {Case{{1, 8, 1, 2, 3}, 8, 2, 2}, Case{{1, 8, 3, 2, 2}, 8, 2, 2},
+                          Case{{1, 8, 2, 3, 2}, 4, 1, 2}, Case{{1, 4, 2, 1, 1}, 2, 2, 1}}) {
+      const HostTensor hx = random_tensor(c.x, rng);
+      for (bool drop : {false, true}) {
+        const DupUpParams p{.out_channels = c.cout, .ft = c.ft, .fs = c.fs, .drop_first = drop};
+        ASSIGN_OK(Tensor y, be_->dup_up(up(hx), p));
+        QVERIFY(bit_equal(down(y), ref::dup_up(hx, c.cout, c.ft, c.fs, drop)));
+      }
+    }
+    // refused: spatial factor not dividing the frame, channels not dividing
+    const Tensor odd = up(random_tensor(Shape{1, 4, 1, 3, 4}, rng));
+    QCOMPARE(be_->avg_down(odd, {.out_channels = 4, .ft = 1, .fs = 2}).status().code(),
+             StatusCode::kInvalidArgument);
+    QCOMPARE(be_->dup_up(odd, {.out_channels = 3, .ft = 1, .fs = 1}).status().code(),
+             StatusCode::kInvalidArgument);
+  }
+
+  void rms_attention_matches_reference() {
+    std::mt19937 rng(34);
+    for (const Shape& sh : {Shape{1, 16, 2, 4, 6}, Shape{1, 8, 1, 1, 1}, Shape{1, 12, 3, 2, 3},
+                            Shape{1, 384, 1, 4, 5}, Shape{1, 8, 1, 48, 48}}) {
+      const int64_t c = sh[1];
+      const float s = 1.f / std::sqrt(float(c));
+      ref::AttentionHost hw;
+      hw.rms = true;
+      hw.norm_weight = random_tensor(Shape{c}, rng, 0.2f, 1.f);
+      hw.wq = random_tensor(Shape{c, c}, rng, s);
+      hw.wk = random_tensor(Shape{c, c}, rng, s);
+      hw.wv = random_tensor(Shape{c, c}, rng, s);
+      hw.wo = random_tensor(Shape{c, c}, rng, s);
+      hw.bq = random_tensor(Shape{c}, rng, 0.5f);
+      hw.bk = random_tensor(Shape{c}, rng, 0.5f);
+      hw.bv = random_tensor(Shape{c}, rng, 0.5f);
+      hw.bo = random_tensor(Shape{c}, rng, 0.5f);
+      RmsAttentionWeights w{up(hw.norm_weight), up(hw.wq), up(hw.bq), up(hw.wk), up(hw.bk),
+                            up(hw.wv),          up(hw.bv), up(hw.wo), up(hw.bo)};
+      const HostTensor hx = random_tensor(sh, rng, 2.f);
+      ASSIGN_OK(Tensor y, be_->rms_attention(up(hx), w));
+      CHECK_CLOSE(down(y), ref::attention(hx, hw));
+    }
+  }
+
   void memory_stats_track_allocations() {
     const MemoryStats base = be_->memory_stats();
     QVERIFY(base.current_bytes >= 0);

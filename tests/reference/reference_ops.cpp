@@ -181,7 +181,8 @@ HostTensor attention(const HostTensor& x, const AttentionHost& wt) {
   const int64_t N = s[0], C = s[1], T = s[2], H = s[3], W = s[4];
   const int64_t L = H * W;  // tokens
   HostTensor normed =
-      group_norm(x, &wt.norm_weight, &wt.norm_bias, wt.groups, wt.eps, /*silu=*/false);
+      wt.rms ? rms_norm(x, &wt.norm_weight, /*silu=*/false)
+             : group_norm(x, &wt.norm_weight, &wt.norm_bias, wt.groups, wt.eps, /*silu=*/false);
   HostTensor y(DType::kF32, s);
   const View5 v{s};
   auto lin = [&](const HostTensor& wm, const HostTensor& bv, const std::vector<double>& in,
@@ -230,6 +231,144 @@ HostTensor attention(const HostTensor& x, const AttentionHost& wt) {
             y.data<float>()[v.at(n, c, t, h, w)] =
                 static_cast<float>(x.data<float>()[v.at(n, c, t, h, w)] + o[(h * W + w) * C + c]);
     }
+  return y;
+}
+
+HostTensor rms_norm(const HostTensor& x, const HostTensor* gamma, bool silu) {
+  const Shape& s = x.shape();
+  const View5 v{s};
+  HostTensor y(DType::kF32, s);
+  const double scale = std::sqrt(static_cast<double>(s[1]));
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t t = 0; t < s[2]; ++t)
+      for (int64_t h = 0; h < s[3]; ++h)
+        for (int64_t w = 0; w < s[4]; ++w) {
+          double ss = 0;
+          for (int64_t c = 0; c < s[1]; ++c) {
+            const double e = x.data<float>()[v.at(n, c, t, h, w)];
+            ss += e * e;
+          }
+          const double norm = std::max(std::sqrt(ss), 1e-12);
+          for (int64_t c = 0; c < s[1]; ++c) {
+            double e = x.data<float>()[v.at(n, c, t, h, w)] / norm * scale;
+            if (gamma) e *= gamma->data<float>()[c];
+            if (silu) e = e / (1.0 + std::exp(-e));
+            y.data<float>()[v.at(n, c, t, h, w)] = static_cast<float>(e);
+          }
+        }
+  return y;
+}
+
+HostTensor upsample_nearest(const HostTensor& x) {
+  const Shape& s = x.shape();
+  const Shape o{s[0], s[1], s[2], 2 * s[3], 2 * s[4]};
+  HostTensor y(DType::kF32, o);
+  const View5 vi{s}, vo{o};
+  for (int64_t n = 0; n < o[0]; ++n)
+    for (int64_t c = 0; c < o[1]; ++c)
+      for (int64_t t = 0; t < o[2]; ++t)
+        for (int64_t h = 0; h < o[3]; ++h)
+          for (int64_t w = 0; w < o[4]; ++w)
+            y.data<float>()[vo.at(n, c, t, h, w)] = x.data<float>()[vi.at(n, c, t, h / 2, w / 2)];
+  return y;
+}
+
+HostTensor frames_from_channels(const HostTensor& x, int f) {
+  const Shape& s = x.shape();
+  const int64_t C = s[1] / f;
+  const Shape o{s[0], C, s[2] * f, s[3], s[4]};
+  HostTensor y(DType::kF32, o);
+  const View5 vi{s}, vo{o};
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t t = 0; t < s[2]; ++t)
+        for (int64_t i = 0; i < f; ++i)
+          for (int64_t h = 0; h < s[3]; ++h)
+            for (int64_t w = 0; w < s[4]; ++w)
+              y.data<float>()[vo.at(n, c, f * t + i, h, w)] =
+                  x.data<float>()[vi.at(n, i * C + c, t, h, w)];
+  return y;
+}
+
+HostTensor patchify(const HostTensor& x, int p) {
+  const Shape& s = x.shape();
+  const Shape o{s[0], s[1] * p * p, s[2], s[3] / p, s[4] / p};
+  HostTensor y(DType::kF32, o);
+  const View5 vi{s}, vo{o};
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t c = 0; c < s[1]; ++c)
+      for (int64_t t = 0; t < s[2]; ++t)
+        for (int64_t i = 0; i < o[3]; ++i)
+          for (int64_t j = 0; j < o[4]; ++j)
+            for (int64_t dx = 0; dx < p; ++dx)
+              for (int64_t dy = 0; dy < p; ++dy)
+                y.data<float>()[vo.at(n, c * p * p + dx * p + dy, t, i, j)] =
+                    x.data<float>()[vi.at(n, c, t, p * i + dy, p * j + dx)];
+  return y;
+}
+
+HostTensor unpatchify(const HostTensor& x, int p) {
+  const Shape& s = x.shape();
+  const Shape o{s[0], s[1] / (p * p), s[2], s[3] * p, s[4] * p};
+  HostTensor y(DType::kF32, o);
+  const View5 vi{s}, vo{o};
+  for (int64_t n = 0; n < o[0]; ++n)
+    for (int64_t c = 0; c < o[1]; ++c)
+      for (int64_t t = 0; t < o[2]; ++t)
+        for (int64_t i = 0; i < s[3]; ++i)
+          for (int64_t j = 0; j < s[4]; ++j)
+            for (int64_t dx = 0; dx < p; ++dx)
+              for (int64_t dy = 0; dy < p; ++dy)
+                y.data<float>()[vo.at(n, c, t, p * i + dy, p * j + dx)] =
+                    x.data<float>()[vi.at(n, c * p * p + dx * p + dy, t, i, j)];
+  return y;
+}
+
+HostTensor avg_down(const HostTensor& x, int64_t cout, int ft, int fs) {
+  const Shape& s = x.shape();
+  const int64_t f = int64_t{ft} * fs * fs, g = s[1] * f / cout;
+  const int64_t To = (s[2] + ft - 1) / ft, pad = To * ft - s[2];
+  const Shape o{s[0], cout, To, s[3] / fs, s[4] / fs};
+  HostTensor y(DType::kF32, o);
+  const View5 vi{s}, vo{o};
+  for (int64_t n = 0; n < o[0]; ++n)
+    for (int64_t oc = 0; oc < cout; ++oc)
+      for (int64_t t = 0; t < To; ++t)
+        for (int64_t i = 0; i < o[3]; ++i)
+          for (int64_t j = 0; j < o[4]; ++j) {
+            double acc = 0;
+            for (int64_t k = oc * g; k < (oc + 1) * g; ++k) {
+              const int64_t c = k / f, it = (k % f) / (fs * fs), ih = (k % (fs * fs)) / fs,
+                            iw = k % fs;
+              const int64_t ti = t * ft + it - pad;  // frames before 0 are the zero padding
+              if (ti >= 0) acc += x.data<float>()[vi.at(n, c, ti, i * fs + ih, j * fs + iw)];
+            }
+            y.data<float>()[vo.at(n, oc, t, i, j)] = static_cast<float>(acc / g);
+          }
+  return y;
+}
+
+HostTensor dup_up(const HostTensor& x, int64_t cout, int ft, int fs, bool drop_first) {
+  const Shape& s = x.shape();
+  const int64_t f = int64_t{ft} * fs * fs, r = cout * f / s[1];
+  const int64_t drop = drop_first ? ft - 1 : 0;
+  const Shape o{s[0], cout, s[2] * ft - drop, s[3] * fs, s[4] * fs};
+  HostTensor y(DType::kF32, o);
+  const View5 vi{s}, vo{o};
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t oc = 0; oc < cout; ++oc)
+      for (int64_t t = 0; t < s[2]; ++t)
+        for (int64_t it = 0; it < ft; ++it)
+          for (int64_t i = 0; i < s[3]; ++i)
+            for (int64_t ih = 0; ih < fs; ++ih)
+              for (int64_t j = 0; j < s[4]; ++j)
+                for (int64_t iw = 0; iw < fs; ++iw) {
+                  const int64_t ot = t * ft + it - drop;
+                  if (ot < 0) continue;
+                  const int64_t src = (((oc * ft + it) * fs + ih) * fs + iw) / r;
+                  y.data<float>()[vo.at(n, oc, ot, i * fs + ih, j * fs + iw)] =
+                      x.data<float>()[vi.at(n, src, t, i, j)];
+                }
   return y;
 }
 

@@ -38,10 +38,34 @@ struct AttentionHost {
   HostTensor norm_weight, norm_bias, wq, bq, wk, bk, wv, bv, wo, bo;
   int groups = 32;
   double eps = 1e-6;
+  bool rms = false;  // the Wan attention: rms_norm(x, norm_weight) instead of GroupNorm
 };
 
 // Per frame: t = GN(x) as [N, C]; q,k,v = t W^T + b; o = softmax(q k^T / sqrt(C)) v W_o^T + b_o;
 // out = x + o.
 HostTensor attention(const HostTensor& x, const AttentionHost& w);
+
+// ---- the Wan VAEs' ops, straight from their definitions (op_params.h, backend.h) ------------
+
+// x_c / max(sqrt(sum_c x_c^2), 1e-12) * sqrt(C) * gamma_c per position, then optional SiLU.
+HostTensor rms_norm(const HostTensor& x, const HostTensor* gamma, bool silu);
+
+// y[n, c, t, 2i + a, 2j + b] = x[n, c, t, i, j].
+HostTensor upsample_nearest(const HostTensor& x);
+
+// y[n, c, f*t + i] = x[n, i*C + c, t].
+HostTensor frames_from_channels(const HostTensor& x, int f);
+
+// y[n, c*p*p + dx*p + dy, t, i, j] = x[n, c, t, p*i + dy, p*j + dx]; unpatchify inverts it.
+HostTensor patchify(const HostTensor& x, int p);
+HostTensor unpatchify(const HostTensor& x, int p);
+
+// AvgDown3D: zero frames in front to a multiple of ft, expanded channels
+// E[c*f + (it*fs + ih)*fs + iw][t, i, j] = x[c, t*ft + it, i*fs + ih, j*fs + iw], group means.
+HostTensor avg_down(const HostTensor& x, int64_t cout, int ft, int fs);
+
+// DupUp3D: y[o, t*ft + it, i*fs + ih, j*fs + iw] = x[(((o*ft + it)*fs + ih)*fs + iw) / r, t, i, j]
+// with r = cout*f/Cin, the first ft - 1 frames dropped with drop_first.
+HostTensor dup_up(const HostTensor& x, int64_t cout, int ft, int fs, bool drop_first);
 
 }  // namespace seedvae::ref

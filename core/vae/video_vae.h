@@ -1,0 +1,116 @@
+// The interface both VAE networks implement -- VaeModel (SeedVR2) and WanModel (Wan2.1, Wan2.2) --
+// and what a caller needs to stream a clip through either: the explicit causal state, a chunk
+// call's options, the block observer and the schedulers' summary telemetry. The streamed
+// scheduler (core/schedule/streaming.h: encode_video, encode_stream, decode_latent) takes either.
+//
+// Both networks compress 4x in time with the same bookkeeping: an encoder stream's first chunk
+// has 4k+1 frames and every later chunk 4k; a decoder stream's first chunk of t latent frames
+// gives 4t-3 frames, every later one 4t. The job layer, spatial tiling and the planner take
+// VaeModel only for now; verify, the streamed scheduler and the tests take either.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "core/backend/backend.h"
+#include "core/vae/wan_config.h"
+
+namespace seedvae {
+
+// Explicit causal memory of one stream (encoder or decoder). Reset (or make a new one) for each
+// new clip or tile.
+struct CausalState {
+  // false: first chunk (SeedVR2: replicate frame 0, drop frame 1; Wan: the temporal resamplers'
+  // frame-0 bypass, DupUp3D's frame drop)
+  bool started = false;
+  // conv weight prefix -> the trailing frames of its extended input. A SeedVR2 upsampler's conv
+  // keeps them before the upscale instead, under "<upsampler>.upscale_conv" (see VaeModel,
+  // Upsample3D); a Wan downsampler's time_conv keeps its last input frame (WanModel).
+  std::map<std::string, Tensor> memory;
+
+  void reset() {
+    started = false;
+    memory.clear();
+  }
+  int64_t bytes() const;
+};
+
+// How one chunk call runs. Every choice here changes memory and time, never the output. The
+// chunked upsampling and lean convolutions are VaeModel's (SeedVR2) only; WanModel runs every
+// stage on the whole chunk and ignores them.
+struct ChunkOptions {
+  // Chunked high-resolution stages ("chunked upsampling"): when > 0, the stages at full frame
+  // rate and the two highest resolutions -- the decoder after its last temporal upsampling
+  // (up_blocks.2 on), the encoder before its first temporal downsampling (conv_in and
+  // down_blocks.0) -- run on pieces of at most this many frames, one after another, with the
+  // causal state carried between pieces. The encoder's first temporal level (down_blocks.1, whose
+  // stride-2 downsampler needs an even number of frames) runs on pieces of max(2, N rounded up to
+  // even) frames around them (a first chunk's odd first frame alone). Exact (GroupNorm is per
+  // frame, the convolutions are causal in time); it bounds the largest activations by the piece
+  // instead of the chunk. 0 = off.
+  int hires_chunk_frames = 0;
+  // Lean convolutions: in a continued stream, a 3x3x3 causal convolution of the decoder over a
+  // chunk of T >= 4 frames never builds its extended input [memory, x] (T + 2 frames). It
+  // convolves x alone for its output frames 2.., then writes [memory, x0, x1] over x's first four
+  // frames (read by then) and convolves those for frames 0 and 1. Its GroupNorm or upscale output
+  // is then made without room for context frames; a resnet with a 1x1 shortcut computes the
+  // shortcut first and drops its input before the first convolution; the spatial upsampler
+  // upscales its two context frames one at a time. Exact (the same products and sums per output),
+  // two convolution calls per convolution and a few frame copies; at 1080p it takes the largest
+  // tensors of the decoder's full-resolution levels from input + extended input + output to
+  // input + output (docs/gpu-notes.md). Not used while chunks are recorded as graphs (they update
+  // the state in place) nor on a first chunk (no memory).
+  bool lean_convs = false;
+  // Labels of the telemetry samples of this call (the scheduler's chunk and tile index).
+  int64_t chunk = -1;
+  int64_t tile = -1;
+};
+
+// Called after each top-level block ("encoder.down_blocks.2", "decoder.conv_out", ...) with its
+// output; used by tests to compare intermediates and by front ends to poll for cancellation.
+using BlockObserver = std::function<Status(std::string_view block, const Tensor& output)>;
+
+// A scheduler's summary sample in flight (VideoVae::begin_summary).
+struct SummarySpan {
+  bool active = false;
+  std::chrono::steady_clock::time_point start;
+  int64_t device_span = -1;
+};
+
+class VideoVae {
+ public:
+  virtual ~VideoVae() = default;
+
+  virtual Backend& backend() const = 0;
+  virtual VaeFamily family() const = 0;
+  virtual int latent_channels() const = 0;  // z; the encoder emits 2z moments (mean, log-var)
+  virtual int spatial_factor() const = 0;   // 8 or 16: frame sizes must be multiples of it
+  virtual int temporal_factor() const = 0;  // 4
+  virtual void set_observer(BlockObserver observer) = 0;
+
+  // x: [1, 3, T, H, W] video; first chunk (state.started == false) T = 4k+1, later chunks 4k.
+  // Returns the moments [1, 2z, t, H/s, W/s] (mean = first half), un-normalised.
+  virtual Result<Tensor> encode_chunk(const Tensor& x, CausalState& state,
+                                      const ChunkOptions& options = {}) = 0;
+  // z: [1, z, t, h, w] latent as the encoder's mean gives it (un-normalised). First chunk returns
+  // 4t-3 frames, later chunks 4t; the decoder's raw output (not clamped).
+  virtual Result<Tensor> decode_chunk(const Tensor& z, CausalState& state,
+                                      const ChunkOptions& options = {}) = 0;
+
+  // The schedulers' per-chunk / per-tile summary samples and the flush of deferred telemetry
+  // (VaeModel: core/base/telemetry.h). The defaults take no sample: a model without telemetry
+  // (WanModel) reports none.
+  virtual SummarySpan begin_summary() const { return {}; }
+  virtual Status end_summary(std::string_view stage, const SummarySpan& span, int64_t chunk,
+                             int64_t tile) const {
+    (void)stage, (void)span, (void)chunk, (void)tile;
+    return Status::ok();
+  }
+  virtual void flush_telemetry() const {}
+};
+
+}  // namespace seedvae

@@ -1,0 +1,389 @@
+// The Wan2.1 / Wan2.2 networks (wan_model.h; docs/model.md §10). The order of
+// operations is written once, in WanModel::Pass; the weights' layout changes for the backend are
+// in parameter_shapes() and create().
+#include "core/vae/wan_model.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace seedvae {
+
+namespace {
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// How the model holds a checkpoint tensor: the RMS gains [C, 1, 1(, 1)] as [C], the 2-D
+// convolutions [C', C, k, k] as [C', C, 1, k, k], proj [C, C, 1, 1] as [C, C]. to_qkv is split
+// (parameter_shapes) and not handled here.
+Shape model_shape(const std::string& name, const Shape& s) {
+  if (ends_with(name, ".gamma")) return Shape{s[0]};
+  if (ends_with(name, ".weight") && s.rank() == 4) {
+    if (ends_with(name, ".proj.weight")) return Shape{s[0], s[1]};
+    return Shape{s[0], s[1], 1, s[2], s[3]};
+  }
+  return s;
+}
+
+bool is_qkv(const std::string& name) {
+  return ends_with(name, ".to_qkv.weight") || ends_with(name, ".to_qkv.bias");
+}
+
+}  // namespace
+
+std::vector<WanConfig::Param> WanModel::parameter_shapes(const WanConfig& config) {
+  std::vector<WanConfig::Param> out;
+  for (const auto& p : config.parameters()) {
+    if (is_qkv(p.name)) {
+      const bool weight = ends_with(p.name, ".weight");
+      const std::string base = p.name.substr(0, p.name.rfind('.'));  // "<block>.to_qkv"
+      const int64_t c = p.shape[0] / 3;
+      for (const char* part : {"q", "k", "v"}) {
+        out.push_back(
+            {base + "." + part + (weight ? ".weight" : ".bias"), weight ? Shape{c, c} : Shape{c}});
+      }
+      continue;
+    }
+    out.push_back({p.name, model_shape(p.name, p.shape)});
+  }
+  return out;
+}
+
+Result<WanModel> WanModel::create(Backend& backend, const WanConfig& config,
+                                  const ParameterFactory& make) {
+  SEEDVAE_TRY(config.validate());
+  WanModel m;
+  m.backend_ = &backend;
+  m.config_ = config;
+  for (const auto& p : parameter_shapes(config)) {
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor t, make(p.name, p.shape));
+    if (t.shape != p.shape) {
+      return invalid_argument("WanModel: parameter " + p.name + " was made as " +
+                              t.shape.to_string() + ", expected " + p.shape.to_string());
+    }
+    m.weights_.emplace(p.name, std::move(t));
+  }
+  return m;
+}
+
+Result<WanModel> WanModel::create(Backend& backend, const WanWeights& weights) {
+  for (const auto& p : weights.config.parameters()) {
+    auto it = weights.tensors.find(p.name);
+    if (it == weights.tensors.end()) {
+      return invalid_argument("WanModel: the weights have no tensor " + p.name);
+    }
+    if (it->second.shape() != p.shape) {
+      return invalid_argument("WanModel: tensor " + p.name + " is " +
+                              it->second.shape().to_string() + ", expected " + p.shape.to_string());
+    }
+  }
+  // Each parameter in the model's layout (parameter_shapes), made on the host when it is
+  // uploaded: the same values reshaped, or one of to_qkv's three row blocks.
+  return create(
+      backend, weights.config, [&](const std::string& name, const Shape& shape) -> Result<Tensor> {
+        std::string source = name;
+        int part = -1;
+        for (int i = 0; i < 3; ++i) {
+          const std::string tag = std::string(".to_qkv.") + "qkv"[i] + ".";
+          if (const auto pos = name.find(tag); pos != std::string::npos) {
+            source = name.substr(0, pos) + ".to_qkv" + name.substr(pos + tag.size() - 1);
+            part = i;
+          }
+        }
+        const HostTensor& t = weights.tensors.at(source);
+        const int64_t offset = part < 0 ? 0 : part * shape.numel() * dtype_size(t.dtype());
+        const HostTensor h = HostTensor::from_bytes(
+            t.dtype(), shape, static_cast<const std::byte*>(t.raw()) + offset);
+        return backend.upload_weight(h, name);
+      });
+}
+
+// ---- one chunk call ----------------------------------------------------------------------------
+
+class WanModel::Pass {
+ public:
+  Pass(const WanModel& m, CausalState& state) : m_(m), be_(*m.backend_), state_(state) {}
+
+  Result<Tensor> encode(const Tensor& video);
+  Result<Tensor> decode(const Tensor& z);
+
+ private:
+  const Tensor& w(const std::string& name) const { return m_.weights_.at(name); }
+  Status observe(const std::string& stage, const Tensor& t) const {
+    return m_.observer_ ? m_.observer_(stage, t) : Status::ok();
+  }
+  bool first() const { return !state_.started; }
+  bool v22() const { return m_.config_.family == VaeFamily::kWan22; }
+
+  // Pointwise (1x1x1) convolution: no state.
+  Result<Tensor> pointwise(const std::string& prefix, const Tensor& x, bool output = false) {
+    Conv3dParams p;
+    p.model_output = output;
+    return be_.conv3d(x, w(prefix + ".weight"), w(prefix + ".bias"), p);
+  }
+
+  // A causal convolution whose kernel has kT = 3 frames: its memory (the last 2 frames of its
+  // extended input, zeros before the stream's first chunk) goes in front, then a plain
+  // convolution with the kernel's spatial zero padding.
+  Result<Tensor> causal_conv(const std::string& prefix, const Tensor& x, bool output = false) {
+    const Tensor& weight = w(prefix + ".weight");
+    const int ctx = static_cast<int>(weight.shape[2]) - 1;
+    Tensor& mem = state_.memory[prefix];
+    if (!mem.defined()) {
+      SEEDVAE_ASSIGN_OR_RETURN(
+          mem, be_.zeros(Shape{x.shape[0], x.shape[1], ctx, x.shape[3], x.shape[4]}));
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor ext, be_.causal_pad(x, &mem, 0));
+    mem = {};  // ext holds a copy: the old memory goes before the new one is sliced
+    SEEDVAE_ASSIGN_OR_RETURN(mem, be_.slice_frames(ext, ext.shape[2] - ctx, ext.shape[2]));
+    Conv3dParams p;
+    p.pad_top = p.pad_bottom = static_cast<int>(weight.shape[3] / 2);
+    p.pad_left = p.pad_right = static_cast<int>(weight.shape[4] / 2);
+    p.model_output = output;
+    return be_.conv3d(ext, weight, w(prefix + ".bias"), p);
+  }
+
+  Result<Tensor> norm(const std::string& gamma, const Tensor& x, bool silu) {
+    return be_.rms_norm(x, w(gamma), {.silu = silu});
+  }
+
+  // ResidualBlock: [shortcut(x) or x] + conv(silu(norm(conv(silu(norm(x)))))).
+  Result<Tensor> residual_block(const std::string& p, const Tensor& x) {
+    Tensor h = x;
+    if (m_.weights_.count(p + ".shortcut.weight")) {
+      SEEDVAE_ASSIGN_OR_RETURN(h, pointwise(p + ".shortcut", x));
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor r, norm(p + ".residual.0.gamma", x, true));
+    SEEDVAE_ASSIGN_OR_RETURN(r, causal_conv(p + ".residual.2", r));
+    SEEDVAE_ASSIGN_OR_RETURN(r, norm(p + ".residual.3.gamma", r, true));
+    SEEDVAE_ASSIGN_OR_RETURN(r, causal_conv(p + ".residual.6", r));
+    SEEDVAE_TRY(be_.add_inplace(r, h));
+    return r;
+  }
+
+  Result<Tensor> attention(const std::string& p, const Tensor& x) {
+    RmsAttentionWeights a{
+        w(p + ".norm.gamma"),      w(p + ".to_qkv.q.weight"), w(p + ".to_qkv.q.bias"),
+        w(p + ".to_qkv.k.weight"), w(p + ".to_qkv.k.bias"),   w(p + ".to_qkv.v.weight"),
+        w(p + ".to_qkv.v.bias"),   w(p + ".proj.weight"),     w(p + ".proj.bias")};
+    return be_.rms_attention(x, a);
+  }
+
+  Result<Tensor> middle(const std::string& p, const Tensor& x) {
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor h, residual_block(p + ".0", x));
+    SEEDVAE_ASSIGN_OR_RETURN(h, attention(p + ".1", h));
+    return residual_block(p + ".2", h);
+  }
+
+  Result<Tensor> head(const std::string& p, const Tensor& x, bool output) {
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor h, norm(p + ".0.gamma", x, true));
+    return causal_conv(p + ".2", h, output);
+  }
+
+  // downsample2d (ZeroPad2d(0, 1, 0, 1), 3x3 stride 2, per frame), then for downsample3d the
+  // stride-2 time_conv over [last frame of the previous chunk, x]; on the first chunk frame 0
+  // passes and the conv covers frames 1.. (whole-sequence form: out[j] = conv(in[2j-2 .. 2j])).
+  Result<Tensor> downsample(const std::string& p, const Tensor& x) {
+    Conv3dParams sp;
+    sp.stride_h = sp.stride_w = 2;
+    sp.pad_bottom = sp.pad_right = 1;
+    SEEDVAE_ASSIGN_OR_RETURN(
+        Tensor y, be_.conv3d(x, w(p + ".resample.1.weight"), w(p + ".resample.1.bias"), sp));
+    const std::string tc = p + ".time_conv";
+    if (!m_.weights_.count(tc + ".weight")) return y;
+    const int64_t t = y.shape[2];
+    Conv3dParams tp;
+    tp.stride_t = 2;
+    Tensor out;
+    if (first()) {
+      if (t % 2 != 1) {
+        return invalid_argument(p + ": a first chunk needs an odd frame count here, got " +
+                                y.shape.to_string());
+      }
+      SEEDVAE_ASSIGN_OR_RETURN(out, be_.slice_frames(y, 0, 1));
+      if (t >= 3) {
+        SEEDVAE_ASSIGN_OR_RETURN(Tensor c, be_.conv3d(y, w(tc + ".weight"), w(tc + ".bias"), tp));
+        SEEDVAE_ASSIGN_OR_RETURN(out, be_.concat_frames(out, c));
+      }
+    } else {
+      if (t % 2 != 0) {
+        return invalid_argument(p + ": a later chunk needs an even frame count here, got " +
+                                y.shape.to_string());
+      }
+      Tensor& mem = state_.memory[tc];
+      if (!mem.defined()) return internal_error(tc + ": a continued stream without its memory");
+      SEEDVAE_ASSIGN_OR_RETURN(Tensor ext, be_.causal_pad(y, &mem, 0));
+      SEEDVAE_ASSIGN_OR_RETURN(out, be_.conv3d(ext, w(tc + ".weight"), w(tc + ".bias"), tp));
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(state_.memory[tc], be_.slice_frames(y, t - 1, t));
+    return out;
+  }
+
+  // upsample3d: the causal time_conv C -> 2C (2 frames of memory) whose halves become two frames;
+  // on the first chunk frame 0 bypasses it and frames 1.. see zero history. Then (both modes)
+  // nearest 2x and the 3x3 conv per frame.
+  Result<Tensor> upsample(const std::string& p, const Tensor& x) {
+    Tensor y = x;
+    const std::string tc = p + ".time_conv";
+    if (m_.weights_.count(tc + ".weight")) {
+      if (first()) {
+        SEEDVAE_ASSIGN_OR_RETURN(y, be_.slice_frames(x, 0, 1));
+        if (x.shape[2] > 1) {
+          SEEDVAE_ASSIGN_OR_RETURN(Tensor rest, be_.slice_frames(x, 1, x.shape[2]));
+          SEEDVAE_ASSIGN_OR_RETURN(Tensor c, causal_conv(tc, rest));
+          SEEDVAE_ASSIGN_OR_RETURN(c, be_.frames_from_channels(c, 2));
+          SEEDVAE_ASSIGN_OR_RETURN(y, be_.concat_frames(y, c));
+        }
+      } else {
+        SEEDVAE_ASSIGN_OR_RETURN(Tensor c, causal_conv(tc, x));
+        SEEDVAE_ASSIGN_OR_RETURN(y, be_.frames_from_channels(c, 2));
+      }
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor u, be_.upsample_nearest(y));
+    y = {};
+    Conv3dParams sp;
+    sp.pad_top = sp.pad_bottom = sp.pad_left = sp.pad_right = 1;
+    return be_.conv3d(u, w(p + ".resample.1.weight"), w(p + ".resample.1.bias"), sp);
+  }
+
+  const WanModel& m_;
+  Backend& be_;
+  CausalState& state_;
+};
+
+Result<Tensor> WanModel::Pass::encode(const Tensor& video) {
+  const WanConfig& c = m_.config_;
+  const int n = c.levels();
+  Tensor x = video;
+  if (v22()) {
+    SEEDVAE_ASSIGN_OR_RETURN(x, be_.patchify(video, c.patch_size));
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(x, causal_conv("encoder.conv1", x));
+  int flat = 0;  // Wan2.1: one flat list of blocks
+  for (int i = 0; i < n; ++i) {
+    const bool down = i != n - 1;
+    const bool temporal = down && c.temporal_downsample[static_cast<size_t>(i)];
+    const std::string level = "encoder.downsamples." + std::to_string(i);
+    Tensor in = x;  // Wan2.2's AvgDown3D shortcut reads the level's input
+    std::string last;
+    for (int r = 0; r < c.num_res_blocks; ++r) {
+      last = v22() ? level + ".downsamples." + std::to_string(r)
+                   : "encoder.downsamples." + std::to_string(flat++);
+      SEEDVAE_ASSIGN_OR_RETURN(x, residual_block(last, x));
+    }
+    if (down) {
+      last = v22() ? level + ".downsamples." + std::to_string(c.num_res_blocks)
+                   : "encoder.downsamples." + std::to_string(flat++);
+      SEEDVAE_ASSIGN_OR_RETURN(x, downsample(last, x));
+    }
+    if (v22()) {
+      const int ft = temporal ? 2 : 1, fs = down ? 2 : 1;
+      if (ft * fs > 1 || in.shape[1] != x.shape[1]) {
+        SEEDVAE_ASSIGN_OR_RETURN(
+            Tensor s, be_.avg_down(in, {.out_channels = x.shape[1], .ft = ft, .fs = fs}));
+        SEEDVAE_TRY(be_.add_inplace(x, s));
+      } else {
+        SEEDVAE_TRY(be_.add_inplace(x, in));  // AvgDown3D(C, C, 1, 1) is the identity
+      }
+      last = level;
+    }
+    in = {};
+    SEEDVAE_TRY(observe("encoder.level" + std::to_string(i) + "(" +
+                            last.substr(std::string("encoder.").size()) + ")",
+                        x));
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(x, middle("encoder.middle", x));
+  SEEDVAE_TRY(observe("encoder.middle(middle.2)", x));
+  SEEDVAE_ASSIGN_OR_RETURN(x, head("encoder.head", x, false));
+  SEEDVAE_TRY(observe("encoder.head(head.2)", x));
+  return pointwise("conv1", x, /*output=*/true);
+}
+
+Result<Tensor> WanModel::Pass::decode(const Tensor& z) {
+  const WanConfig& c = m_.config_;
+  const int n = c.levels();
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor x, pointwise("conv2", z));
+  SEEDVAE_TRY(observe("conv2", x));
+  SEEDVAE_ASSIGN_OR_RETURN(x, causal_conv("decoder.conv1", x));
+  SEEDVAE_TRY(observe("decoder.conv1", x));
+  SEEDVAE_ASSIGN_OR_RETURN(x, middle("decoder.middle", x));
+  SEEDVAE_TRY(observe("decoder.middle(middle.2)", x));
+  int flat = 0;
+  for (int i = 0; i < n; ++i) {
+    const bool up = i != n - 1;
+    const bool temporal =
+        up && c.temporal_downsample[c.temporal_downsample.size() - 1 - static_cast<size_t>(i)];
+    const std::string level = "decoder.upsamples." + std::to_string(i);
+    Tensor in = x;  // Wan2.2's DupUp3D shortcut reads the level's input
+    std::string last;
+    for (int r = 0; r < c.num_res_blocks + 1; ++r) {
+      last = v22() ? level + ".upsamples." + std::to_string(r)
+                   : "decoder.upsamples." + std::to_string(flat++);
+      SEEDVAE_ASSIGN_OR_RETURN(x, residual_block(last, x));
+    }
+    if (up) {
+      last = v22() ? level + ".upsamples." + std::to_string(c.num_res_blocks + 1)
+                   : "decoder.upsamples." + std::to_string(flat++);
+      SEEDVAE_ASSIGN_OR_RETURN(x, upsample(last, x));
+    }
+    if (v22()) {
+      if (up) {
+        SEEDVAE_ASSIGN_OR_RETURN(Tensor s, be_.dup_up(in, {.out_channels = x.shape[1],
+                                                           .ft = temporal ? 2 : 1,
+                                                           .fs = 2,
+                                                           .drop_first = first()}));
+        SEEDVAE_TRY(be_.add_inplace(x, s));
+      }
+      last = level;
+    }
+    in = {};
+    SEEDVAE_TRY(observe("decoder.level" + std::to_string(i) + "(" +
+                            last.substr(std::string("decoder.").size()) + ")",
+                        x));
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(x, head("decoder.head", x, /*output=*/!v22()));
+  if (v22()) return be_.unpatchify(x, c.patch_size);
+  return x;
+}
+
+Result<Tensor> WanModel::encode_chunk(const Tensor& x, CausalState& state,
+                                      const ChunkOptions& options) {
+  (void)options;  // chunked upsampling and lean convolutions are SeedVR2's (video_vae.h)
+  const Shape& s = x.shape;
+  const int sf = spatial_factor(), tf = temporal_factor();
+  if (s.rank() != 5 || s[0] != 1 || s[1] != config_.in_channels || s[3] < sf || s[4] < sf ||
+      s[3] % sf != 0 || s[4] % sf != 0) {
+    return invalid_argument(std::string(family_name(config_.family)) +
+                            " encode: input must be [1, " + std::to_string(config_.in_channels) +
+                            ", T, H, W] with H and W multiples of " + std::to_string(sf) +
+                            ", got " + s.to_string());
+  }
+  const bool first = !state.started;
+  if (s[2] < 1 || (first ? (s[2] - 1) % tf : s[2] % tf) != 0) {
+    return invalid_argument(std::string(family_name(config_.family)) + " encode: a " +
+                            (first ? "first chunk needs 4k+1" : "later chunk needs 4k") +
+                            " frames, got " + std::to_string(s[2]));
+  }
+  Pass pass(*this, state);
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, pass.encode(x));
+  state.started = true;
+  return y;
+}
+
+Result<Tensor> WanModel::decode_chunk(const Tensor& z, CausalState& state,
+                                      const ChunkOptions& options) {
+  (void)options;
+  const Shape& s = z.shape;
+  if (s.rank() != 5 || s[0] != 1 || s[1] != config_.z_dim || s[2] < 1) {
+    return invalid_argument(std::string(family_name(config_.family)) +
+                            " decode: latent must be [1, " + std::to_string(config_.z_dim) +
+                            ", t >= 1, h, w], got " + s.to_string());
+  }
+  Pass pass(*this, state);
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, pass.decode(z));
+  state.started = true;
+  return y;
+}
+
+}  // namespace seedvae
