@@ -371,6 +371,90 @@ GPU_TEST(fp16_accumulation_uses_the_graph_engines) {
   }
 }
 
+// ---- the Wan VAEs' ops -------------------------------------------------------------------
+
+// Every Wan op against the CPU backend in every configuration (both layouts, every precision).
+GPU_TEST(wan_ops_match_cpu) {
+  uint32_t seed = 3000;
+  for_each_config([&](const Config& cfg, Backend& g) {
+    auto run = [&](const std::string& what, const HostTensor& xh, auto op) {
+      Pair x;
+      if (!upload_pair(g, cfg, xh, false, &x)) return;
+      compare_results(g, cfg, op(cpu(), x.c), op(g, x.g), what);
+    };
+    for (const Shape& s : {Shape{1, 24, 3, 5, 7}, Shape{1, 64, 2, 4, 4}, Shape{1, 3, 1, 2, 3}}) {
+      const HostTensor gh = random_tensor(Shape{s.c()}, seed++, 0.5f, 1.f);
+      Pair gamma;
+      if (!upload_pair(g, cfg, gh, true, &gamma, "gamma")) return;
+      for (const bool silu : {false, true}) {
+        run("rms_norm" + std::string(silu ? "+silu " : " ") + s.to_string(),
+            random_tensor(s, seed++, 2.f), [&](Backend& b, const Tensor& x) {
+              return b.rms_norm(x, &b == &cpu() ? gamma.c : gamma.g, {.silu = silu});
+            });
+      }
+    }
+    run("upsample_nearest", random_tensor({1, 8, 2, 3, 5}, seed++),
+        [](Backend& b, const Tensor& x) { return b.upsample_nearest(x); });
+    run("frames_from_channels", random_tensor({1, 16, 3, 4, 5}, seed++),
+        [](Backend& b, const Tensor& x) { return b.frames_from_channels(x, 2); });
+    run("patchify", random_tensor({1, 3, 2, 6, 8}, seed++),
+        [](Backend& b, const Tensor& x) { return b.patchify(x, 2); });
+    run("unpatchify", random_tensor({1, 12, 2, 3, 4}, seed++),
+        [](Backend& b, const Tensor& x) { return b.unpatchify(x, 2); });
+    for (const AvgDownParams& p :
+         {AvgDownParams{16, 2, 2}, AvgDownParams{8, 1, 2}, AvgDownParams{64, 2, 2}}) {
+      run("avg_down to " + std::to_string(p.out_channels) + " (" + std::to_string(p.ft) + ", " +
+              std::to_string(p.fs) + ")",
+          random_tensor({1, 8, 3, 4, 6}, seed++),
+          [&](Backend& b, const Tensor& x) { return b.avg_down(x, p); });
+    }
+    for (const bool drop : {false, true}) {
+      for (const DupUpParams& p : {DupUpParams{8, 2, 2, drop}, DupUpParams{16, 1, 2, drop}}) {
+        run("dup_up to " + std::to_string(p.out_channels) + (drop ? " drop" : ""),
+            random_tensor({1, 16, 2, 3, 4}, seed++),
+            [&](Backend& b, const Tensor& x) { return b.dup_up(x, p); });
+      }
+    }
+    {
+      auto z = g.zeros({1, 4, 2, 3, 3});
+      CHECK_MSG(z.is_ok(), "zeros [" + cfg.name + "]: " + z.status().to_string());
+      auto h = z ? g.download(*z) : Result<HostTensor>(z.status());
+      bool all_zero = h.is_ok();
+      if (h) {
+        for (float v : h->f32()) all_zero = all_zero && v == 0.f;
+      }
+      CHECK_MSG(all_zero, "zeros [" + cfg.name + "] are not all zero");
+    }
+    {
+      const int64_t c = 32;
+      const double sc = std::sqrt(1.0 / double(c));
+      RmsAttentionWeights wc, wg;
+      Pair p[9];
+      const std::vector<HostTensor> hs = {
+          random_tensor({c}, seed++, 0.5f, 1.f), random_tensor({c, c}, seed++, float(sc)),
+          random_tensor({c}, seed++, 0.1f),      random_tensor({c, c}, seed++, float(sc)),
+          random_tensor({c}, seed++, 0.1f),      random_tensor({c, c}, seed++, float(sc)),
+          random_tensor({c}, seed++, 0.1f),      random_tensor({c, c}, seed++, float(sc)),
+          random_tensor({c}, seed++, 0.1f)};
+      for (int i = 0; i < 9; ++i) {
+        if (!upload_pair(g, cfg, hs[size_t(i)], true, &p[i], "attention " + std::to_string(i))) {
+          return;
+        }
+      }
+      Tensor RmsAttentionWeights::*members[9] = {
+          &RmsAttentionWeights::gamma, &RmsAttentionWeights::wq, &RmsAttentionWeights::bq,
+          &RmsAttentionWeights::wk,    &RmsAttentionWeights::bk, &RmsAttentionWeights::wv,
+          &RmsAttentionWeights::bv,    &RmsAttentionWeights::wo, &RmsAttentionWeights::bo};
+      for (int i = 0; i < 9; ++i) {
+        wc.*members[i] = p[i].c;
+        wg.*members[i] = p[i].g;
+      }
+      run("rms_attention", random_tensor({1, c, 2, 4, 5}, seed++),
+          [&](Backend& b, const Tensor& x) { return b.rms_attention(x, &b == &cpu() ? wc : wg); });
+    }
+  });
+}
+
 // ---- frames: causal pad, slice, concat -----------------------------------------------------
 
 GPU_TEST(causal_pad_slice_concat_match_cpu) {

@@ -16,8 +16,10 @@
 #include "core/cpu/cpu_backend.h"
 #include "core/schedule/streaming.h"
 #include "core/schedule/tiled.h"
+#include "core/schedule/wan_stream.h"
 #include "core/vae/state_dict.h"
 #include "core/vae/vae_model.h"
+#include "core/vae/wan_model.h"
 #include "gpu/cuda_backend.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/gpu_test_data.h"
@@ -172,6 +174,46 @@ GPU_TEST(lean_convs_match_the_cpu_oracle) {
           lc,
           {.chunk_latents = 1, .lone_head = true, .hires_chunk_frames = pieces, .lean_convs = true},
           [](VaeModel&) {});
+    }
+  }
+}
+
+// The Wan2.1 and Wan2.2 networks (tiny configurations, the reference recipe's weights) on the
+// CUDA backend against the CPU backend: the wrappers' encode (mu, log_var) and decode (clamped),
+// streamed as upstream streams them, in fp32 (both layouts), bf16 and fp16.
+GPU_TEST(wan_tiny_matches_the_cpu_backend) {
+  for (const VaeFamily family : {VaeFamily::kWan21, VaeFamily::kWan22}) {
+    const WanConfig config =
+        family == VaeFamily::kWan21 ? WanConfig::wan21_tiny() : WanConfig::wan22_tiny();
+    const WanWeights weights = synthesize_wan_weights(config, wan_reference_seed(family, false));
+    const HostTensor video = test::random_tensor(Shape{1, 3, 9, 32, 32}, 71);
+    auto cpu = create_cpu_backend({});
+    REQUIRE_OK(std::unique_ptr<Backend> cb, std::move(cpu));
+    REQUIRE_OK(WanModel cm, WanModel::create(*cb, weights));
+    REQUIRE_OK(WanEncoded want, wan_encode(cm, video));
+    REQUIRE_OK(HostTensor want_dec, wan_decode(cm, want.latent));
+    for (const Config& c : configs()) {
+      if (c.name != "fp32" && c.name != "fp32 ncdhw" && c.name != "bf16" && c.name != "fp16") {
+        continue;
+      }
+      const Config named{std::string(family_name(family)) + " " + c.name, c.opt, c.tol_max,
+                         c.tol_rms};
+      auto b = gpu::create_cuda_backend(c.opt);
+      CHECK_MSG(b.is_ok(), b.status().to_string());
+      if (!b) continue;
+      auto m = WanModel::create(**b, weights);
+      CHECK_MSG(m.is_ok(), named.name + ": " + m.status().to_string());
+      if (!m) continue;
+      auto enc = wan_encode(*m, video);
+      CHECK_MSG(enc.is_ok(), named.name + " encode: " + enc.status().to_string());
+      if (enc) {
+        expect_close(enc->mu, want.mu, named, "mu");
+        expect_close(enc->log_var, want.log_var, named, "log_var");
+      }
+      // decode the CPU's latent, so the decoder alone is compared
+      auto dec = wan_decode(*m, want.latent);
+      CHECK_MSG(dec.is_ok(), named.name + " decode: " + dec.status().to_string());
+      if (dec) expect_close(*dec, want_dec, named, "decode");
     }
   }
 }
