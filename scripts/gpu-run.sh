@@ -7,11 +7,13 @@
 #   scripts/gpu-run.sh dist             (on the build machine) gather stripped binaries (xz),
 #                                       oneDNN (xz) and the golden data into build-gpu/dist
 #                                       (~35 MB; DIST_CLI=0: without the CLI, ~34 MB)
-#   scripts/gpu-run.sh [phase ...]      (on the GPU machine) phases: info tests verify bench
-#                                       hires extra small ablate cli demo (default: all but
-#                                       small)
+#   scripts/gpu-run.sh [phase ...]      (on the GPU machine) phases: info tests verify wan
+#                                       bench hires extra small ablate cli demo (default: all
+#                                       but small and wan)
 #
 # Environment: OUT (results folder, default /tmp/seedvae-out), DIST (default build-gpu/dist),
+# DIST_GOLDEN (dist: "wan" carries ../shared/golden-wan instead of the SeedVR2 golden set, for the
+# wan phase; WAN_PRECISIONS, default fp32),
 # BUILD (default build-gpu), GOLDEN_SRC (default ../shared/golden), BUDGET_S (stop starting new
 # steps after this many seconds, default 540), ABLATE_SIZES (default "1920x1080 512x512"),
 # BENCH_SIZES (default "512x512 1920x1080"), OFFLOAD_SIZES (default 1920x1080; " " for none),
@@ -62,11 +64,17 @@ if [ "${1:-}" = "dist" ]; then
   for l in libOpenCL.so.1 libgomp.so.1; do
     cp -L "/usr/lib/x86_64-linux-gnu/$l" "$DIST/lib/" 2>/dev/null || true
   done
-  cp "$GOLDEN_SRC/manifest.json" "$DIST/golden/"
-  cp "$GOLDEN_SRC"/real/*.safetensors "$DIST/golden/real/"
-  for f in inputs golden_fp32 weights_fp16; do
-    cp "$GOLDEN_SRC/tiny/$f.safetensors" "$DIST/golden/tiny/"
-  done
+  if [ "${DIST_GOLDEN:-seedvr2}" = wan ]; then
+    # the Wan reference data instead (3.3 MB; both sets do not fit beside the binaries)
+    rm -rf "$DIST/golden"
+    cp -r "${GOLDEN_WAN_SRC:-$ROOT/../shared/golden-wan}" "$DIST/golden-wan"
+  else
+    cp "$GOLDEN_SRC/manifest.json" "$DIST/golden/"
+    cp "$GOLDEN_SRC"/real/*.safetensors "$DIST/golden/real/"
+    for f in inputs golden_fp32 weights_fp16; do
+      cp "$GOLDEN_SRC/tiny/$f.safetensors" "$DIST/golden/tiny/"
+    done
+  fi
   du -sh "$DIST"
   exit 0
 fi
@@ -174,6 +182,15 @@ if phase verify; then
   step verify_fp32_graphs 180 "$BIN/seedvae_gpu_bench" verify --reference "$GOLDEN" --precision fp32 \
     --cuda-graphs --no-intermediates --json "$WORK/verify_fp32_graphs.json"
   grep -E "^verify|FAIL" "$LOGS/verify_fp32_graphs.log" | head -8
+fi
+
+# the Wan reference data (a dist made with DIST_GOLDEN=wan): every case on the CUDA backend
+if phase wan; then
+  for p in ${WAN_PRECISIONS:-fp32}; do
+    step "verify_wan_$p" 300 "$BIN/seedvae_gpu_bench" verify --reference "$DIST/golden-wan" \
+      --precision "$p" --json "$WORK/verify_wan_$p.json"
+    grep -E "^verify|FAIL|weights" "$LOGS/verify_wan_$p.log" | head -12
+  done
 fi
 
 if phase bench; then

@@ -1,6 +1,7 @@
-// The CUDA backend's mid-block attention: GroupNorm, the q/k/v projections and the output
-// projection with the residual through cuBLASLt, and softmax(q k^T) v either in a fused
-// flash-style kernel or materialised block by block through cuBLASLt.
+// The CUDA backend's mid-block attentions (SeedVR2's with GroupNorm, Wan's with RMS norm): the
+// norm, the q/k/v projections and the output projection with the residual through cuBLASLt, and
+// softmax(q k^T) v either in a fused flash-style kernel or materialised block by block through
+// cuBLASLt.
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -9,6 +10,7 @@
 #include "gpu/cuda_check.h"
 #include "gpu/kernels/attention.h"
 #include "gpu/kernels/elementwise.h"
+#include "gpu/kernels/wan.h"
 
 namespace seedvae::gpu::detail {
 
@@ -17,18 +19,65 @@ Result<Tensor> CudaBackend::attention(const Tensor& x, const AttentionWeights& w
   SEEDVAE_TRY(check_thread(op));
   SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * xs, activation_of(x, op, "input"));
   SEEDVAE_TRY(check_attention(x.shape, w));
-  const int64_t c = x.shape.c();
   SEEDVAE_ASSIGN_OR_RETURN(const float* ng, vector_of(w.norm_weight, op, "norm weight"));
   SEEDVAE_ASSIGN_OR_RETURN(const float* nb, vector_of(w.norm_bias, op, "norm bias"));
-  SEEDVAE_ASSIGN_OR_RETURN(const void* wq, matrix_of(w.wq, op, "to_q weight"));
-  SEEDVAE_ASSIGN_OR_RETURN(const float* bq, vector_of(w.bq, op, "to_q bias"));
-  SEEDVAE_ASSIGN_OR_RETURN(const void* wk, matrix_of(w.wk, op, "to_k weight"));
-  SEEDVAE_ASSIGN_OR_RETURN(const float* bk, vector_of(w.bk, op, "to_k bias"));
-  SEEDVAE_ASSIGN_OR_RETURN(const void* wv, matrix_of(w.wv, op, "to_v weight"));
-  SEEDVAE_ASSIGN_OR_RETURN(const float* bv, vector_of(w.bv, op, "to_v bias"));
-  SEEDVAE_ASSIGN_OR_RETURN(const void* wo, matrix_of(w.wo, op, "to_out weight"));
-  SEEDVAE_ASSIGN_OR_RETURN(const float* bo, vector_of(w.bo, op, "to_out bias"));
+  Projections pr;
+  SEEDVAE_ASSIGN_OR_RETURN(pr.wq, matrix_of(w.wq, op, "to_q weight"));
+  SEEDVAE_ASSIGN_OR_RETURN(pr.bq, vector_of(w.bq, op, "to_q bias"));
+  SEEDVAE_ASSIGN_OR_RETURN(pr.wk, matrix_of(w.wk, op, "to_k weight"));
+  SEEDVAE_ASSIGN_OR_RETURN(pr.bk, vector_of(w.bk, op, "to_k bias"));
+  SEEDVAE_ASSIGN_OR_RETURN(pr.wv, matrix_of(w.wv, op, "to_v weight"));
+  SEEDVAE_ASSIGN_OR_RETURN(pr.bv, vector_of(w.bv, op, "to_v bias"));
+  SEEDVAE_ASSIGN_OR_RETURN(pr.wo, matrix_of(w.wo, op, "to_out weight"));
+  SEEDVAE_ASSIGN_OR_RETURN(pr.bo, vector_of(w.bo, op, "to_out bias"));
   const std::string what = "attention " + str(x.shape);
+  return attend(
+      x, xs, pr,
+      [&](const void* xt, void* normed) {
+        return run_group_norm(xt, normed, Layout::kNDHWC, dims5(x.shape), ng, nb, w.groups, w.eps,
+                              false, what + " GroupNorm");
+      },
+      what);
+}
+
+Result<Tensor> CudaBackend::rms_attention(const Tensor& x, const RmsAttentionWeights& w) {
+  constexpr std::string_view op = "rms_attention";
+  SEEDVAE_TRY(check_thread(op));
+  SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * xs, activation_of(x, op, "input"));
+  SEEDVAE_TRY(check_rms_attention(x.shape, w));
+  SEEDVAE_ASSIGN_OR_RETURN(const float* gamma, vector_of(w.gamma, op, "norm gamma"));
+  Projections pr;
+  SEEDVAE_ASSIGN_OR_RETURN(pr.wq, matrix_of(w.wq, op, "q weight"));
+  SEEDVAE_ASSIGN_OR_RETURN(pr.bq, vector_of(w.bq, op, "q bias"));
+  SEEDVAE_ASSIGN_OR_RETURN(pr.wk, matrix_of(w.wk, op, "k weight"));
+  SEEDVAE_ASSIGN_OR_RETURN(pr.bk, vector_of(w.bk, op, "k bias"));
+  SEEDVAE_ASSIGN_OR_RETURN(pr.wv, matrix_of(w.wv, op, "v weight"));
+  SEEDVAE_ASSIGN_OR_RETURN(pr.bv, vector_of(w.bv, op, "v bias"));
+  SEEDVAE_ASSIGN_OR_RETURN(pr.wo, matrix_of(w.wo, op, "proj weight"));
+  SEEDVAE_ASSIGN_OR_RETURN(pr.bo, vector_of(w.bo, op, "proj bias"));
+  const std::string what = "rms_attention " + str(x.shape);
+  return attend(
+      x, xs, pr,
+      [&](const void* xt, void* normed) {
+        RmsNormArgs a;
+        a.type = elem_of(act_);
+        a.layout = Layout::kNDHWC;  // token-major
+        a.d = dims5(x.shape);
+        a.x = xt;
+        a.y = normed;
+        a.gamma = gamma;
+        launch_rms_norm(a, stream_);
+        return check_launch(what + " RMS norm");
+      },
+      what);
+}
+
+// softmax(q k^T / sqrt(C)) v of the normalised x's projections, per frame, its output projection
+// and the residual: the part both attentions share.
+Result<Tensor> CudaBackend::attend(const Tensor& x, CudaStorage* xs, const Projections& pr,
+                                   const std::function<Status(const void*, void*)>& normalize,
+                                   const std::string& what) {
+  const int64_t c = x.shape.c();
   SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(x.shape, 0, what + " output"));
   if (x.shape.numel() == 0) return y;
 
@@ -47,17 +96,17 @@ Result<Tensor> CudaBackend::attention(const Tensor& x, const AttentionWeights& w
     launch_transpose(et, xs->ptr(), et, xt_buf->ptr, s.n(), c, s.t() * tokens, true, stream_);
     xt = xt_buf->ptr;
   }
-  // GroupNorm (no SiLU) in token-major layout.
+  // The normalisation (no SiLU) in token-major layout.
   BlockPtr normed;
-  SEEDVAE_ASSIGN_OR_RETURN(normed, alloc_->allocate(mat_bytes, what + " GroupNorm output"));
-  SEEDVAE_TRY(run_group_norm(xt, normed->ptr, Layout::kNDHWC, dims5(s), ng, nb, w.groups, w.eps,
-                             false, what + " GroupNorm"));
-  // q, k, v = GN(x) W^T + b.
+  SEEDVAE_ASSIGN_OR_RETURN(normed, alloc_->allocate(mat_bytes, what + " normalised input"));
+  SEEDVAE_TRY(normalize(xt, normed->ptr));
+  // q, k, v = norm(x) W^T + b.
   BlockPtr qb, kb, vb;
   SEEDVAE_ASSIGN_OR_RETURN(qb, alloc_->allocate(mat_bytes, what + " q"));
   SEEDVAE_ASSIGN_OR_RETURN(kb, alloc_->allocate(mat_bytes, what + " k"));
   SEEDVAE_ASSIGN_OR_RETURN(vb, alloc_->allocate(mat_bytes, what + " v"));
-  const std::pair<const void*, const float*> proj[3] = {{wq, bq}, {wk, bk}, {wv, bv}};
+  const std::pair<const void*, const float*> proj[3] = {
+      {pr.wq, pr.bq}, {pr.wk, pr.bk}, {pr.wv, pr.bv}};
   void* outs[3] = {qb->ptr, kb->ptr, vb->ptr};
   for (int i = 0; i < 3; ++i) {
     RowGemm g;
@@ -118,7 +167,7 @@ Result<Tensor> CudaBackend::attention(const Tensor& x, const AttentionWeights& w
   g.k = c;
   g.a = ab->ptr;
   g.lda = c;
-  g.b = wo;
+  g.b = pr.wo;
   g.ldb = c;
   g.trans_b = true;
   g.c = xt;
@@ -126,9 +175,9 @@ Result<Tensor> CudaBackend::attention(const Tensor& x, const AttentionWeights& w
   g.beta = 1.f;
   g.d = yt;
   g.ldd = c;
-  g.bias = bo;
+  g.bias = pr.bo;
   g.ab_type = g.cd_type = et;
-  SEEDVAE_TRY(gemm_->run(g, math_, what + " to_out + residual"));
+  SEEDVAE_TRY(gemm_->run(g, math_, what + " output projection + residual"));
   if (xs->layout == Layout::kNCDHW) {
     launch_transpose(et, yt, et, storage(y)->ptr(), s.n(), c, s.t() * tokens, false, stream_);
   }

@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -47,6 +48,7 @@
 #include "gpu/cudnn/conv_graph.h"
 #include "gpu/device_memory.h"
 #include "gpu/kernels/kernel_args.h"
+#include "gpu/kernels/wan.h"
 
 namespace seedvae::gpu::detail {
 
@@ -279,6 +281,16 @@ class CudaBackend final : public Backend {
   Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1,
                                 int context_frames = 2) override;
   Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) override;
+  // The Wan VAEs' ops (wan_ops.cpp; rms_attention in attention.cpp).
+  Result<Tensor> zeros(const Shape& shape) override;
+  Result<Tensor> rms_norm(const Tensor& x, const Tensor& gamma, const RmsNormParams& p) override;
+  Result<Tensor> upsample_nearest(const Tensor& x) override;
+  Result<Tensor> frames_from_channels(const Tensor& x, int factor) override;
+  Result<Tensor> patchify(const Tensor& x, int p) override;
+  Result<Tensor> unpatchify(const Tensor& x, int p) override;
+  Result<Tensor> avg_down(const Tensor& x, const AvgDownParams& p) override;
+  Result<Tensor> dup_up(const Tensor& x, const DupUpParams& p) override;
+  Result<Tensor> rms_attention(const Tensor& x, const RmsAttentionWeights& w) override;
 
   // ---- causal-state offload (offload.cpp) --------------------------------------------------
   Status offload_hint(const Tensor& t) override;
@@ -393,6 +405,17 @@ class CudaBackend final : public Backend {
                   const Conv3dParams& p, const Shape& out, void* y, const std::string& what);
 
   // ---- attention (attention.cpp) -----------------------------------------------------------
+  struct Projections {
+    const void *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
+    const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
+  };
+  // x + proj(softmax(q k^T / sqrt(C)) v) per frame, q/k/v projections of normalize(x) (called
+  // with x's token-major matrix and a buffer of its size).
+  Result<Tensor> attend(const Tensor& x, CudaStorage* xs, const Projections& pr,
+                        const std::function<Status(const void*, void*)>& normalize,
+                        const std::string& what);
+  // One data-movement op of the Wan VAEs (wan_ops.cpp): checks, output, launch.
+  Result<Tensor> wan_move(const Tensor& x, const Shape& out, WanMoveArgs a, std::string_view op);
   Status materialised_attention(const void* q, const void* k, const void* v, void* o,
                                 int64_t frames, int64_t tokens, int64_t c, float scale,
                                 const std::string& what);

@@ -9,6 +9,10 @@
 //   seedvae_gpu_bench bench --size WxH ...        core/pipeline/bench on the CUDA backend
 //   seedvae_gpu_bench ablate --size WxH ...       each toggle flipped alone from the default:
 //                                                 time, peak memory, max abs vs an fp32 reference
+//   seedvae_gpu_bench wanbench --family wan2.1|wan2.2 --size WxH --frames N
+//                                                 a Wan VAE (real configuration, the reference
+//                                                 recipe's weights) end to end: the wrappers'
+//                                                 encode and decode, clip on the host in and out
 //
 // Run options (verify, bench): every flag of `seedvae`'s options table (core/pipeline/
 // run_options.cpp: --precision, --no-autotune, --offload-state, --cudnn-workspace-mib N,
@@ -43,8 +47,10 @@
 #include "core/pipeline/verify.h"
 #include "core/schedule/streaming.h"
 #include "core/schedule/tiled.h"
+#include "core/schedule/wan_stream.h"
 #include "core/vae/state_dict.h"
 #include "core/vae/vae_model.h"
+#include "core/vae/wan_model.h"
 #include "gpu/cuda_backend.h"
 
 using namespace seedvae;
@@ -107,16 +113,27 @@ Result<RunOptions> run_options_from(const Args& a) {
 // Refuses a flag that is neither a run option nor one of the driver's own, so that a misspelt
 // switch never measures another configuration than the one asked for.
 Status check_flags(const Args& a) {
-  static const std::set<std::string> own{"--census",         "--config",
-                                         "--frames",         "--gemm-tflops",
-                                         "--json",           "--memory-limit-mib",
-                                         "--leave-free-gib", "--no-decode",
-                                         "--no-encode",      "--no-intermediates",
-                                         "--no-timing",      "--only",
-                                         "--ref-latents",    "--reference",
-                                         "--repeats",        "--size",
-                                         "--smem-limit-kib", "--stage-device-runs",
-                                         "--tolerance",      "--warmup"};
+  static const std::set<std::string> own{"--census",
+                                         "--config",
+                                         "--family",
+                                         "--frames",
+                                         "--gemm-tflops",
+                                         "--json",
+                                         "--memory-limit-mib",
+                                         "--leave-free-gib",
+                                         "--no-decode",
+                                         "--no-encode",
+                                         "--no-intermediates",
+                                         "--no-timing",
+                                         "--only",
+                                         "--ref-latents",
+                                         "--reference",
+                                         "--repeats",
+                                         "--size",
+                                         "--smem-limit-kib",
+                                         "--stage-device-runs",
+                                         "--tolerance",
+                                         "--warmup"};
   for (const std::string& arg : a.v) {
     if (arg.rfind("--", 0) != 0 || own.count(arg)) continue;
     bool known = false;
@@ -749,6 +766,85 @@ int cmd_ablate(const Args& a) {
 // `hold --leave-free-gib N`: another application on the card. Allocates until only N GiB are
 // free, prints "holding", and keeps the memory until its standard input closes or it is killed,
 // so a benchmark started meanwhile sees a small card (docs/benchmarks.md, scripts/gpu-run.sh).
+// ---- wanbench --------------------------------------------------------------------------------
+
+// The upstream wrappers' encode (video -> normalised latent) and decode (latent -> clamped video),
+// each on a backend of its own so its peaks are its own; one untimed run (autotune) then
+// --repeats timed ones; the chunking is upstream's unless --chunk N (latent frames per call).
+int cmd_wanbench(const Args& a) {
+  auto run = run_options_from(a);
+  if (!run) return fail(run.status());
+  auto o = cuda_options_from(*run, a);
+  if (!o) return fail(o.status());
+  const std::string fam = a.get("--family", "wan2.1");
+  if (fam != "wan2.1" && fam != "wan2.2") return fail(invalid_argument("--family wan2.1|wan2.2"));
+  const VaeFamily family = fam == "wan2.2" ? VaeFamily::kWan22 : VaeFamily::kWan21;
+  const WanConfig config = family == VaeFamily::kWan22 ? WanConfig::wan22() : WanConfig::wan21();
+  const auto size = PixelSize::parse(a.get("--size", "832x480"));
+  if (!size) return fail(size.status());
+  const int frames = a.geti("--frames", 81), repeats = std::max(1, a.geti("--repeats", 2));
+  auto t0 = Clock::now();
+  const WanWeights weights = synthesize_wan_weights(config, wan_reference_seed(family, true));
+  std::printf("%s: %s, weights %.1f s\n", fam.c_str(), config.to_string().c_str(),
+              std::chrono::duration<double>(Clock::now() - t0).count());
+  HostTensor video(DType::kF32, Shape{1, 3, frames, size->height, size->width});
+  {
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    for (float& v : video.f32()) v = u(rng);
+  }
+  WanStreamOptions so;
+  if (a.get("--chunk", "").size() > 0) {
+    so.stream.chunk_latents = run->chunk_latents;
+    so.stream.lone_head = run->lone_head;
+  }
+  Json out = {{"family", fam},
+              {"config", config.to_string()},
+              {"size", std::to_string(size->width) + "x" + std::to_string(size->height)},
+              {"frames", frames}};
+  HostTensor latent;
+  for (const bool encode : {true, false}) {
+    auto b = gpu::create_cuda_backend(*o);
+    if (!b) return fail(b.status());
+    auto m = WanModel::create(**b, weights);
+    if (!m) return fail(m.status());
+    (*b)->reset_peak();
+    std::vector<double> ms;
+    for (int r = 0; r <= repeats; ++r) {
+      t0 = Clock::now();
+      if (encode) {
+        auto e = wan_encode(*m, video, so);
+        if (!e) return fail(e.status());
+        latent = std::move(e->latent);
+      } else {
+        auto d = wan_decode(*m, latent, so);
+        if (!d) return fail(d.status());
+      }
+      if (r > 0) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    const char* name = encode ? "encode" : "decode";
+    Json j = {{"median_ms", ms[ms.size() / 2]}, {"runs_ms", ms}, {"backend", report_json(**b)}};
+    double device_gib = 0;
+    if (auto rep = gpu::cuda_backend_report(**b)) {
+      // what the card must have free: the context and library handles plus the allocator's
+      // largest reserve (its cached blocks included)
+      device_gib =
+          double(std::max<int64_t>(0, rep->fixed_bytes) + rep->peak_reserved_bytes) / (1 << 30);
+      j["peak_live_gib"] = rep->peak_live_bytes / double(1 << 30);
+      j["device_level_gib"] = device_gib;
+    }
+    std::printf(
+        "%s %s %dx%dx%d: %.0f ms (median of %d), peak live %.2f GiB, device level %.2f "
+        "GiB\n",
+        fam.c_str(), name, int(size->width), int(size->height), frames, ms[ms.size() / 2], repeats,
+        j.value("peak_live_gib", 0.0), device_gib);
+    out[name] = j;
+  }
+  write_json(a, out);
+  return 0;
+}
+
 int cmd_hold(const Args& a) {
   const double gib = std::stod(a.get("--leave-free-gib", "8"));
   auto held =
@@ -768,7 +864,8 @@ int cmd_hold(const Args& a) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: seedvae_gpu_bench rates|verify|bench|ablate|hold [options]\n");
+    std::fprintf(stderr,
+                 "usage: seedvae_gpu_bench rates|verify|bench|ablate|wanbench|hold [options]\n");
     return 64;
   }
   Args a;
@@ -789,6 +886,7 @@ int main(int argc, char** argv) {
   if (cmd == "verify") return cmd_verify(a);
   if (cmd == "bench") return cmd_bench(a);
   if (cmd == "ablate") return cmd_ablate(a);
+  if (cmd == "wanbench") return cmd_wanbench(a);
   std::fprintf(stderr, "unknown command %s\n", cmd.c_str());
   return 64;
 }
