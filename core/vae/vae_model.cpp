@@ -273,6 +273,24 @@ Result<Tensor> VaeModel::encode_chunk(const Tensor& x, CausalState& state,
   });
 }
 
+// conv_out; per level from the last: the upsampler's 3-tap convolution (after its upscale) and,
+// when temporal, the upscale's frame doubling; the level's resnets (two 3-tap convolutions each);
+// the mid block's two resnets; conv_in.
+int64_t VaeModel::decoder_reach() const {
+  const VaeConfig& c = config_;
+  std::vector<ReachStep> steps{{2, false}};
+  for (int l = c.levels() - 1; l >= 0; --l) {
+    if (l < c.levels() - 1) {
+      steps.push_back({2, false});
+      if (c.decoder_temporal_up(l)) steps.push_back({0, true});
+    }
+    for (int j = 0; j < 2 * (c.layers_per_block + 1); ++j) steps.push_back({2, false});
+  }
+  for (int j = 0; j < 4; ++j) steps.push_back({2, false});
+  steps.push_back({2, false});
+  return decoder_reach_of(steps, c.temporal_factor());
+}
+
 Result<Tensor> VaeModel::decode_chunk(const Tensor& z, CausalState& state,
                                       const ChunkOptions& options) {
   return graphed("decoder", z, state, options, [&](const Tensor& in, bool capturing) {

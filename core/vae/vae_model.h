@@ -49,6 +49,7 @@ class VaeModel final : public VideoVae {
   int latent_channels() const override { return config_.latent_channels; }
   int spatial_factor() const override { return config_.spatial_factor(); }
   int temporal_factor() const override { return config_.temporal_factor(); }
+  int64_t decoder_reach() const override;
   void set_observer(BlockObserver observer) override { observer_ = std::move(observer); }
   // Per-block timing and memory (synchronises the backend after each block while installed; the
   // device time comes from Backend::begin_device_span/end_device_span, core/base/telemetry.h).

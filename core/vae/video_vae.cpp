@@ -2,6 +2,14 @@
 
 namespace seedvae {
 
+int64_t decoder_reach_of(const std::vector<ReachStep>& from_output, int factor) {
+  // far from the start, so the walk never reaches frame 0 (the map is shift-invariant there)
+  const int64_t last = int64_t{1} << 20;
+  int64_t need = factor * last - (factor - 1);  // the first output frame of latent `last`
+  for (const ReachStep& s : from_output) need = s.up2 ? (need + 1) / 2 : need - s.back;
+  return last - need;
+}
+
 int64_t CausalState::bytes() const {
   int64_t n = 0;
   for (const auto& [k, t] : memory) n += t.shape.numel() * dtype_size(t.dtype);

@@ -15,6 +15,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/backend/backend.h"
 #include "core/vae/wan_config.h"
@@ -81,6 +82,17 @@ struct SummarySpan {
   int64_t device_span = -1;
 };
 
+// A decoder walked from its output back to its input, one step per operation that moves frames:
+// a causal convolution that looks `back` frames behind at its rate, or a temporal 2x upsampling
+// with a stream's first-frame drop (output frame u >= 1 comes from input frame (u + 1) / 2, frame
+// 0 from frame 0). The reach in latent frames of the first output frame of a latent frame far
+// from the start (the latest frames need no more), for a temporal factor `factor`.
+struct ReachStep {
+  int back = 0;
+  bool up2 = false;
+};
+int64_t decoder_reach_of(const std::vector<ReachStep>& from_output, int factor);
+
 class VideoVae {
  public:
   virtual ~VideoVae() = default;
@@ -91,6 +103,12 @@ class VideoVae {
   virtual int spatial_factor() const = 0;   // 8 or 16: frame sizes must be multiples of it
   virtual int temporal_factor() const = 0;  // 4
   virtual void set_observer(BlockObserver observer) = 0;
+  // How far back the decoder looks, in latent frames: the output frames of latent frame i depend
+  // on latent frames [i - decoder_reach(), i] only. The causal convolutions' frame memory is the
+  // only state carried from frame to frame (norms and attention are per frame), so it ends after
+  // each convolution's taps: a stretch of a clip decoded from decoder_reach() latent frames
+  // earlier gives the whole-clip decode's frames of that stretch (core/schedule/segments.h).
+  virtual int64_t decoder_reach() const = 0;
 
   // x: [1, 3, T, H, W] video; first chunk (state.started == false) T = 4k+1, later chunks 4k.
   // Returns the moments [1, 2z, t, H/s, W/s] (mean = first half), un-normalised.

@@ -371,6 +371,28 @@ Result<Tensor> WanModel::encode_chunk(const Tensor& x, CausalState& state,
   return y;
 }
 
+// head.2; per level from the last: the upsampler (its per-frame 2-D convolution, then, when
+// temporal, the frame doubling of time_conv's channels and time_conv itself, 3 taps at the lower
+// rate) and the level's residual blocks (two 3-tap convolutions each); the middle's two residual
+// blocks; decoder.conv1 (conv2 is pointwise).
+int64_t WanModel::decoder_reach() const {
+  const WanConfig& c = config_;
+  std::vector<ReachStep> steps{{2, false}};
+  for (int i = c.levels() - 1; i >= 0; --i) {
+    const bool up = i != c.levels() - 1;
+    const bool temporal =
+        up && c.temporal_downsample[c.temporal_downsample.size() - 1 - static_cast<size_t>(i)];
+    if (temporal) {
+      steps.push_back({0, true});
+      steps.push_back({2, false});
+    }
+    for (int r = 0; r < 2 * (c.num_res_blocks + 1); ++r) steps.push_back({2, false});
+  }
+  for (int j = 0; j < 4; ++j) steps.push_back({2, false});
+  steps.push_back({2, false});
+  return decoder_reach_of(steps, c.temporal_factor());
+}
+
 Result<Tensor> WanModel::decode_chunk(const Tensor& z, CausalState& state,
                                       const ChunkOptions& options) {
   (void)options;

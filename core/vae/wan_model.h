@@ -91,6 +91,7 @@ class WanModel final : public VideoVae {
   int latent_channels() const override { return config_.z_dim; }
   int spatial_factor() const override { return config_.spatial_factor(); }
   int temporal_factor() const override { return config_.temporal_factor(); }
+  int64_t decoder_reach() const override;
   // Called with "encoder.level<i>(<module>)", "encoder.middle(middle.2)", "encoder.head(head.2)",
   // "conv2", "decoder.conv1", "decoder.middle(middle.2)", "decoder.level<i>(<module>)": the
   // reference data's intermediate stage names, per chunk.

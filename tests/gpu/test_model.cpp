@@ -15,6 +15,7 @@
 
 #include "core/backend/fp8_numerics.h"
 #include "core/cpu/cpu_backend.h"
+#include "core/schedule/segments.h"
 #include "core/schedule/streaming.h"
 #include "core/schedule/tiled.h"
 #include "core/schedule/wan_stream.h"
@@ -275,6 +276,31 @@ GPU_TEST(wan_tiny_matches_the_cpu_backend) {
       auto dec = wan_decode(*m, want.latent);
       CHECK_MSG(dec.is_ok(), named.name + " decode: " + dec.status().to_string());
       if (dec) expect_close(*dec, want_dec, named, "decode");
+    }
+  }
+}
+
+// A stretch of a clip decoded from the model's reach before it (core/schedule/segments.h) equals
+// the whole-clip decode's frames bit for bit on the CUDA backend too (same chunk shapes, same
+// algorithms), in fp32 and bf16.
+GPU_TEST(segments_equal_the_whole_clip_on_gpu) {
+  for (const Precision p : {Precision::kFp32, Precision::kBf16}) {
+    auto b = gpu::create_cuda_backend(base(p));
+    CHECK_MSG(b.is_ok(), b.status().to_string());
+    if (!b) continue;
+    REQUIRE_OK(VaeModel m, VaeModel::create(**b, test::tiny_weights()));
+    const int64_t reach = m.decoder_reach();
+    const HostTensor z = test::random_tensor(Shape{1, 16, reach + 8, 2, 3}, 91);
+    REQUIRE_OK(HostTensor whole, decode_latent(m, z, {1}));
+    const int64_t begin = reach + 5, end = reach + 8;
+    const FrameRange fr = frames_of_latents(begin, end, 4);
+    const int64_t s = segment_start(begin, reach, {1});
+    auto got = decode_range(m, slice_time(z, s, end), s, begin, end, {1});
+    CHECK_MSG(got.is_ok(), got.status().to_string());
+    if (got) {
+      expect_identical(std::string("segment from latent ") + std::to_string(s) + " " +
+                           std::string(gpu::precision_name(p)),
+                       got, Result<HostTensor>(slice_time(whole, fr.begin, fr.end)));
     }
   }
 }
