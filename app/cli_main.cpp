@@ -349,7 +349,8 @@ int cmd_info(const std::vector<std::string>& paths, bool json) {
                                   std::to_string(id->wan->spatial_factor()) + "x" +
                                   std::to_string(id->wan->spatial_factor());
             item["note"] =
-                "the Wan network runs on the CPU and CUDA backends in seedvae verify; encode, decode, "
+                "the Wan network runs on the CPU and CUDA backends in seedvae verify; encode, "
+                "decode, "
                 "roundtrip, plan and bench run SeedVR2 VAEs only for now";
           }
           if (auto sha = sha256_file(path)) item["sha256"] = *sha;
