@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -136,15 +138,37 @@ class StderrProgress final : public ProgressSink {
   explicit StderrProgress(bool quiet) : quiet_(quiet), tty_(isatty(2) != 0) {}
   void report(std::string_view stage, int64_t done, int64_t total) override {
     if (quiet_) return;
-    std::fprintf(stderr, "%s%.*s %lld/%lld%s", tty_ ? "\r" : "", static_cast<int>(stage.size()),
+    // The phase's remaining time from its pace so far (from its first report on).
+    const auto now = std::chrono::steady_clock::now();
+    Phase& p = phases_[std::string(stage)];
+    if (p.reports++ == 0) {
+      p.t0 = now;
+      p.done0 = done;
+    }
+    std::string eta;
+    const double secs = std::chrono::duration<double>(now - p.t0).count();
+    if (done > p.done0 && done < total && secs > 0) {
+      const double left =
+          secs / static_cast<double>(done - p.done0) * static_cast<double>(total - done);
+      char t[48];
+      std::snprintf(t, sizeof t, ", ETA %d:%02d", static_cast<int>(left) / 60,
+                    static_cast<int>(left) % 60);
+      eta = t;
+    }
+    std::fprintf(stderr, "%s%.*s %lld/%lld%s%s", tty_ ? "\r" : "", static_cast<int>(stage.size()),
                  stage.data(), static_cast<long long>(done), static_cast<long long>(total),
-                 !tty_ || done == total ? "\n" : "");
+                 eta.c_str(), !tty_ || done == total ? "\n" : "   ");
     std::fflush(stderr);
   }
 
  private:
+  struct Phase {
+    std::chrono::steady_clock::time_point t0;
+    int64_t done0 = 0, reports = 0;
+  };
   bool quiet_;
   bool tty_;
+  std::map<std::string, Phase> phases_;
 };
 
 double mib(int64_t b) {
@@ -295,7 +319,20 @@ Result<JobResult> run_job(JobSpec job, const ModelArgs& mo) {
   cb.cancel = &g_cancel;
   cb.progress = &progress;
   JobResult r;
-  SEEDVAE_TRY(session.run(job, cb, r));
+  if (std::string why; !mo.quiet && resumable(job, &why)) {
+    if (auto at = checkpoint_frame(job.output); at && !job.restart) {
+      std::cerr << "resuming from the checkpoint in " << checkpoint_dir(job.output).string()
+                << " at frame " << *at << "\n";
+    }
+  }
+  const Status st = session.run(job, cb, r);
+  if (!st) {
+    if (st.code() == StatusCode::kCancelled && checkpoint_frame(job.output)) {
+      std::cerr << "seedvae: stopped; the job resumes from frame " << *checkpoint_frame(job.output)
+                << " when run again (--restart starts over)\n";
+    }
+    return st;
+  }
   if (!mo.quiet) {
     std::cerr << "backend: " << r.backend_name << "\n";
     if (!r.plan_note.empty()) std::cerr << "plan: " << r.plan_note << "\n";
@@ -492,9 +529,11 @@ int cmd_decode(const std::string& input, const ModelArgs& mo, const std::string&
   return kOk;
 }
 
-int cmd_roundtrip(const InputArgs& in, const ModelArgs& mo, const std::string& output) {
+int cmd_roundtrip(const InputArgs& in, const ModelArgs& mo, const std::string& output,
+                  bool restart) {
   JobSpec job;
   job.kind = JobKind::kRoundTrip;
+  job.restart = restart;
   auto input = in.job_input();
   if (!input) return fail(input.status());
   job.input = *input;
@@ -521,7 +560,9 @@ int cmd_roundtrip(const InputArgs& in, const ModelArgs& mo, const std::string& o
          {"ms_per_frame", r->ms_per_frame()},
          {"peak_backend_mib", mib(r->peak_bytes)},
          {"peak_rss_mib", mib(peak_rss_bytes())},
-         {"tiling", mo.run.tiling}};
+         {"tiling", mo.run.tiling},
+         {"checkpointed", r->checkpointed},
+         {"resumed_at_frame", r->resumed_at_frame}};
   if (!seams.is_null()) j["decode_seams"] = seams;
   add_read_json(j, *r);
   if (mo.json) {
@@ -775,6 +816,10 @@ int cli_main(int argc, char** argv) {
   rt->add_option("-o,--output", rt_out,
                  "write the reconstruction (.mp4/.mov/.mkv/.avi or image-sequence directory); a "
                  "video keeps the input's timestamps, colour description and audio");
+  bool rt_restart = false;
+  rt->add_flag("--restart", rt_restart,
+               "discard a checkpoint of this output (<output>.seedvae-resume) and start over "
+               "instead of resuming it");
 
   // bench
   ModelArgs bench_mo;
@@ -848,7 +893,7 @@ int cli_main(int argc, char** argv) {
   }
   if (enc->parsed()) return cmd_encode(enc_in, enc_mo, enc_out, enc_sample, enc_seed, enc_dit);
   if (dec->parsed()) return cmd_decode(dec_in, dec_mo, dec_out, dec_fps);
-  if (rt->parsed()) return cmd_roundtrip(rt_in, rt_mo, rt_out);
+  if (rt->parsed()) return cmd_roundtrip(rt_in, rt_mo, rt_out, rt_restart);
   return kUsage;
 }
 
