@@ -1296,8 +1296,8 @@ Status SegmentedClipWriter::write(const HostTensor& chunk) {
       SEEDVAE_TRY(check_cancel(st.cancel));
       SEEDVAE_ASSIGN_OR_RETURN(
           w.video, detail::VideoFileWriter::open(w.file->temp_path(), st.dest.path, st.o,
-                                                 static_cast<int>(W), static_cast<int>(H),
-                                                 st.cancel, detail::WriterMode::kSegment, w.first));
+                                                 static_cast<int>(W), static_cast<int>(H), nullptr,
+                                                 detail::WriterMode::kSegment, w.first));
       w.description = w.video->description();
     }
     for (int64_t t = 0; t < T; ++t) {
@@ -1322,6 +1322,8 @@ Status SegmentedClipWriter::end_segment() {
   w.open = false;
   if (w.state.dest.form == Destination::kPngDirectory) return Status::ok();
   if (!w.video) return internal_error("a video segment without frames");
+  // Not interrupted by a pending cancel (the segment is short, its writer was opened without the
+  // token): a cancel at a segment's last chunk still leaves its checkpoint.
   return guarded(w.state.dest.path, "writing", [&]() -> Status {
     SEEDVAE_TRY(w.video->finish());
     w.video.reset();

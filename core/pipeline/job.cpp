@@ -988,7 +988,10 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   }
 
   // ---- a resumable round trip: encode and decode chunk by chunk, with checkpoints ----
-  if (resumable(job)) {
+  // (with the options the automatic schedule chose: one that turned to tiling is not resumable)
+  JobSpec effective = job;
+  effective.options = o;
+  if (resumable(effective)) {
     ResumableRun run{job, cb, r, o, m, *backend, phase, trim_heap};
     SEEDVAE_TRY(run.run());
     if (!schedule_note.empty()) {

@@ -104,7 +104,7 @@ class tst_Resume : public QObject {
     CancelAfter stop(cancel, after);
     JobResult first;
     const Status st1 = run(j, first, &stop, &cancel);
-    QCOMPARE(st1.code(), StatusCode::kCancelled);
+    QVERIFY2(st1.code() == StatusCode::kCancelled, st1.to_string().c_str());
     QVERIFY2(!fs::exists(j.output), "a cancelled job left an output");
     const std::optional<int64_t> at = checkpoint_frame(j.output);
     QVERIFY(at.has_value());
@@ -190,6 +190,30 @@ class tst_Resume : public QObject {
     QCOMPARE(seg.video_times, once.video_times);
     QCOMPARE(seg.audio_streams, 1);
     QCOMPARE(seg.audio_packets, once.audio_packets);
+  }
+
+  // A frame selection (first frame, stride) resumes at the right source frame, and a clip whose
+  // rest after the checkpoint is shorter than the temporal padding's reach (26 frames: 3 padding
+  // frames mirrored from before the checkpoint) pads as the uninterrupted run.
+  void resumed_frame_selection_equals_uninterrupted() {
+    const fs::path d = tmp_.subdir("selection");
+    test::TestVideoSpec spec;
+    spec.width = 32;
+    spec.height = 24;
+    spec.frames = 60;
+    spec.sample = [](int t, int p, int x, int y) {
+      return (t * 11 + p * 60 + x * 5 + y * 3) % 256;
+    };
+    const fs::path input = d / "input.mkv";
+    const std::string made = test::make_test_video(input, spec);
+    QVERIFY2(made.empty(), made.c_str());
+    JobSpec j = job(d / "out.mkv", "ffv1");
+    j.input.path = input;
+    j.input.first_frame = 3;
+    j.input.stride = 2;
+    j.input.max_frames = 26;  // frames 3, 5, ..., 53; the checkpoint after 6 chunks is at 25
+    j.options.checkpoint_chunks = 6;
+    check_resume(j, d / "ref.mkv", 6, 25);
   }
 
   // The chunk-by-chunk round trip decodes the same frames as the one-pass round trip.
