@@ -6,14 +6,17 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -29,6 +32,7 @@
 #include "core/media/video_io.h"
 #include "core/pipeline/bench.h"
 #include "core/pipeline/job.h"
+#include "core/pipeline/job_queue.h"
 #include "core/pipeline/prediction.h"
 #include "core/pipeline/verify.h"
 #include "core/schedule/planner.h"
@@ -51,7 +55,8 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr const char* kExitCodes =
-    "Exit codes: 0 success; 1 verification failed; 2 bad command line; 3 bad input (unreadable,\n"
+    "Exit codes: 0 success; 1 verification failed (queue run: a job failed); 2 bad command line; 3 "
+    "bad input (unreadable,\n"
     "malformed or mismatched file); 4 out of memory; 5 device error; 6 unsupported in this build;\n"
     "7 I/O error writing output; 70 internal error; 130, 143, 129 cancelled by SIGINT (Ctrl-C),\n"
     "SIGTERM, SIGHUP (a second signal ends the process at once).";
@@ -137,15 +142,37 @@ class StderrProgress final : public ProgressSink {
   explicit StderrProgress(bool quiet) : quiet_(quiet), tty_(isatty(2) != 0) {}
   void report(std::string_view stage, int64_t done, int64_t total) override {
     if (quiet_) return;
-    std::fprintf(stderr, "%s%.*s %lld/%lld%s", tty_ ? "\r" : "", static_cast<int>(stage.size()),
+    // The phase's remaining time from its pace so far (from its first report on).
+    const auto now = std::chrono::steady_clock::now();
+    Phase& p = phases_[std::string(stage)];
+    if (p.reports++ == 0) {
+      p.t0 = now;
+      p.done0 = done;
+    }
+    std::string eta;
+    const double secs = std::chrono::duration<double>(now - p.t0).count();
+    if (done > p.done0 && done < total && secs > 0) {
+      const double left =
+          secs / static_cast<double>(done - p.done0) * static_cast<double>(total - done);
+      char t[48];
+      std::snprintf(t, sizeof t, ", ETA %d:%02d", static_cast<int>(left) / 60,
+                    static_cast<int>(left) % 60);
+      eta = t;
+    }
+    std::fprintf(stderr, "%s%.*s %lld/%lld%s%s", tty_ ? "\r" : "", static_cast<int>(stage.size()),
                  stage.data(), static_cast<long long>(done), static_cast<long long>(total),
-                 !tty_ || done == total ? "\n" : "");
+                 eta.c_str(), !tty_ || done == total ? "\n" : "   ");
     std::fflush(stderr);
   }
 
  private:
+  struct Phase {
+    std::chrono::steady_clock::time_point t0;
+    int64_t done0 = 0, reports = 0;
+  };
   bool quiet_;
   bool tty_;
+  std::map<std::string, Phase> phases_;
 };
 
 double mib(int64_t b) {
@@ -296,7 +323,20 @@ Result<JobResult> run_job(JobSpec job, const ModelArgs& mo) {
   cb.cancel = &g_cancel;
   cb.progress = &progress;
   JobResult r;
-  SEEDVAE_TRY(session.run(job, cb, r));
+  if (std::string why; !mo.quiet && resumable(job, &why)) {
+    if (auto at = checkpoint_frame(job.output); at && !job.restart) {
+      std::cerr << "resuming from the checkpoint in " << checkpoint_dir(job.output).string()
+                << " at frame " << *at << "\n";
+    }
+  }
+  const Status st = session.run(job, cb, r);
+  if (!st) {
+    if (st.code() == StatusCode::kCancelled && checkpoint_frame(job.output)) {
+      std::cerr << "seedvae: stopped; the job resumes from frame " << *checkpoint_frame(job.output)
+                << " when run again (--restart starts over)\n";
+    }
+    return st;
+  }
   if (!mo.quiet) {
     std::cerr << "backend: " << r.backend_name << "\n";
     if (!r.plan_note.empty()) std::cerr << "plan: " << r.plan_note << "\n";
@@ -494,9 +534,11 @@ int cmd_decode(const std::string& input, const ModelArgs& mo, const std::string&
   return kOk;
 }
 
-int cmd_roundtrip(const InputArgs& in, const ModelArgs& mo, const std::string& output) {
+int cmd_roundtrip(const InputArgs& in, const ModelArgs& mo, const std::string& output,
+                  bool restart) {
   JobSpec job;
   job.kind = JobKind::kRoundTrip;
+  job.restart = restart;
   auto input = in.job_input();
   if (!input) return fail(input.status());
   job.input = *input;
@@ -523,7 +565,9 @@ int cmd_roundtrip(const InputArgs& in, const ModelArgs& mo, const std::string& o
          {"ms_per_frame", r->ms_per_frame()},
          {"peak_backend_mib", mib(r->peak_bytes)},
          {"peak_rss_mib", mib(peak_rss_bytes())},
-         {"tiling", mo.run.tiling}};
+         {"tiling", mo.run.tiling},
+         {"checkpointed", r->checkpointed},
+         {"resumed_at_frame", r->resumed_at_frame}};
   if (!seams.is_null()) j["decode_seams"] = seams;
   add_read_json(j, *r);
   if (mo.json) {
@@ -547,6 +591,196 @@ int cmd_roundtrip(const InputArgs& in, const ModelArgs& mo, const std::string& o
                                 .c_str()
                           : " on the engine thread as it encoded (no prefetch)");
   if (!output.empty()) std::printf("wrote %s\n", output.c_str());
+  return kOk;
+}
+
+// ---- queue -----------------------------------------------------------------------------------
+
+std::filesystem::path queue_file(const std::string& given) {
+  return given.empty() ? JobQueue::default_path() : std::filesystem::path(given);
+}
+
+Json queued_json(const QueuedJob& j) {
+  return Json{{"id", j.id},
+              {"state", std::string(queue_state_name(j.state))},
+              {"input", j.input.empty() ? "sample clip" : j.input},
+              {"output", j.output},
+              {"weights", j.weights.empty() ? "default" : j.weights},
+              {"settings", describe(j.options)},
+              {"message", j.message},
+              {"phase", j.phase},
+              {"progress", j.progress},
+              {"eta_seconds", j.eta_s},
+              {"frames", j.frames},
+              {"seconds", j.seconds},
+              {"ms_per_frame", j.ms_per_frame},
+              {"peak_backend_mib", mib(j.peak_bytes)},
+              {"psnr_db", j.psnr_db},
+              {"ssim", j.ssim},
+              {"resumed_at_frame", j.resumed_at_frame}};
+}
+
+// `queue add`: the job's settings are the preset file's (--settings), with the run options given on
+// the command line over them.
+int cmd_queue_add(CLI::App* sub, const InputArgs& in, const ModelArgs& mo,
+                  const std::string& preset, const std::string& output, const std::string& qfile) {
+  auto input = in.job_input();
+  if (!input) return fail(input.status());
+  QueuedJob job;
+  job.options = mo.run;
+  if (!preset.empty()) {
+    std::ifstream f(preset);
+    if (!f) return fail(not_found("cannot read the preset " + preset));
+    std::stringstream text;
+    text << f.rdbuf();
+    std::vector<std::string> warnings;
+    job.options = run_options_from_json(text.str(), &warnings);
+    for (const std::string& w : warnings)
+      std::cerr << "seedvae: warning: " << preset << ": " << w << "\n";
+    for (const OptionSpec& spec : run_option_table()) {
+      const bool given =
+          sub->count(std::string(spec.flag)) > 0 ||
+          (!spec.negative_flag.empty() && sub->count(std::string(spec.negative_flag)) > 0);
+      if (given) {
+        if (Status st = set_option(job.options, spec, option_value(mo.run, spec)); !st)
+          return fail(st);
+      }
+    }
+  }
+  if (Status st = validate(job.options); !st) return fail(st);
+  std::error_code ec;
+  if (!input->is_sample()) job.input = std::filesystem::absolute(input->path, ec).string();
+  if (!output.empty()) job.output = std::filesystem::absolute(output, ec).string();
+  job.first_frame = input->first_frame;
+  job.max_frames = input->max_frames;
+  job.stride = input->stride;
+  job.resize_width = input->resize_width;
+  job.resize_height = input->resize_height;
+  job.sample_width = input->sample_width;
+  job.sample_height = input->sample_height;
+  job.sample_frames = input->sample_frames;
+  if (!mo.weights.empty()) {
+    job.weights = std::filesystem::absolute(mo.weights, ec).string();
+  } else if (!mo.synthetic.empty()) {
+    job.weights = "synthetic:" + mo.synthetic;
+  }
+  // The output's checks now, so that a job that cannot write fails when added, not hours later.
+  if (!job.output.empty()) {
+    if (Status st =
+            check_output_against(job.output, JobKind::kRoundTrip, job.job_input(), job.weights);
+        !st) {
+      return fail(st);
+    }
+  }
+  int64_t id = 0;
+  const auto path = queue_file(qfile);
+  if (Status st = JobQueue::update(path,
+                                   [&](JobQueue& q) {
+                                     id = q.add(job);
+                                     return Status::ok();
+                                   });
+      !st) {
+    return fail(st);
+  }
+  if (mo.json) {
+    print_json(Json{{"id", id}, {"queue", path.string()}});
+  } else {
+    std::cout << "queued job " << id << " in " << path.string() << "\n";
+  }
+  return kOk;
+}
+
+int cmd_queue_list(const std::string& qfile, bool json) {
+  auto q = JobQueue::load(queue_file(qfile));
+  if (!q) return fail(q.status());
+  if (json) {
+    Json jobs = Json::array();
+    for (const QueuedJob& j : q->jobs()) jobs.push_back(queued_json(j));
+    print_json(Json{{"queue", q->path().string()}, {"jobs", jobs}});
+    return kOk;
+  }
+  if (q->jobs().empty()) std::cout << "the queue " << q->path().string() << " is empty\n";
+  for (const QueuedJob& j : q->jobs()) {
+    std::printf("%3lld  %-9s %s -> %s", static_cast<long long>(j.id),
+                std::string(queue_state_name(j.state)).c_str(),
+                j.input.empty() ? "sample clip" : j.input.c_str(),
+                j.output.empty() ? "(no output)" : j.output.c_str());
+    if (j.state == QueueState::kRunning && !j.phase.empty()) {
+      std::printf("  [%s %.0f %%", j.phase.c_str(), 100 * j.progress);
+      if (j.eta_s >= 0)
+        std::printf(", ETA %d:%02d", static_cast<int>(j.eta_s) / 60,
+                    static_cast<int>(j.eta_s) % 60);
+      std::printf("]");
+    }
+    if (j.state == QueueState::kDone) {
+      std::printf("  %lld frames, %.1f ms/frame, peak %.0f MiB, PSNR %.2f dB",
+                  static_cast<long long>(j.frames), j.ms_per_frame, mib(j.peak_bytes), j.psnr_db);
+    }
+    if (!j.message.empty()) std::printf("  (%s)", j.message.c_str());
+    std::printf("\n");
+  }
+  return kOk;
+}
+
+int cmd_queue_edit(const std::string& qfile, const std::string& what, int64_t id,
+                   int64_t position) {
+  const Status st = JobQueue::update(queue_file(qfile), [&](JobQueue& q) -> Status {
+    if (what == "remove") return q.remove(id);
+    if (what == "move") return q.move(id, position);
+    if (what == "pause") return q.pause(id);
+    return q.resume(id);
+  });
+  if (!st) return fail(st);
+  return kOk;
+}
+
+int cmd_queue_run(const std::string& qfile, bool quiet) {
+  StderrProgress progress(quiet);
+  Session session(make_backend);
+  QueueRunHooks hooks;
+  hooks.cancel = &g_cancel;
+  hooks.progress = &progress;
+  hooks.load_weights = [](const std::string& w) -> Result<std::shared_ptr<const VaeWeights>> {
+    ModelArgs m;
+    if (w.rfind("synthetic:", 0) == 0) {
+      m.synthetic = w.substr(10);
+    } else {
+      m.weights = w;
+    }
+    return m.load();
+  };
+  hooks.on_start = [&](const QueuedJob& j) {
+    if (!quiet) {
+      std::cerr << "job " << j.id << ": " << (j.input.empty() ? "sample clip" : j.input) << " -> "
+                << (j.output.empty() ? "(no output)" : j.output) << " (" << describe(j.options)
+                << ")\n";
+    }
+  };
+  hooks.on_end = [&](const QueuedJob& j) {
+    if (j.state == QueueState::kDone) {
+      std::printf(
+          "job %lld done: %lld frames, %.1f ms/frame, peak %.0f MiB, PSNR %.2f dB, SSIM %.4f%s\n",
+          static_cast<long long>(j.id), static_cast<long long>(j.frames), j.ms_per_frame,
+          mib(j.peak_bytes), j.psnr_db, j.ssim,
+          j.resumed_at_frame > 0
+              ? (", resumed at frame " + std::to_string(j.resumed_at_frame)).c_str()
+              : "");
+    } else {
+      std::printf("job %lld %s: %s\n", static_cast<long long>(j.id),
+                  std::string(queue_state_name(j.state)).c_str(), j.message.c_str());
+    }
+    std::fflush(stdout);
+  };
+  auto ran = run_queue(queue_file(qfile), session, hooks);
+  if (!ran) return fail(ran.status());
+  if (!quiet) std::cerr << "queue: " << *ran << (*ran == 1 ? " job" : " jobs") << " ran\n";
+  // A failed job does not fail the run, but the exit code says one did.
+  auto q = JobQueue::load(queue_file(qfile));
+  if (q) {
+    for (const QueuedJob& j : q->jobs()) {
+      if (j.state == QueueState::kFailed) return kVerifyFailed;
+    }
+  }
   return kOk;
 }
 
@@ -796,6 +1030,52 @@ int cli_main(int argc, char** argv) {
   rt->add_option("-o,--output", rt_out,
                  "write the reconstruction (.mp4/.mov/.mkv/.avi or image-sequence directory); a "
                  "video keeps the input's timestamps, colour description and audio");
+  bool rt_restart = false;
+  rt->add_flag("--restart", rt_restart,
+               "discard a checkpoint of this output (<output>.seedvae-resume) and start over "
+               "instead of resuming it");
+
+  // queue
+  auto* queue = app.add_subcommand(
+      "queue",
+      "a queue of round trips run one after another (add, list, run, remove, move, pause, resume)");
+  std::string q_file;
+  queue->add_option("--queue-file", q_file,
+                    "the queue's file (default: $SEEDVAE_QUEUE_FILE, else "
+                    "~/.local/share/seedvae/queue.json)");
+  queue->require_subcommand(1);
+  InputArgs qa_in;
+  ModelArgs qa_mo;
+  std::string qa_out, qa_preset;
+  auto* qadd =
+      queue->add_subcommand("add", "queue a round trip (input, weights, settings, output, frames)");
+  qa_in.add_to(qadd);
+  qa_mo.add_to(qadd, kAllOptionGroups);
+  qadd->add_option("-o,--output", qa_out, "the reconstruction (a video file or frame directory)");
+  qadd->add_option("--settings", qa_preset,
+                   "the settings of a preset file (the studio's JSON); run options given here "
+                   "override it")
+      ->check(CLI::ExistingFile);
+  bool ql_json = false;
+  auto* qlist = queue->add_subcommand("list", "the jobs, their state, progress, ETA and results");
+  qlist->add_flag("--json", ql_json, "machine-readable output");
+  bool qr_quiet = false;
+  auto* qrun = queue->add_subcommand(
+      "run", "run the queued jobs one after another (Ctrl-C stops; the job resumes next time)");
+  qrun->add_flag("--quiet,-q", qr_quiet, "no progress on stderr");
+  int64_t q_id = 0, q_pos = 0;
+  std::map<std::string, CLI::App*> qedits;
+  for (const char* e : {"remove", "move", "pause", "resume"}) {
+    const std::string name = e;
+    const char* help = name == "remove"  ? "remove a job (not the running one)"
+                       : name == "move"  ? "move a job to a position (0 = first)"
+                       : name == "pause" ? "keep a queued job from running until resumed"
+                                         : "queue a paused, failed or cancelled job again";
+    CLI::App* c = queue->add_subcommand(name, help);
+    c->add_option("id", q_id, "the job's id (queue list)")->required();
+    if (name == "move") c->add_option("position", q_pos, "its new position, 0 = first")->required();
+    qedits[name] = c;
+  }
 
   // bench
   ModelArgs bench_mo;
@@ -869,7 +1149,15 @@ int cli_main(int argc, char** argv) {
   }
   if (enc->parsed()) return cmd_encode(enc_in, enc_mo, enc_out, enc_sample, enc_seed, enc_dit);
   if (dec->parsed()) return cmd_decode(dec_in, dec_mo, dec_out, dec_fps);
-  if (rt->parsed()) return cmd_roundtrip(rt_in, rt_mo, rt_out);
+  if (rt->parsed()) return cmd_roundtrip(rt_in, rt_mo, rt_out, rt_restart);
+  if (queue->parsed()) {
+    if (qadd->parsed()) return cmd_queue_add(qadd, qa_in, qa_mo, qa_preset, qa_out, q_file);
+    if (qlist->parsed()) return cmd_queue_list(q_file, ql_json);
+    if (qrun->parsed()) return cmd_queue_run(q_file, qr_quiet);
+    for (const auto& [name, c] : qedits) {
+      if (c->parsed()) return cmd_queue_edit(q_file, name, q_id, q_pos);
+    }
+  }
   return kUsage;
 }
 

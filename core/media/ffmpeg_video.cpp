@@ -611,10 +611,15 @@ struct VideoFileWriter::Impl {
   int64_t offset_us = 0;
   std::vector<std::string> warnings;
   std::string description;
+  WriterMode mode = WriterMode::kEncode;
+  int64_t first_frame = 0;            // kSegment: the clip's frame index of the first frame written
+  int64_t encoded = 0;                // frames sent to the encoder
+  int64_t last_dts = AV_NOPTS_VALUE;  // kJoin: of the last packet copied (encoder time base)
 
   int64_t pts_of(int64_t i, int64_t* duration) const;
   Status send(AVFrame* f);
   Status drain();
+  Status mux_packet(AVPacket* p);  // an encoded video packet, timestamps in enc->time_base
   Status pump_audio(int64_t until_us, int64_t end_us);
   Status setup_audio(const fs::path& source);
 };
@@ -698,14 +703,15 @@ Status VideoFileWriter::Impl::setup_audio(const fs::path& source) {
   return Status::ok();
 }
 
-Result<std::unique_ptr<VideoFileWriter>> VideoFileWriter::open(const fs::path& file,
-                                                               const fs::path& dest,
-                                                               const WriteOptions& o, int width,
-                                                               int height,
-                                                               const CancelToken* cancel) {
+Result<std::unique_ptr<VideoFileWriter>> VideoFileWriter::open(
+    const fs::path& file, const fs::path& dest, const WriteOptions& o, int width, int height,
+    const CancelToken* cancel, WriterMode mode, int64_t first_frame) {
   init_ffmpeg_once();
   auto impl = std::make_unique<Impl>();
   Impl& w = *impl;
+  w.mode = mode;
+  w.first_frame = mode == WriterMode::kSegment ? std::max<int64_t>(0, first_frame) : 0;
+  w.frames = w.first_frame;
   w.file = file;
   w.dest = dest;
   w.cancel = cancel;
@@ -729,10 +735,15 @@ Result<std::unique_ptr<VideoFileWriter>> VideoFileWriter::open(const fs::path& f
   }
   const AVPixelFormat fmt = encoder_format(p, width, height);
 
+  const bool segment = mode == WriterMode::kSegment;
+  const std::string container = !segment                                         ? p.container
+                                : p.codec == "prores" || p.codec == "prores4444" ? "mov"
+                                                                                 : "nut";
   AVFormatContext* oc = nullptr;
-  int r = avformat_alloc_output_context2(&oc, nullptr, p.container.c_str(), file.string().c_str());
+  int r = avformat_alloc_output_context2(&oc, nullptr, container.c_str(), file.string().c_str());
   if (r < 0 || oc == nullptr) return write_failure(r, dest, "starting");
   w.out.reset(oc);
+  if (mode != WriterMode::kEncode) oc->flags |= AVFMT_FLAG_BITEXACT;
   // FLAC and Opus audio in MP4 are standard, but FFmpeg 5.1's muxer still calls them
   // experimental.
   oc->strict_std_compliance = FF_COMPLIANCE_EXPERIMENTAL;
@@ -790,11 +801,24 @@ Result<std::unique_ptr<VideoFileWriter>> VideoFileWriter::open(const fs::path& f
     c->color_range =
         si && si->color_range == AVCOL_RANGE_JPEG ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG;
   }
-  if ((oc->oformat->flags & AVFMT_GLOBALHEADER) != 0) c->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+  // A segment's encoder codes its headers as the destination's container wants them, so that
+  // its packets can be copied there.
+  const AVOutputFormat* final_format =
+      segment ? av_guess_format(p.container.c_str(), nullptr, nullptr) : oc->oformat;
+  if (final_format != nullptr && (final_format->flags & AVFMT_GLOBALHEADER) != 0) {
+    c->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+  }
   AVDictionary* raw_opts = nullptr;
   std::string desc_text = std::string(codec_title(p.codec)) + " " + av_get_pix_fmt_name(fmt);
   if (p.codec == "h264" || p.codec == "h265") {
     av_dict_set(&raw_opts, "preset", p.preset.c_str(), 0);
+    // x264 with its threaded lookahead and macroblock tree does not code the same frames to the
+    // same bits from run to run (measured: one-pass H.264 files of the same frames differed). A
+    // segment's encoder goes without both, so that a resumed job codes its segments exactly as
+    // an uninterrupted one, at the cost of a few percent of bitrate at the same CRF.
+    if (segment && p.codec == "h264") {
+      av_dict_set(&raw_opts, "x264-params", "sync-lookahead=0:mbtree=0", 0);
+    }
     if (p.codec == "h264") {
       if (p.lossless) {
         av_dict_set(&raw_opts, "qp", "0", 0);
@@ -843,12 +867,12 @@ Result<std::unique_ptr<VideoFileWriter>> VideoFileWriter::open(const fs::path& f
   if (p.codec == "h265" && (p.container == "mp4" || p.container == "mov")) {
     w.vst->codecpar->codec_tag = MKTAG('h', 'v', 'c', '1');  // what Apple's players expect
   }
-  if (has_source) SEEDVAE_TRY(w.setup_audio(o.source));
+  if (has_source && !segment) SEEDVAE_TRY(w.setup_audio(o.source));
 
   r = avio_open2(&oc->pb, file.string().c_str(), AVIO_FLAG_WRITE, nullptr, nullptr);
   if (r < 0) return write_failure(r, dest, "creating");
   AVDictionary* mux_raw = nullptr;
-  if (p.container == "mp4" || p.container == "mov") {
+  if (container == "mp4" || (container == "mov" && !segment)) {
     // The index first (plays while loading); a 'colr' atom, which FFmpeg 5.1 writes only on
     // request, so codecs without colour fields of their own (ProRes) keep the description.
     av_dict_set(&mux_raw, "movflags", "+faststart+write_colr", 0);
@@ -869,6 +893,11 @@ Result<std::unique_ptr<VideoFileWriter>> VideoFileWriter::open(const fs::path& f
     fr->height = height;
     const int e = av_frame_get_buffer(fr.get(), 0);
     if (e < 0) return write_failure(e, dest, "allocating frames for");
+    // Zeroed, the row padding included: what an encoder may read beyond the picture is then the
+    // same in every run (a resumed job's segments must be coded exactly as before).
+    for (int i = 0; i < AV_NUM_DATA_POINTERS && fr->buf[i] != nullptr; ++i) {
+      std::memset(fr->buf[i]->data, 0, fr->buf[i]->size);
+    }
     return fr;
   };
   SEEDVAE_ASSIGN_OR_RETURN(w.rgb, make_frame(rgbf));
@@ -914,20 +943,106 @@ Status VideoFileWriter::Impl::drain() {
     int r = avcodec_receive_packet(enc.get(), pkt.get());
     if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return Status::ok();
     if (r < 0) return write_failure(r, dest, "encoding");
-    if (pkt->duration <= 0) {
-      if (auto it = durations.find(pkt->pts); it != durations.end()) pkt->duration = it->second;
-    }
-    durations.erase(pkt->pts);
-    const int64_t at_us = av_rescale_q(pkt->dts != AV_NOPTS_VALUE ? pkt->dts : pkt->pts,
-                                       enc->time_base, AV_TIME_BASE_Q);
-    av_packet_rescale_ts(pkt.get(), enc->time_base, vst->time_base);
-    pkt->stream_index = vst->index;
-    r = av_interleaved_write_frame(out.get(), pkt.get());
-    if (r < 0) return write_failure(r, dest, "writing");
-    ++packets;
-    // The source's audio up to this point in time, so the muxer interleaves the two.
-    SEEDVAE_TRY(pump_audio(at_us + offset_us, std::numeric_limits<int64_t>::max()));
+    SEEDVAE_TRY(mux_packet(pkt.get()));
   }
+}
+
+Status VideoFileWriter::Impl::mux_packet(AVPacket* p) {
+  if (p->duration <= 0) {
+    if (auto it = durations.find(p->pts); it != durations.end()) p->duration = it->second;
+  }
+  durations.erase(p->pts);
+  const int64_t at_us =
+      av_rescale_q(p->dts != AV_NOPTS_VALUE ? p->dts : p->pts, enc->time_base, AV_TIME_BASE_Q);
+  av_packet_rescale_ts(p, enc->time_base, vst->time_base);
+  p->stream_index = vst->index;
+  p->pos = -1;
+  const int r = av_interleaved_write_frame(out.get(), p);
+  if (r < 0) return write_failure(r, dest, "writing");
+  ++packets;
+  // The source's audio up to this point in time, so the muxer interleaves the two.
+  return pump_audio(at_us + offset_us, std::numeric_limits<int64_t>::max());
+}
+
+Result<int64_t> VideoFileWriter::append_segment(const fs::path& segment) {
+  Impl& w = *impl_;
+  if (w.mode != WriterMode::kJoin) return internal_error("append_segment on a writer not joining");
+  PacketPtr pkt(av_packet_alloc());
+  if (!pkt) return out_of_memory("writing " + quoted(w.dest) + ": no memory");
+  // Two passes: the packets' timestamps first. Every packet then gets its frame's duration (by
+  // timestamp, as in a single encode) and a decoding time made here, since the segment's
+  // container need not keep them: the k-th smallest presentation time, `delay` packets late (the
+  // encoder's reordering), before the first ones continued back at the first frame's pace, and
+  // increasing across segments.
+  std::vector<int64_t> pts;
+  for (int pass = 0; pass < 2; ++pass) {
+    SEEDVAE_ASSIGN_OR_RETURN(InputPtr in, open_input(segment, w.cancel));
+    const int vs = av_find_best_stream(in.get(), AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
+    if (vs < 0) return corrupt_data("the segment " + quoted(segment) + " holds no video");
+    const AVRational stb = in->streams[vs]->time_base;
+    std::vector<int64_t> sorted;
+    int64_t delay = 0, first_duration = 1, shift = 0;
+    if (pass == 1) {
+      const auto count = static_cast<int64_t>(pts.size());
+      int64_t first_pts = 0;
+      for (int64_t i = 0; i < count; ++i) {
+        int64_t duration = 1;
+        const int64_t p = w.pts_of(w.frames + i, &duration);
+        w.durations[p] = duration;
+        if (i == 0) {
+          first_duration = duration;
+          first_pts = p;
+        }
+      }
+      // A muxer may have moved the segment's times to keep its decoding times non-negative: its
+      // first frame is this clip frame's.
+      sorted = pts;
+      std::sort(sorted.begin(), sorted.end());
+      if (!sorted.empty()) shift = sorted.front() - first_pts;
+      for (int64_t& v : sorted) v -= shift;
+      for (int64_t& v : pts) v -= shift;
+      for (int64_t i = 0; i < count; ++i) {
+        const auto rank = static_cast<int64_t>(
+            std::lower_bound(sorted.begin(), sorted.end(), pts[static_cast<size_t>(i)]) -
+            sorted.begin());
+        delay = std::max(delay, i - rank);
+      }
+      delay = std::max<int64_t>(delay, w.enc->has_b_frames);
+    }
+    int64_t i = 0;
+    for (;;) {
+      SEEDVAE_TRY(check_cancel(w.cancel));
+      const int r = av_read_frame(in.get(), pkt.get());
+      if (r == AVERROR_EOF) break;
+      if (r < 0) return read_failure(r, segment, "reading", w.cancel);
+      if (pkt->stream_index == vs) {
+        if (pkt->pts == AV_NOPTS_VALUE) {
+          return corrupt_data("the segment " + quoted(segment) + " has a packet without time");
+        }
+        const int64_t p = av_rescale_q(pkt->pts, stb, w.enc->time_base) - shift;
+        if (pass == 0) {
+          pts.push_back(p);
+        } else {
+          if (i >= static_cast<int64_t>(pts.size())) {
+            return corrupt_data("the segment " + quoted(segment) + " changed while it was read");
+          }
+          int64_t dts = i >= delay ? sorted[static_cast<size_t>(i - delay)]
+                                   : sorted.front() - (delay - i) * first_duration;
+          if (w.last_dts != AV_NOPTS_VALUE && dts <= w.last_dts) dts = w.last_dts + 1;
+          w.last_dts = dts;
+          pkt->pts = p;
+          pkt->dts = std::min(dts, p);
+          pkt->duration = 0;  // from the durations, by timestamp
+          SEEDVAE_TRY(w.mux_packet(pkt.get()));
+        }
+        ++i;
+      }
+      av_packet_unref(pkt.get());
+    }
+  }
+  const auto count = static_cast<int64_t>(pts.size());
+  w.frames += count;
+  return count;
 }
 
 Status VideoFileWriter::Impl::send(AVFrame* f) {
@@ -1065,16 +1180,17 @@ Status VideoFileWriter::write(const float* video, int64_t T, int64_t t) {
   w.durations[send->pts] = duration;
   SEEDVAE_TRY(w.send(send));
   ++w.frames;
+  ++w.encoded;
   return Status::ok();
 }
 
 Status VideoFileWriter::finish() {
   Impl& w = *impl_;
-  SEEDVAE_TRY(w.send(nullptr));
+  if (w.mode != WriterMode::kJoin) SEEDVAE_TRY(w.send(nullptr));
   // The rest of the audio: all of it when the written frames reach the source's end, else up to
   // the end of the last written frame.
   int64_t end_us = std::numeric_limits<int64_t>::max();
-  if (w.timed) {
+  if (w.timed && w.mode != WriterMode::kSegment) {
     const int stride = std::max(1, w.o.source_stride);
     const int64_t next = std::max<int64_t>(0, w.o.source_first_frame) + w.frames * stride;
     if (next < static_cast<int64_t>(w.timing.pts.size())) {
@@ -1112,7 +1228,7 @@ Status VideoFileWriter::finish() {
     if (pkt->stream_index == vs) ++n;
     av_packet_unref(pkt.get());
   }
-  if (n != w.packets || n < w.frames) {
+  if (n != w.packets || n < w.frames - w.first_frame) {
     return io_error("the video " + quoted(w.dest) + " was not written completely (" +
                     std::to_string(n) + " of " + std::to_string(w.packets) + " packets readable)");
   }

@@ -90,6 +90,16 @@ struct CodecPlan {
 Result<CodecPlan> plan_codec(const std::filesystem::path& destination, const WriteOptions& options,
                              int source_depth);
 
+// How a VideoFileWriter makes its file.
+enum class WriterMode {
+  kEncode,   // frames encoded into the destination's container, with the source's audio
+  kSegment,  // a closed segment of a resumable job: a fresh encoder (its first frame a
+             // keyframe, no reference to other segments) for frames from `first_frame` on, at
+             // their timestamps in the whole clip, in NUT (ProRes: QuickTime), without audio
+  kJoin,     // the destination's container and audio, its video packets copied from segments
+             // (append_segment); bit-exact muxing, so the same segments give the same bytes
+};
+
 // Encodes frames into a file and muxes the source's audio beside them.
 class VideoFileWriter {
  public:
@@ -98,7 +108,12 @@ class VideoFileWriter {
   static Result<std::unique_ptr<VideoFileWriter>> open(const std::filesystem::path& file,
                                                        const std::filesystem::path& destination,
                                                        const WriteOptions& options, int width,
-                                                       int height, const CancelToken* cancel);
+                                                       int height, const CancelToken* cancel,
+                                                       WriterMode mode = WriterMode::kEncode,
+                                                       int64_t first_frame = 0);
+  // kJoin: copies the video packets of a kSegment file written for the same destination,
+  // options and size, whose frames follow those copied so far. Returns its frame count.
+  Result<int64_t> append_segment(const std::filesystem::path& segment);
   ~VideoFileWriter();
   // Frame t of an fp32 [1, 3, T, H, W] clip.
   Status write(const float* video, int64_t T, int64_t t);

@@ -37,6 +37,20 @@ class QualityAccumulator {
   int64_t frames() const { return frames_; }
   // Errors: kInvalidArgument before anything was added.
   Result<QualityStats> result() const;
+  // The running sums, for a job's checkpoint: a restored accumulator continues exactly where
+  // the saved one stopped.
+  struct Sums {
+    int64_t elements = 0, frames = 0;
+    double squares = 0, max_abs = 0, ssim_sum = 0;
+  };
+  Sums sums() const { return {elements_, frames_, squares_, max_abs_, ssim_sum_}; }
+  void restore(const Sums& s) {
+    elements_ = s.elements;
+    frames_ = s.frames;
+    squares_ = s.squares;
+    max_abs_ = s.max_abs;
+    ssim_sum_ = s.ssim_sum;
+  }
 
  private:
   int64_t elements_ = 0, frames_ = 0;

@@ -133,8 +133,8 @@ std::pair<int64_t, int64_t> encoder_chunk_frames(int chunk_latents, int temporal
 // ---------------------------------------------------------------------------------------------
 // VideoFrameSource
 
-ChunkProducer sample_frames(int width, int height, int64_t frames) {
-  auto next = std::make_shared<int64_t>(0);
+ChunkProducer sample_frames(int width, int height, int64_t frames, int64_t first) {
+  auto next = std::make_shared<int64_t>(std::clamp<int64_t>(first, 0, frames));
   return [=](int64_t max_frames, const CancelToken* stop) -> Result<HostTensor> {
     if (stop) SEEDVAE_TRY(stop->check());
     const int64_t k = std::min(max_frames, frames - *next);
@@ -151,8 +151,18 @@ Result<std::unique_ptr<VideoFrameSource>> VideoFrameSource::open(
     const CancelToken* cancel) {
   std::unique_ptr<VideoFrameSource> s(new VideoFrameSource());
   s->opts_ = options;
-  SEEDVAE_ASSIGN_OR_RETURN(FrameReader reader, FrameReader::open(source, options.read, cancel));
+  ReadOptions ro = options.read;
+  if (options.resume_frames > 0) {  // start up to 4 frames before the resume point
+    s->lead_ = std::min<int64_t>(4, options.resume_frames);
+    const int64_t skip = options.resume_frames - s->lead_;
+    ro.first_frame += skip * std::max(1, ro.stride);
+    if (ro.max_frames >= 0) ro.max_frames = std::max<int64_t>(0, ro.max_frames - skip);
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(FrameReader reader, FrameReader::open(source, ro, cancel));
   s->fps_ = reader.fps();
+  if (const int64_t n = reader.expected_frames(); n >= 0) {
+    s->expected_ = n + std::max<int64_t>(0, options.resume_frames - s->lead_);
+  }
   s->reader_.emplace(std::move(reader));
   FrameReader* r = &*s->reader_;
   s->produce_ = [r](int64_t n, const CancelToken* stop) { return r->read(n, stop); };
@@ -170,7 +180,10 @@ Result<std::unique_ptr<VideoFrameSource>> VideoFrameSource::sample(
   std::unique_ptr<VideoFrameSource> s(new VideoFrameSource());
   s->opts_ = options;
   s->fps_ = 24;
-  ChunkProducer produce = sample_frames(width, height, frames);
+  s->expected_ = frames;
+  if (options.resume_frames > 0) s->lead_ = std::min<int64_t>(4, options.resume_frames);
+  ChunkProducer produce =
+      sample_frames(width, height, frames, std::max<int64_t>(0, options.resume_frames - s->lead_));
   s->produce_ = [produce, cancel](int64_t n, const CancelToken* stop) -> Result<HostTensor> {
     if (cancel) SEEDVAE_TRY(cancel->check());
     return produce(n, stop);
@@ -191,7 +204,7 @@ Result<std::unique_ptr<VideoFrameSource>> VideoFrameSource::start(
   }
   if (options.prefetch) {
     s->prefetch_ =
-        std::make_unique<PrefetchReader>(s->produce_, options.first_chunk_frames,
+        std::make_unique<PrefetchReader>(s->produce_, s->lead_ + options.first_chunk_frames,
                                          options.chunk_frames, options.prefetch_depth, cancel);
   }
   return s;
@@ -248,11 +261,33 @@ Result<HostTensor> VideoFrameSource::pad_frames(int64_t count) {
   return concat_time(parts);
 }
 
+Status VideoFrameSource::read_lead() {
+  SEEDVAE_ASSIGN_OR_RETURN(HostTensor raw, raw_next(lead_));
+  if (frames_of(raw) < lead_) {
+    return invalid_argument("the input has fewer frames than the " +
+                            std::to_string(opts_.resume_frames) + " the resumed job had read");
+  }
+  const Shape& s = raw.shape();
+  plan_ = plan_padding(1, s[3], s[4], opts_.spatial_multiple);
+  if (plan_.height == plan_.padded_height && plan_.width == plan_.padded_width) {
+    history_ = std::move(raw);
+  } else {
+    const PadPlan chunk{lead_, plan_.height,        plan_.width,
+                        lead_, plan_.padded_height, plan_.padded_width};
+    SEEDVAE_ASSIGN_OR_RETURN(history_, apply_padding(raw, chunk, opts_.temporal_pad));
+  }
+  plan_.frames = opts_.resume_frames;
+  plan_.padded_frames = 0;
+  lead_ = 0;
+  return Status::ok();
+}
+
 Result<HostTensor> VideoFrameSource::next(int64_t max_frames) {
   if (max_frames < 1) {
     return invalid_argument("VideoFrameSource::next needs max_frames >= 1, got " +
                             std::to_string(max_frames));
   }
+  if (lead_ > 0) SEEDVAE_TRY(read_lead());
   HostTensor out;
   if (frames_of(tail_) > 0) {  // padding frames left over from a previous (smaller) request
     out = std::exchange(tail_, HostTensor{});

@@ -105,11 +105,19 @@ struct VideoSourceOptions {
   // Called with every source frame, before padding, in order, on the consumer's thread (a round
   // trip keeps its originals this way); an error stops the stream with that status.
   std::function<Status(const HostTensor& frames)> on_frames;
+  // A resumed stream: the clip's first `resume_frames` frames were consumed by an earlier run.
+  // The source starts there (a file is read from read.first_frame + resume_frames * stride, the
+  // sample clip's frames before it are generated and dropped) and delivers the rest exactly as
+  // the uninterrupted stream would: plan().frames counts the whole clip, and the temporal padding
+  // at the end uses the up to 4 frames before the resume point when the rest is shorter (they
+  // are read again, not delivered, not passed to on_frames). first_chunk_frames applies to the
+  // first chunk after the resume point.
+  int64_t resume_frames = 0;
 };
 
 // The frames of the built-in sample clip (generate_sample_frames) as a producer: `frames` frames
-// of width x height, then the end. A stop is seen between two frames.
-ChunkProducer sample_frames(int width, int height, int64_t frames);
+// of width x height from frame `first` on, then the end. A stop is seen between two frames.
+ChunkProducer sample_frames(int width, int height, int64_t frames, int64_t first = 0);
 
 // A video file / image sequence as a FrameSource for encode_stream(): frames read incrementally
 // (FrameReader, on a PrefetchReader thread when options.prefetch), padded per chunk at the
@@ -134,6 +142,9 @@ class VideoFrameSource final : public FrameSource {
   // The padding plan of the whole clip; complete once finished().
   const PadPlan& plan() const { return plan_; }
   double fps() const { return fps_; }
+  // The clip's source frames as the source states them (resumed frames included), -1 when it
+  // does not: for progress.
+  int64_t expected_frames() const { return expected_; }
   // Once finished(): a truncated source's warning (FrameReader::warning).
   std::string warning() const;
   bool prefetching() const { return prefetch_ != nullptr; }
@@ -145,6 +156,7 @@ class VideoFrameSource final : public FrameSource {
                                                          const CancelToken* cancel);
   Result<HostTensor> raw_next(int64_t n);
   Result<HostTensor> pad_frames(int64_t count);
+  Status read_lead();  // a resumed stream's frames before the resume point, into history_
 
   VideoSourceOptions opts_;
   std::optional<FrameReader> reader_;         // a file source
@@ -159,6 +171,8 @@ class VideoFrameSource final : public FrameSource {
   HostTensor history_;    // the last (up to 4) padded source frames, for the temporal padding
   PrefetchStats direct_;  // stats without a prefetch thread
   double hook_seconds_ = 0;
+  int64_t expected_ = -1;
+  int64_t lead_ = 0;  // frames before the resume point still to read into history_
 };
 
 }  // namespace seedvae::media

@@ -494,6 +494,17 @@ class SeqReader {
   }
 
   void set_cancel(const CancelToken* cancel) { cancel_ = cancel; }
+  // The selection's frame count as the source states it (images: counted; a video: its
+  // container's count), -1 when unknown.
+  int64_t expected_frames() const {
+    const int64_t total =
+        src_.kind == SourceKind::kImages ? static_cast<int64_t>(src_.files.size()) : listed_;
+    if (total <= 0) return -1;
+    const int64_t stride = std::max(1, opts_.stride);
+    int64_t n = std::max<int64_t>(0, (total - opts_.first_frame + stride - 1) / stride);
+    if (opts_.max_frames >= 0) n = std::min(n, opts_.max_frames);
+    return n;
+  }
   double fps() const { return fps_; }
   int bit_depth() const { return bit_depth_; }
   const std::vector<double>& frame_times() const { return times_; }
@@ -1079,6 +1090,10 @@ double FrameReader::fps() const {
   return impl_ ? impl_->reader.fps() : 24.0;
 }
 
+int64_t FrameReader::expected_frames() const {
+  return impl_->reader.expected_frames();
+}
+
 int FrameReader::bit_depth() const {
   return impl_ ? impl_->reader.bit_depth() : 8;
 }
@@ -1179,6 +1194,225 @@ Status write_clip(const fs::path& destination, const FrameSpool& frames,
     SEEDVAE_TRY(writer.write(chunk));
   }
   return writer.commit();
+}
+
+// ---- segments ----------------------------------------------------------------------------------
+
+bool writes_in_segments(const fs::path& destination) {
+  auto d = classify_destination(destination);
+  return d.is_ok() && d->form != Destination::kImage;
+}
+
+namespace {
+
+fs::path segment_file(const fs::path& work, int64_t index) {
+  char name[48];
+  std::snprintf(name, sizeof name, "segment_%05lld.av", static_cast<long long>(index));
+  return work / name;
+}
+
+}  // namespace
+
+struct SegmentedClipWriter::Impl {
+  ClipWriterState state;  // the destination's form, options, image depth (no temporary)
+  fs::path work;
+  bool open = false;
+  int64_t index = 0, next_frame = 0, first = 0;
+  std::optional<AtomicFile> file;  // the video segment being written
+  std::unique_ptr<detail::VideoFileWriter> video;
+  std::string description;
+  cv::Mat bgr;
+  fs::path frames_dir() const { return work / "frames"; }
+};
+
+SegmentedClipWriter::SegmentedClipWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SegmentedClipWriter::~SegmentedClipWriter() = default;
+SegmentedClipWriter::SegmentedClipWriter(SegmentedClipWriter&&) noexcept = default;
+SegmentedClipWriter& SegmentedClipWriter::operator=(SegmentedClipWriter&&) noexcept = default;
+
+Result<SegmentedClipWriter> SegmentedClipWriter::open(const fs::path& destination,
+                                                      const WriteOptions& options,
+                                                      const fs::path& work_dir,
+                                                      const CancelToken* cancel) {
+  return guarded(destination, "writing", [&]() -> Result<SegmentedClipWriter> {
+    init_opencv_once();
+    auto impl = std::make_unique<Impl>();
+    impl->state.o = options;
+    impl->state.cancel = cancel;
+    SEEDVAE_TRY(open_writer(impl->state, destination));  // the checks; its temporary goes
+    impl->state.file.reset();
+    if (impl->state.dest.form == Destination::kImage) {
+      return invalid_argument(quoted(destination) +
+                              " names a single image, which is not written in segments");
+    }
+    std::error_code ec;
+    if (!fs::is_directory(work_dir, ec)) {
+      return not_found("no segment directory " + quoted(work_dir));
+    }
+    impl->work = work_dir;
+    return SegmentedClipWriter(std::move(impl));
+  });
+}
+
+bool SegmentedClipWriter::in_segment() const {
+  return impl_ && impl_->open;
+}
+
+Status SegmentedClipWriter::begin_segment(int64_t index, int64_t first_frame) {
+  Impl& w = *impl_;
+  if (w.open) return internal_error("begin_segment inside a segment");
+  w.open = true;
+  w.index = index;
+  w.first = w.next_frame = first_frame;
+  w.video.reset();
+  w.file.reset();
+  if (w.state.dest.form == Destination::kPngDirectory) {
+    std::error_code ec;
+    fs::create_directories(w.frames_dir(), ec);
+    if (ec) return io_error("cannot create " + quoted(w.frames_dir()) + ": " + ec.message());
+  } else {
+    w.file.emplace(segment_file(w.work, index));
+  }
+  return Status::ok();
+}
+
+Status SegmentedClipWriter::write(const HostTensor& chunk) {
+  Impl& w = *impl_;
+  if (!w.open) return internal_error("SegmentedClipWriter::write outside a segment");
+  ClipWriterState& st = w.state;
+  return guarded(st.dest.path, "writing", [&]() -> Status {
+    const Shape& s = chunk.shape();
+    if (s.rank() != 5 || s.n() != 1 || s.c() != 3 || s.h() < 1 || s.w() < 1) {
+      return invalid_argument("frames to write must be [1, 3, T, H, W], got " + s.to_string());
+    }
+    HostTensor f32;
+    const HostTensor* v = &chunk;
+    if (chunk.dtype() != DType::kF32) {
+      f32 = chunk.to(DType::kF32);
+      v = &f32;
+    }
+    const int64_t T = s.t(), H = s.h(), W = s.w();
+    if (st.dest.form == Destination::kVideo && !w.video && T > 0) {
+      SEEDVAE_TRY(check_cancel(st.cancel));
+      SEEDVAE_ASSIGN_OR_RETURN(
+          w.video, detail::VideoFileWriter::open(w.file->temp_path(), st.dest.path, st.o,
+                                                 static_cast<int>(W), static_cast<int>(H), nullptr,
+                                                 detail::WriterMode::kSegment, w.first));
+      w.description = w.video->description();
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      SEEDVAE_TRY(check_cancel(st.cancel));
+      if (st.dest.form == Destination::kPngDirectory) {
+        frame_to_bgr(v->data<float>(), T, H, W, t, st.image_depth, w.bgr);
+        SEEDVAE_TRY(write_image_file(w.frames_dir() / frame_name(w.next_frame, st.frame_ext), w.bgr,
+                                     st.frame_ext, {}, false)
+                        .with_context("writing " + quoted(st.dest.path)));
+      } else {
+        SEEDVAE_TRY(w.video->write(v->data<float>(), T, t));
+      }
+      ++w.next_frame;
+    }
+    return Status::ok();
+  });
+}
+
+Status SegmentedClipWriter::end_segment() {
+  Impl& w = *impl_;
+  if (!w.open) return internal_error("end_segment outside a segment");
+  w.open = false;
+  if (w.state.dest.form == Destination::kPngDirectory) return Status::ok();
+  if (!w.video) return internal_error("a video segment without frames");
+  // Not interrupted by a pending cancel (the segment is short, its writer was opened without the
+  // token): a cancel at a segment's last chunk still leaves its checkpoint.
+  return guarded(w.state.dest.path, "writing", [&]() -> Status {
+    SEEDVAE_TRY(w.video->finish());
+    w.video.reset();
+    Status st = w.file->commit();
+    w.file.reset();
+    return st;
+  });
+}
+
+Status SegmentedClipWriter::discard_from(int64_t index, int64_t first_frame) {
+  Impl& w = *impl_;
+  std::error_code ec;
+  if (w.state.dest.form == Destination::kPngDirectory) {
+    for (int64_t f = first_frame;; ++f) {
+      const fs::path p = w.frames_dir() / frame_name(f, w.state.frame_ext);
+      if (!fs::exists(p, ec)) break;
+      if (!fs::remove(p, ec)) return io_error("cannot remove " + quoted(p) + ": " + ec.message());
+    }
+    return Status::ok();
+  }
+  for (int64_t i = index;; ++i) {
+    const fs::path p = segment_file(w.work, i);
+    if (!fs::exists(p, ec)) break;
+    if (!fs::remove(p, ec)) return io_error("cannot remove " + quoted(p) + ": " + ec.message());
+  }
+  // Temporaries of a process that ended without unwinding (killed while writing a segment).
+  for (fs::directory_iterator it(w.work, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().filename().string().find(".tmp-") != std::string::npos) {
+      fs::remove_all(it->path(), ec);
+    }
+  }
+  return Status::ok();
+}
+
+Status SegmentedClipWriter::join(int64_t segments, int64_t frames, int width, int height) {
+  Impl& w = *impl_;
+  if (w.open) return internal_error("join inside a segment");
+  const fs::path dest = w.state.dest.path;
+  return guarded(dest, "writing", [&]() -> Status {
+    ClipWriterState st;
+    st.o = w.state.o;
+    st.cancel = w.state.cancel;
+    SEEDVAE_TRY(open_writer(st, dest));
+    std::error_code ec;
+    if (st.dest.form == Destination::kPngDirectory) {
+      int64_t n = 0;
+      for (fs::directory_iterator it(w.frames_dir(), ec), end; !ec && it != end; it.increment(ec)) {
+        n += is_frame_name(it->path().filename().string()) ? 1 : 0;
+      }
+      if (ec || n != frames) {
+        return corrupt_data("the segment directory " + quoted(w.frames_dir()) + " holds " +
+                            std::to_string(n) + " frames, expected " + std::to_string(frames));
+      }
+      fs::remove(st.file->temp_path(), ec);  // the empty directory open_writer made
+      fs::rename(w.frames_dir(), st.file->temp_path(), ec);
+      if (ec) {
+        return io_error("cannot move " + quoted(w.frames_dir()) + " to " +
+                        quoted(st.file->temp_path()) + ": " + ec.message());
+      }
+    } else {
+      SEEDVAE_ASSIGN_OR_RETURN(
+          st.video, detail::VideoFileWriter::open(st.file->temp_path(), dest, st.o, width, height,
+                                                  st.cancel, detail::WriterMode::kJoin));
+      int64_t n = 0;
+      for (int64_t i = 0; i < segments; ++i) {
+        SEEDVAE_TRY(check_cancel(st.cancel));
+        SEEDVAE_ASSIGN_OR_RETURN(const int64_t k,
+                                 st.video->append_segment(segment_file(w.work, i)));
+        n += k;
+      }
+      if (n != frames) {
+        return corrupt_data("the segments in " + quoted(w.work) + " hold " + std::to_string(n) +
+                            " frames, expected " + std::to_string(frames));
+      }
+      if (w.description.empty()) w.description = st.video->description();
+    }
+    st.frames = frames;
+    SEEDVAE_TRY(commit_writer(st));
+    w.state.warnings = st.warnings;
+    return Status::ok();
+  });
+}
+
+std::vector<std::string> SegmentedClipWriter::warnings() const {
+  return impl_ ? impl_->state.warnings : std::vector<std::string>{};
+}
+
+std::string SegmentedClipWriter::description() const {
+  return impl_ ? impl_->description : std::string();
 }
 
 bool is_writable_video_extension(const fs::path& path) {

@@ -126,6 +126,9 @@ class FrameReader {
   double fps() const;
   // Bits per sample of the source, as Clip::bit_depth.
   int bit_depth() const;
+  // The selection's frame count as the source states it (an image sequence's files, a video
+  // container's count), -1 when it does not; for progress, never trusted for the output.
+  int64_t expected_frames() const;
   // Once the reader has reached the end: a truncated source's warning, as Clip::warning.
   std::string warning() const;
 
@@ -238,6 +241,52 @@ class ClipWriter {
  private:
   struct Impl;
   explicit ClipWriter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Whether a destination can be written in segments (SegmentedClipWriter): a video file or an
+// image directory; a single image cannot.
+bool writes_in_segments(const std::filesystem::path& destination);
+
+// A clip written in closed segments, for a job that can be stopped and resumed (the job's
+// checkpoints, core/pipeline/job.cpp): each segment is complete on its own in `work_dir` once
+// end_segment() returned, so a later process can add the following segments to those an earlier
+// one closed. A video's segment is coded by a fresh encoder (its first frame a keyframe, no
+// reference outside the segment) at the frames' timestamps in the whole clip; an image
+// directory's segment is its frames' files. join() makes the destination from segments
+// [0, n): a video's packets copied into one file of the destination's container with the
+// source's audio (bit-exact muxing), an image directory moved into place, with ClipWriter's
+// checks and guarantees (atomic, read back, an existing destination replaced only at the end).
+// The same frames in the same segments give the same bytes, whichever runs wrote the segments.
+class SegmentedClipWriter {
+ public:
+  // The destination and options are checked as ClipWriter::open() checks them; `work_dir` must
+  // exist. Nothing is written to the destination before join().
+  static Result<SegmentedClipWriter> open(const std::filesystem::path& destination,
+                                          const WriteOptions& options,
+                                          const std::filesystem::path& work_dir,
+                                          const CancelToken* cancel = nullptr);
+  ~SegmentedClipWriter();
+  SegmentedClipWriter(SegmentedClipWriter&&) noexcept;
+  SegmentedClipWriter& operator=(SegmentedClipWriter&&) noexcept;
+
+  // Segment `index` starts with the clip's frame `first_frame`; write() appends frames to it and
+  // end_segment() closes it (a video segment stays under a temporary name until then).
+  Status begin_segment(int64_t index, int64_t first_frame);
+  Status write(const HostTensor& frames);
+  Status end_segment();
+  bool in_segment() const;
+  // Removes what a run stopped between two checkpoints left of segment `index` (starting at
+  // frame `first_frame`) and later ones.
+  Status discard_from(int64_t index, int64_t first_frame);
+  // Makes the destination of segments [0, segments), `frames` frames of width x height.
+  Status join(int64_t segments, int64_t frames, int width, int height);
+  std::vector<std::string> warnings() const;  // complete after join()
+  std::string description() const;            // how a video is coded, once a segment was written
+
+ private:
+  struct Impl;
+  explicit SegmentedClipWriter(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

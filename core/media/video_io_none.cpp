@@ -50,6 +50,10 @@ int FrameReader::bit_depth() const {
   return 8;
 }
 
+int64_t FrameReader::expected_frames() const {
+  return -1;
+}
+
 std::string FrameReader::warning() const {
   return {};
 }
@@ -109,6 +113,46 @@ Status check_clip_destination(const std::filesystem::path& destination) {
 
 Status check_clip_destination(const std::filesystem::path& destination, const WriteOptions&) {
   return no_video(destination, "write");
+}
+
+bool writes_in_segments(const std::filesystem::path&) {
+  return false;
+}
+
+struct SegmentedClipWriter::Impl {};
+SegmentedClipWriter::SegmentedClipWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SegmentedClipWriter::~SegmentedClipWriter() = default;
+SegmentedClipWriter::SegmentedClipWriter(SegmentedClipWriter&&) noexcept = default;
+SegmentedClipWriter& SegmentedClipWriter::operator=(SegmentedClipWriter&&) noexcept = default;
+Result<SegmentedClipWriter> SegmentedClipWriter::open(const std::filesystem::path& destination,
+                                                      const WriteOptions&,
+                                                      const std::filesystem::path&,
+                                                      const CancelToken*) {
+  return no_video(destination, "write");
+}
+Status SegmentedClipWriter::begin_segment(int64_t, int64_t) {
+  return unsupported("this build has no video I/O");
+}
+Status SegmentedClipWriter::write(const HostTensor&) {
+  return unsupported("this build has no video I/O");
+}
+Status SegmentedClipWriter::end_segment() {
+  return unsupported("this build has no video I/O");
+}
+bool SegmentedClipWriter::in_segment() const {
+  return false;
+}
+Status SegmentedClipWriter::discard_from(int64_t, int64_t) {
+  return unsupported("this build has no video I/O");
+}
+Status SegmentedClipWriter::join(int64_t, int64_t, int, int) {
+  return unsupported("this build has no video I/O");
+}
+std::vector<std::string> SegmentedClipWriter::warnings() const {
+  return {};
+}
+std::string SegmentedClipWriter::description() const {
+  return {};
 }
 
 bool is_frame_pattern(const std::filesystem::path&) {

@@ -6,9 +6,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <new>
 #include <tuple>
+
+#include <nlohmann/json.hpp>
 
 #include "core/base/process_memory.h"
 #include "core/io/output_path.h"
@@ -296,6 +299,47 @@ Status write_latent_file(const std::filesystem::path& path, const HostTensor& la
   return write_safetensors(path, {&nt, 1}, meta);
 }
 
+// ---- resumable jobs ----------------------------------------------------------------------------
+
+std::filesystem::path checkpoint_dir(const std::filesystem::path& output) {
+  std::filesystem::path p = output;
+  while (!p.has_filename() && p.has_relative_path()) p = p.parent_path();
+  p += ".seedvae-resume";
+  return p;
+}
+
+bool resumable(const JobSpec& job, std::string* why) {
+  std::string reason;
+  const RunOptions& o = job.options;
+  if (job.kind != JobKind::kRoundTrip) {
+    reason = "only a round trip is resumable";
+  } else if (job.output.empty()) {
+    reason = "no output file";
+  } else if (o.checkpoint_chunks <= 0) {
+    reason = "checkpoints off";
+  } else if (std::string r = find_option("checkpoint_chunks")->not_applicable(o); !r.empty()) {
+    reason = r;
+  } else if (job.sample_latent) {
+    reason = "a sampled latent draws its noise over the whole clip";
+  } else if (job.keep_original || job.keep_reconstruction) {
+    reason = "the frames are kept for the caller";
+  } else if (!media::writes_in_segments(job.output)) {
+    reason = "a single image output";
+  }
+  if (why) *why = reason;
+  return reason.empty();
+}
+
+std::optional<int64_t> checkpoint_frame(const std::filesystem::path& output) {
+  std::ifstream in(checkpoint_dir(output) / "checkpoint.json");
+  if (!in) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("next_frame") || !j["next_frame"].is_number_integer()) {
+    return std::nullopt;
+  }
+  return j["next_frame"].get<int64_t>();
+}
+
 // ---- the session -----------------------------------------------------------------------------
 
 struct Session::State {
@@ -395,7 +439,8 @@ namespace {
 // The job's input as a padded, chunk-by-chunk frame source (on a prefetch thread or not).
 Result<std::unique_ptr<media::VideoFrameSource>> open_source(const JobSpec& job,
                                                              const RunOptions& o, bool prefetch,
-                                                             const CancelToken* cancel) {
+                                                             const CancelToken* cancel,
+                                                             int64_t resume_frames = 0) {
   const VaeConfig& cfg = job.weights->config;
   media::VideoSourceOptions so;
   so.read = read_options(job.input);
@@ -404,6 +449,10 @@ Result<std::unique_ptr<media::VideoFrameSource>> open_source(const JobSpec& job,
   so.prefetch = prefetch;
   std::tie(so.first_chunk_frames, so.chunk_frames) =
       media::encoder_chunk_frames(o.chunk_latents, cfg.temporal_factor(), o.lone_head);
+  if (resume_frames > 0) {
+    so.resume_frames = resume_frames;
+    so.first_chunk_frames = so.chunk_frames;
+  }
   if (job.keep_original) {
     media::FrameSpool* keep = job.keep_original.get();
     so.on_frames = [keep](const HostTensor& frames) { return keep->append(frames); };
@@ -418,12 +467,16 @@ Result<std::unique_ptr<media::VideoFrameSource>> open_source(const JobSpec& job,
 
 // The source frames again, unpadded and in order, for the round trip's metrics: the input is
 // read a second time while the decode streams out, so no copy of the clip is kept.
-Result<media::ChunkProducer> open_originals(const JobInput& in, const CancelToken* cancel) {
+Result<media::ChunkProducer> open_originals(const JobInput& in, const CancelToken* cancel,
+                                            int64_t skip = 0) {
   if (in.is_sample()) {
-    return media::sample_frames(in.sample_width, in.sample_height, in.sample_frames);
+    return media::sample_frames(in.sample_width, in.sample_height, in.sample_frames, skip);
   }
+  media::ReadOptions ro = read_options(in);
+  ro.first_frame += skip * std::max(1, ro.stride);
+  if (ro.max_frames >= 0) ro.max_frames = std::max<int64_t>(1, ro.max_frames - skip);
   SEEDVAE_ASSIGN_OR_RETURN(media::FrameReader reader,
-                           media::FrameReader::open(in.path, read_options(in), cancel));
+                           media::FrameReader::open(in.path, ro, cancel));
   auto shared = std::make_shared<media::FrameReader>(std::move(reader));
   return media::ChunkProducer(
       [shared](int64_t n, const CancelToken* stop) { return shared->read(n, stop); });
@@ -460,6 +513,375 @@ HostTensor trim_chunk(const HostTensor& chunk, int64_t k, int64_t height, int64_
     }
   }
   return out;
+}
+
+// ---- resumable round trips -------------------------------------------------------------------
+
+using Json = nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr const char* kCheckpointFormat = "seedvae-resume 1";
+constexpr const char* kCheckpointFile = "checkpoint.json";
+
+// What identifies a file on disk for a fingerprint: its absolute path, size and time stamp.
+Json file_identity(const fs::path& p) {
+  std::error_code ec;
+  Json j;
+  j["path"] = fs::absolute(p, ec).lexically_normal().string();
+  if (fs::is_regular_file(p, ec)) {
+    j["size"] = static_cast<int64_t>(fs::file_size(p, ec));
+    j["mtime"] = static_cast<int64_t>(fs::last_write_time(p, ec).time_since_epoch().count());
+  }
+  return j;
+}
+
+// The job a checkpoint belongs to: input and frame selection, weights, every setting that can
+// change the output (prefetch and async tiles cannot), the output.
+Json job_fingerprint(const JobSpec& job) {
+  Json j;
+  const JobInput& in = job.input;
+  if (in.is_sample()) {
+    j["input"] = Json{{"sample", {in.sample_width, in.sample_height, in.sample_frames}}};
+  } else {
+    j["input"] = file_identity(in.path);
+  }
+  j["frames"] = {in.first_frame, in.max_frames, in.stride, in.resize_width, in.resize_height};
+  j["weights"] = file_identity(job.weights->source);
+  Json opts = Json::parse(to_json(job.options), nullptr, false);
+  if (opts.is_object()) {
+    opts.erase("prefetch");
+    opts.erase("async_tiles");
+  }
+  j["settings"] = opts;
+  j["output"] = file_identity(job.output)["path"];
+  return j;
+}
+
+// What differs between two fingerprints, for the refusal ("the setting chunk_latents: 1 then 2").
+std::string fingerprint_difference(const Json& saved, const Json& now) {
+  for (auto it = now.begin(); it != now.end(); ++it) {
+    const Json& old = saved.contains(it.key()) ? saved.at(it.key()) : Json();
+    if (old == it.value()) continue;
+    if (it.key() == "settings" && old.is_object() && it->is_object()) {
+      for (auto o = it->begin(); o != it->end(); ++o) {
+        const Json before = old.contains(o.key()) ? old.at(o.key()) : Json();
+        if (before != o.value()) {
+          return "the setting " + o.key() + " (" + before.dump() + " then, " + o.value().dump() +
+                 " now)";
+        }
+      }
+    }
+    return "the " + it.key() + " (" + old.dump() + " then, " + it.value().dump() + " now)";
+  }
+  return "the checkpoint's format";
+}
+
+struct Checkpoint {
+  int64_t next_frame = 0;      // source frames the encoder has taken
+  int64_t frames_written = 0;  // reconstruction frames in the closed segments
+  int64_t chunks = 0;          // chunks done
+  int64_t segments = 0;        // closed segments
+  std::string state_file;      // the causal states
+  media::QualityAccumulator::Sums quality;
+};
+
+Status save_states(const fs::path& path, Backend& backend, const CausalState& enc,
+                   const CausalState& dec) {
+  std::vector<std::pair<std::string, HostTensor>> host;
+  const std::pair<const char*, const CausalState*> states[] = {{"encoder/", &enc},
+                                                               {"decoder/", &dec}};
+  for (const auto& [prefix, st] : states) {
+    for (const auto& [key, t] : st->memory) {
+      SEEDVAE_ASSIGN_OR_RETURN(HostTensor h, backend.download(t));
+      host.emplace_back(std::string(prefix) + key, std::move(h));
+    }
+  }
+  std::vector<NamedTensor> named;
+  named.reserve(host.size());
+  for (const auto& [name, h] : host) named.push_back({name, &h});
+  const std::map<std::string, std::string> meta{{"encoder.started", enc.started ? "1" : "0"},
+                                                {"decoder.started", dec.started ? "1" : "0"}};
+  return write_safetensors(path, named, meta);
+}
+
+Status load_states(const fs::path& path, Backend& backend, CausalState& enc, CausalState& dec) {
+  SEEDVAE_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
+  enc.reset();
+  dec.reset();
+  auto started = [&](const char* k) {
+    auto it = file.metadata().find(k);
+    return it != file.metadata().end() && it->second == "1";
+  };
+  enc.started = started("encoder.started");
+  dec.started = started("decoder.started");
+  for (const std::string& name : file.names()) {
+    SEEDVAE_ASSIGN_OR_RETURN(TensorView view, file.get(name));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor t, backend.upload(view.to_host()));
+    if (name.rfind("encoder/", 0) == 0) {
+      enc.memory[name.substr(8)] = std::move(t);
+    } else if (name.rfind("decoder/", 0) == 0) {
+      dec.memory[name.substr(8)] = std::move(t);
+    } else {
+      return corrupt_data("the checkpoint state " + path.string() + " holds an unknown tensor " +
+                          name);
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::optional<Checkpoint>> read_checkpoint(const fs::path& dir, const Json& fingerprint,
+                                                  bool* other_job, std::string* difference) {
+  std::error_code ec;
+  const fs::path file = dir / kCheckpointFile;
+  if (!fs::exists(file, ec)) return std::optional<Checkpoint>();
+  std::ifstream in(file);
+  Json j = Json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("format", "") != kCheckpointFormat) {
+    return corrupt_data("the checkpoint " + file.string() +
+                        " cannot be read; run with --restart to discard it");
+  }
+  if (j.value("job", Json()) != fingerprint) {
+    *other_job = true;
+    *difference = fingerprint_difference(j.value("job", Json()), fingerprint);
+    return std::optional<Checkpoint>();
+  }
+  Checkpoint c;
+  try {
+    c.next_frame = j.at("next_frame").get<int64_t>();
+    c.frames_written = j.at("frames_written").get<int64_t>();
+    c.chunks = j.at("chunks").get<int64_t>();
+    c.segments = j.at("segments").get<int64_t>();
+    c.state_file = j.at("state_file").get<std::string>();
+    const Json& q = j.at("quality");
+    c.quality = {q.at("elements").get<int64_t>(), q.at("frames").get<int64_t>(),
+                 q.at("squares").get<double>(), q.at("max_abs").get<double>(),
+                 q.at("ssim_sum").get<double>()};
+  } catch (const Json::exception& e) {
+    return corrupt_data("the checkpoint " + file.string() + " is incomplete (" + e.what() +
+                        "); run with --restart to discard it");
+  }
+  if (c.next_frame < 1 || c.chunks < 1 || c.segments < 1 ||
+      c.state_file.find('/') != std::string::npos) {
+    return corrupt_data("the checkpoint " + file.string() + " is inconsistent");
+  }
+  return std::optional<Checkpoint>(c);
+}
+
+// Commits a checkpoint: the states first, then the JSON that names them (the commit point), then
+// the previous states file goes.
+Status write_checkpoint(const fs::path& dir, const Json& fingerprint, const Checkpoint& c,
+                        Backend& backend, const CausalState& enc, const CausalState& dec,
+                        const std::string& previous_state) {
+  SEEDVAE_TRY(save_states(dir / c.state_file, backend, enc, dec));
+  Json j{{"format", kCheckpointFormat},
+         {"job", fingerprint},
+         {"next_frame", c.next_frame},
+         {"frames_written", c.frames_written},
+         {"chunks", c.chunks},
+         {"segments", c.segments},
+         {"state_file", c.state_file},
+         {"quality",
+          {{"elements", c.quality.elements},
+           {"frames", c.quality.frames},
+           {"squares", c.quality.squares},
+           {"max_abs", c.quality.max_abs},
+           {"ssim_sum", c.quality.ssim_sum}}}};
+  SEEDVAE_TRY(write_file_atomic(dir / kCheckpointFile, j.dump(1)));
+  if (!previous_state.empty() && previous_state != c.state_file) {
+    std::error_code ec;
+    fs::remove(dir / previous_state, ec);
+  }
+  return Status::ok();
+}
+
+// The chunks of a clip of `frames` source frames (progress totals), -1 when unknown.
+int64_t expected_chunks(int64_t frames, const RunOptions& o, int temporal_factor) {
+  if (frames <= 0) return -1;
+  const int64_t latents = (media::next_4n_plus_1(frames) - 1) / temporal_factor + 1;
+  return static_cast<int64_t>(plan_chunks(latents, o.chunk_latents, o.lone_head).size());
+}
+
+struct ResumableRun {
+  const JobSpec& job;
+  const JobCallbacks& cb;
+  JobResult& r;
+  const RunOptions& o;  // after the automatic schedule
+  VaeModel& m;
+  Backend& backend;
+  std::function<void(std::string_view)> phase;
+  std::function<void()> trim_heap;
+
+  Status run();
+};
+
+Status ResumableRun::run() {
+  const VaeConfig& cfg = job.weights->config;
+  const fs::path dir = checkpoint_dir(job.output);
+  const Json fingerprint = job_fingerprint(job);
+  std::error_code ec;
+  if (job.restart) fs::remove_all(dir, ec);
+  bool other_job = false;
+  std::string difference;
+  SEEDVAE_ASSIGN_OR_RETURN(std::optional<Checkpoint> saved,
+                           read_checkpoint(dir, fingerprint, &other_job, &difference));
+  if (other_job) {
+    return invalid_argument(dir.string() + " holds the checkpoint of another job: " + difference +
+                            " differs; run with --restart to discard it, or write another output");
+  }
+  fs::create_directories(dir, ec);
+  if (ec) return io_error("cannot create " + dir.string() + ": " + ec.message());
+  Checkpoint ck = saved.value_or(Checkpoint{});
+  const bool resumed = saved.has_value();
+  r.checkpointed = true;
+  r.resumed_at_frame = ck.next_frame;
+  // Without a checkpoint to keep, a failure leaves no folder behind.
+  struct Tidy {
+    const fs::path& dir;
+    bool keep = false;
+    ~Tidy() {
+      std::error_code e;
+      if (!keep && !fs::exists(dir / kCheckpointFile, e)) fs::remove_all(dir, e);
+    }
+  } tidy{dir};
+
+  // ---- input, metrics, engine state ----
+  SEEDVAE_ASSIGN_OR_RETURN(std::unique_ptr<media::VideoFrameSource> source,
+                           open_source(job, o, r.prefetch, cb.cancel, ck.next_frame));
+  r.fps = source->fps();
+  SEEDVAE_ASSIGN_OR_RETURN(media::ChunkProducer originals,
+                           open_originals(job.input, cb.cancel, ck.next_frame));
+  media::QualityAccumulator quality;
+  quality.restore(ck.quality);
+  CausalState enc, dec;
+  if (resumed) SEEDVAE_TRY(load_states(dir / ck.state_file, backend, enc, dec));
+  SEEDVAE_ASSIGN_OR_RETURN(media::SegmentedClipWriter writer,
+                           media::SegmentedClipWriter::open(
+                               job.output, write_options(o, r.fps, &job.input), dir, cb.cancel));
+  SEEDVAE_TRY(writer.discard_from(ck.segments, ck.frames_written));
+
+  const StreamOptions stream = stream_options(o);
+  const auto [first_chunk, chunk_frames] =
+      media::encoder_chunk_frames(o.chunk_latents, cfg.temporal_factor(), o.lone_head);
+  const int64_t total_chunks = expected_chunks(source->expected_frames(), o, cfg.temporal_factor());
+  auto report = [&](std::string_view stage, int64_t done) {
+    if (cb.progress) {
+      cb.progress->report(stage, done, total_chunks > 0 ? std::max(total_chunks, done) : done + 1);
+    }
+  };
+  phase("encode");
+  double encode_s = 0, decode_s = 0, metrics_s = 0, write_s = 0;
+  int64_t frames_in = ck.next_frame, frames_out = ck.frames_written;
+  int64_t chunk = ck.chunks;
+  int64_t in_segment = 0;  // chunks in the open segment
+  for (;; ++chunk) {
+    if (cb.cancel) SEEDVAE_TRY(cb.cancel->check());
+    const int64_t want = chunk == 0 ? first_chunk : chunk_frames;
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor x_host, source->next(want));
+    const int64_t k = x_host.empty() ? 0 : x_host.shape()[2];
+    if (k == 0) break;
+    // encode the chunk, and decode its latent (the posterior mean) at once
+    auto t = Clock::now();
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(x_host));
+    x_host = {};
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, m.encode_chunk(x, enc, stream.chunk_options(chunk, -1)));
+    x = {};
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor moments, backend.download(y));
+    y = {};
+    HostTensor mean = moments_mean(moments);
+    moments = {};
+    encode_s += seconds_since(t);
+    report("encode", chunk + 1);
+    t = Clock::now();
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor z, backend.upload(mean));
+    mean = {};
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor d, m.decode_chunk(z, dec, stream.chunk_options(chunk, -1)));
+    z = {};
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor decoded, backend.download(d));
+    d = {};
+    decode_s += seconds_since(t);
+    frames_in += k;
+    // the temporal padding (only in the last chunk) is dropped
+    const media::PadPlan& plan = source->plan();
+    const int64_t kk = decoded.shape()[2];
+    const int64_t real = source->finished() ? std::min(kk, plan.frames - frames_out) : kk;
+    if (real > 0) {
+      const HostTensor recon = trim_chunk(decoded, real, plan.height, plan.width);
+      decoded = {};
+      t = Clock::now();
+      SEEDVAE_ASSIGN_OR_RETURN(HostTensor original, originals(real, cb.cancel));
+      if (original.empty() || original.shape() != recon.shape()) {
+        return internal_error("the input read again gave " + original.shape().to_string() +
+                              " for reconstruction frames " + recon.shape().to_string());
+      }
+      SEEDVAE_TRY(quality.add(recon, original));
+      metrics_s += seconds_since(t);
+      t = Clock::now();
+      if (!writer.in_segment()) SEEDVAE_TRY(writer.begin_segment(ck.segments, frames_out));
+      SEEDVAE_TRY(writer.write(recon));
+      write_s += seconds_since(t);
+      if (cb.on_decoded) SEEDVAE_TRY(cb.on_decoded(frames_out, recon));
+      frames_out += real;
+    }
+    report("decode", chunk + 1);
+    trim_heap();
+    // a closed segment and a checkpoint every checkpoint_chunks chunks (not after the last)
+    if (++in_segment == o.checkpoint_chunks && !source->finished() && writer.in_segment()) {
+      t = Clock::now();
+      SEEDVAE_TRY(writer.end_segment());
+      const std::string previous = ck.state_file;
+      ck.next_frame = frames_in;
+      ck.frames_written = frames_out;
+      ck.chunks = chunk + 1;
+      ck.segments += 1;
+      ck.quality = quality.sums();
+      ck.state_file = "state_" + std::to_string(ck.chunks) + ".safetensors";
+      SEEDVAE_TRY(write_checkpoint(dir, fingerprint, ck, backend, enc, dec, previous));
+      write_s += seconds_since(t);
+      in_segment = 0;
+    }
+  }
+  if (!source->finished()) {
+    return internal_error("the frame source did not reach the end of the clip");
+  }
+  const media::PrefetchStats ps = source->stats();
+  r.read_s = ps.read_seconds;
+  r.read_wait_s = ps.wait_seconds;
+  r.encode_s = std::max(0.0, encode_s - r.read_wait_s);
+  r.decode_s = decode_s;
+  r.metrics_s = metrics_s;
+  r.plan = source->plan();
+  if (std::string w = source->warning(); !w.empty()) r.warnings.push_back(std::move(w));
+  source.reset();
+  m.flush_telemetry();
+  if (frames_out != r.plan.frames) {
+    return internal_error("the resumable run wrote " + std::to_string(frames_out) + " of " +
+                          std::to_string(r.plan.frames) + " frames");
+  }
+  if (cb.on_input) SEEDVAE_TRY(cb.on_input(InputClip{r.plan, r.fps}));
+  if (auto q = quality.result(); q.is_ok()) r.quality = *q;
+
+  // ---- the output: the last segment closed, all of them joined ----
+  phase("write");
+  const auto tw = Clock::now();
+  int64_t segments = ck.segments;
+  if (writer.in_segment()) {
+    SEEDVAE_TRY(writer.end_segment());
+    ++segments;
+  }
+  if (cb.progress) cb.progress->report("write", 0, 1);
+  SEEDVAE_TRY(writer.join(segments, frames_out, static_cast<int>(r.plan.width),
+                          static_cast<int>(r.plan.height)));
+  if (cb.progress) cb.progress->report("write", 1, 1);
+  r.write_s = write_s + seconds_since(tw);
+  for (std::string& w : writer.warnings()) r.warnings.push_back(std::move(w));
+  if (std::string w = media::stored_size_note(job.output, r.plan.width, r.plan.height);
+      !w.empty()) {
+    r.warnings.push_back(std::move(w));
+  }
+  r.output = job.output;
+  fs::remove_all(dir, ec);  // the output is in place: the checkpoint has done its work
+  tidy.keep = true;
+  return Status::ok();
 }
 
 }  // namespace
@@ -563,6 +985,21 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   if (cb.cancel) {
     const CancelToken* cancel = cb.cancel;
     m.set_observer([cancel](std::string_view, const Tensor&) { return cancel->check(); });
+  }
+
+  // ---- a resumable round trip: encode and decode chunk by chunk, with checkpoints ----
+  // (with the options the automatic schedule chose: one that turned to tiling is not resumable)
+  JobSpec effective = job;
+  effective.options = o;
+  if (resumable(effective)) {
+    ResumableRun run{job, cb, r, o, m, *backend, phase, trim_heap};
+    SEEDVAE_TRY(run.run());
+    if (!schedule_note.empty()) {
+      r.plan_note = schedule_note + (r.plan_note.empty() ? "" : "; " + r.plan_note);
+    }
+    r.peak_bytes = backend->memory_stats().peak_bytes;
+    r.total_s = seconds_since(t0);
+    return Status::ok();
   }
 
   // ---- encode ----

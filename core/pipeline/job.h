@@ -89,6 +89,11 @@ struct JobSpec {
   // ([1, 3, T, H, W] in [-1, 1]; encode, round trip) and the reconstruction, trimmed and clamped
   // (decode, round trip). A spool on disk keeps host memory flat.
   std::shared_ptr<media::FrameSpool> keep_original, keep_reconstruction;
+  // A resumable job (resumable() below) continues from a checkpoint of the same job it finds
+  // beside its output (checkpoint_dir()); `restart` discards that checkpoint and starts over. A
+  // checkpoint of another job (input, weights, settings or frame range differ) is refused
+  // (kInvalidArgument naming what differs) unless `restart`.
+  bool restart = false;
 };
 
 // The input once it has been read to its end (after the encode): its padding and frame rate.
@@ -142,6 +147,10 @@ struct JobResult {
   int64_t peak_bytes = 0;    // the backend allocator's peak during the job (weights included)
   int64_t predicted_peak_bytes = -1;  // JobSpec::predict
   std::filesystem::path output;       // what was written
+  // A resumable job: it wrote checkpoints (checkpoint_dir()), and this run continued one at this
+  // source frame (0: from the start).
+  bool checkpointed = false;
+  int64_t resumed_at_frame = 0;
 
   double read_overlap_s() const { return read_s > read_wait_s ? read_s - read_wait_s : 0; }
   // (encode + decode) per source frame, in milliseconds.
@@ -168,6 +177,29 @@ class Session {
   struct State;
   std::unique_ptr<State> s_;
 };
+
+// ---- resumable jobs ---------------------------------------------------------------------------
+//
+// A round trip into a video file or an image directory, untiled, streamed in chunks, with the
+// posterior mean as latent and no frames kept (keep_original / keep_reconstruction), runs
+// resumable when options.checkpoint_chunks > 0: each chunk is encoded and at once decoded (the
+// encoder's and the decoder's causal state carried on), so host memory holds a chunk, not the
+// latent of the clip. The output is written in segments of checkpoint_chunks chunks
+// (media::SegmentedClipWriter: each video segment coded by a fresh encoder), and after each
+// segment a checkpoint is committed in checkpoint_dir(output): the two causal states (a
+// .safetensors file), the next source frame, the frames written, the metrics' running sums and a
+// fingerprint of the job. A cancel or failure leaves the last checkpoint and no output file; the
+// same job run again continues after it (the source is read from there, the encoder and decoder
+// resume their state) and writes the same segments, which are joined into the output at the end
+// (a video remuxed with the source's audio, bit-exact): the same bytes as an uninterrupted run.
+// The checkpoint folder is removed once the output is in place.
+
+// "<output>.seedvae-resume" beside the output (trailing separators of a directory dropped).
+std::filesystem::path checkpoint_dir(const std::filesystem::path& output);
+// Whether the job runs resumable; `why` says why not ("no output file", "tiled", ...).
+bool resumable(const JobSpec& job, std::string* why = nullptr);
+// Whether a checkpoint (of any job) waits beside `output`, and the source frame it stopped at.
+std::optional<int64_t> checkpoint_frame(const std::filesystem::path& output);
 
 // ---- the steps, for the benchmark and for tests -------------------------------------------------
 

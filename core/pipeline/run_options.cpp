@@ -108,6 +108,12 @@ std::string x26x_rule(const RunOptions& o) {
   return "only H.264 and H.265 take it (codec " + o.codec + ")";
 }
 
+std::string checkpoint_rule(const RunOptions& o) {
+  if (o.tiling != "off") return "a tiled run reads the whole clip first";
+  if (o.chunk_latents == 0) return "a whole-clip chunk has no chunk boundary to stop at";
+  return "";
+}
+
 std::string auto_schedule_rule(const RunOptions& o) {
   if (o.tiling != "off") return "tiling picks its own tile within the budget";
   if (o.offload_state || o.lean_convs || o.lone_head || o.hires_chunk_frames > 0) {
@@ -529,6 +535,22 @@ const std::vector<OptionSpec>& table() {
                  "10-bit output), else 8.",
          .member = &RunOptions::bit_depth,
          .choices = kBitDepths});
+    add({.key = "checkpoint_chunks",
+         .flag = "--checkpoint-every",
+         .label = "Checkpoint every (chunks)",
+         .group = OptionGroup::kOutput,
+         .kind = OptionKind::kInt,
+         .help = "A round trip into a video file or image directory is resumable: every N "
+                 "temporal chunks it closes a segment of the output (a video's starts with a "
+                 "keyframe) and saves a checkpoint (the causal state, the metrics so far) in "
+                 "<output>.seedvae-resume/. A stopped job run again continues from its last "
+                 "checkpoint and gives the same file as an uninterrupted run. Smaller N loses "
+                 "less work on a stop and adds keyframes. 0: no checkpoints, one pass.",
+         .member = &RunOptions::checkpoint_chunks,
+         .minimum = 0,
+         .maximum = 1 << 20,
+         .special_text = "off",
+         .not_applicable = checkpoint_rule});
     return v;
   }();
   return t;

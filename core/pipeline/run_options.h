@@ -69,6 +69,8 @@ struct RunOptions : CudaSwitches {
   std::string preset = "auto";     // x264/x265 preset; auto: medium
   bool lossless = false;           // H.264/H.265 without loss
   std::string bit_depth = "auto";  // auto | 8 | 10 | 16
+  // Resumable output: a segment and a checkpoint every N chunks (0: off; job.h)
+  int checkpoint_chunks = 16;
 
   bool operator==(const RunOptions&) const = default;
 };

@@ -72,7 +72,8 @@ class tst_Cli : public QObject {
 
   // One options table: every run option is a flag of `roundtrip` (a default-true switch with its
   // --no- form too), and `roundtrip` has no option flag of its own besides its input, output and
-  // weights; the studio's side of the same check is tst_studio_basics::settingsPanelHasEveryOption.
+  // weights (and --restart, which says what to do with a checkpoint, not how to run); the studio's
+  // side of the same check is tst_studio_basics::settingsPanelHasEveryOption.
   void everyRunOptionIsAFlag() {
     const Run help = run({"roundtrip", "--help"});
     QCOMPARE(help.code, 0);
@@ -88,9 +89,9 @@ class tst_Cli : public QObject {
             spec.key.data());
       }
     }
-    const QSet<QString> own{"--help",   "--sample-clip", "--first",   "--frames",
-                            "--stride", "--size",        "--weights", "--synthetic",
-                            "--quiet",  "--json",        "--output",  "--no-prefetch"};
+    const QSet<QString> own{"--help",   "--sample-clip", "--first",     "--frames", "--stride",
+                            "--size",   "--weights",     "--synthetic", "--quiet",  "--json",
+                            "--output", "--no-prefetch", "--restart"};
     for (const QString& f : flags) {
       bool in_table = own.contains(f);
       for (const seedvae::OptionSpec& spec : seedvae::run_option_table()) {

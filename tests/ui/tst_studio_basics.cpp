@@ -188,6 +188,7 @@ RunOptions every_option_changed() {
   s.preset = "slow";
   s.lossless = true;
   s.bit_depth = "10";
+  s.checkpoint_chunks = 5;
   return s;
 }
 

@@ -1,0 +1,237 @@
+// The job queue (core/pipeline/job_queue.h): its file round trip (every field, the settings as
+// the options table writes them), reorder / remove / pause / resume, a failing job followed by
+// one that runs, and a queue stopped mid-job and "restarted" (its file reloaded, the job found
+// running as a killed process leaves it) whose stopped job resumes from its checkpoint and
+// writes the bytes of an uninterrupted run. The demo model on the CPU backend, in process.
+#include <QtTest>
+
+#include <fstream>
+#include <iterator>
+
+#include "app/backends.h"
+#include "core/pipeline/job_queue.h"
+#include "core/vae/state_dict.h"
+
+using namespace seedvae;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string file_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+class CancelAfter final : public ProgressSink {
+ public:
+  CancelAfter(CancelToken& token, int64_t after) : token_(token), after_(after) {}
+  void report(std::string_view stage, int64_t done, int64_t) override {
+    if (stage == "decode" && done >= after_) token_.request();
+  }
+
+ private:
+  CancelToken& token_;
+  int64_t after_;
+};
+
+QueuedJob sample_job(const fs::path& output, int frames) {
+  QueuedJob j;
+  j.weights = SEEDVAE_DEMO_WEIGHTS;
+  j.options.threads = 2;
+  j.options.checkpoint_chunks = 3;
+  j.options.codec = "ffv1";
+  j.sample_width = 48;
+  j.sample_height = 40;
+  j.sample_frames = frames;
+  j.output = output.string();
+  return j;
+}
+
+std::vector<int64_t> ids(const JobQueue& q) {
+  std::vector<int64_t> out;
+  for (const QueuedJob& j : q.jobs()) out.push_back(j.id);
+  return out;
+}
+
+}  // namespace
+
+class tst_JobQueue : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir tmp_;
+  fs::path dir() const { return fs::path(tmp_.path().toStdString()); }
+
+  QueueRunHooks hooks(const CancelToken* cancel = nullptr, ProgressSink* progress = nullptr) {
+    QueueRunHooks h;
+    h.load_weights = [](const std::string& w) -> Result<std::shared_ptr<const VaeWeights>> {
+      SEEDVAE_ASSIGN_OR_RETURN(VaeWeights v, load_weights(w));
+      return std::make_shared<const VaeWeights>(std::move(v));
+    };
+    h.cancel = cancel;
+    h.progress = progress;
+    h.save_interval_s = 0;  // every report reaches the file
+    return h;
+  }
+
+ private slots:
+  void fileRoundTripAndEdits() {
+    const fs::path file = dir() / "edits" / "queue.json";  // the folder is made on saving
+    auto q = JobQueue::load(file);
+    QVERIFY(q.is_ok());
+    QVERIFY(q->jobs().empty());
+    QueuedJob a = sample_job(dir() / "a.mkv", 21);
+    a.options.chunk_latents = 2;
+    a.options.tiling = "off";
+    a.input = "/videos/in.mp4";
+    a.first_frame = 10;
+    a.max_frames = 100;
+    a.stride = 2;
+    a.resize_width = 640;
+    const int64_t ia = q->add(a);
+    const int64_t ib = q->add(sample_job(dir() / "b.mkv", 21));
+    const int64_t ic = q->add(sample_job(dir() / "c.mkv", 21));
+    QVERIFY(q->save().is_ok());
+
+    auto r = JobQueue::load(file);
+    QVERIFY(r.is_ok());
+    QCOMPARE(ids(*r), (std::vector<int64_t>{ia, ib, ic}));
+    const QueuedJob* ra = r->find(ia);
+    QVERIFY(ra != nullptr);
+    QVERIFY(ra->options == a.options);
+    QCOMPARE(ra->input, a.input);
+    QCOMPARE(ra->output, a.output);
+    QCOMPARE(ra->weights, a.weights);
+    QCOMPARE(ra->first_frame, int64_t{10});
+    QCOMPARE(ra->max_frames, int64_t{100});
+    QCOMPARE(ra->stride, 2);
+    QCOMPARE(ra->resize_width, 640);
+    QCOMPARE(ra->state, QueueState::kQueued);
+
+    // edits through the file, as the CLI makes them
+    QVERIFY(JobQueue::update(file, [&](JobQueue& x) { return x.move(ic, 0); }).is_ok());
+    QVERIFY(JobQueue::update(file, [&](JobQueue& x) { return x.pause(ia); }).is_ok());
+    QVERIFY(JobQueue::update(file, [&](JobQueue& x) { return x.remove(ib); }).is_ok());
+    QCOMPARE(JobQueue::update(file, [&](JobQueue& x) { return x.remove(99); }).code(),
+             StatusCode::kNotFound);
+    auto e = JobQueue::load(file);
+    QVERIFY(e.is_ok());
+    QCOMPARE(ids(*e), (std::vector<int64_t>{ic, ia}));
+    QCOMPARE(e->find(ia)->state, QueueState::kPaused);
+    QCOMPARE(e->next_queued()->id, ic);  // the paused job is skipped
+    QVERIFY(e->resume(ia).is_ok());
+    QCOMPARE(e->find(ia)->state, QueueState::kQueued);
+    // a new job never reuses a removed job's id
+    QCOMPARE(e->add(sample_job(dir() / "d.mkv", 21)), ic + 1);
+    // a running job cannot be removed or paused
+    e->find(ia)->state = QueueState::kRunning;
+    QCOMPARE(e->remove(ia).code(), StatusCode::kInvalidArgument);
+    QCOMPARE(e->pause(ia).code(), StatusCode::kInvalidArgument);
+    // a file that is not a queue is refused, not overwritten
+    const fs::path bad = dir() / "bad.json";
+    std::ofstream(bad) << "{\"jobs\": 3}";
+    QCOMPARE(JobQueue::load(bad).status().code(), StatusCode::kCorruptData);
+    QCOMPARE(JobQueue::update(bad, [](JobQueue&) { return Status::ok(); }).code(),
+             StatusCode::kCorruptData);
+    QCOMPARE(file_bytes(bad), std::string("{\"jobs\": 3}"));
+  }
+
+  void failedJobDoesNotStopTheQueue() {
+    const fs::path file = dir() / "fail.json";
+    QVERIFY(JobQueue::update(file, [&](JobQueue& q) {
+              QueuedJob missing = sample_job(dir() / "missing_out.mkv", 21);
+              missing.input = (dir() / "no_such_video.mp4").string();
+              q.add(missing);
+              q.add(sample_job(dir() / "ok.mkv", 21));
+              return Status::ok();
+            }).is_ok());
+    Session session([](const RunOptions& o) { return app::make_backend(o); });
+    auto ran = run_queue(file, session, hooks());
+    QVERIFY2(ran.is_ok(), ran.status().to_string().c_str());
+    QCOMPARE(*ran, int64_t{2});
+    auto q = JobQueue::load(file);
+    QVERIFY(q.is_ok());
+    const QueuedJob& failed = q->jobs()[0];
+    const QueuedJob& done = q->jobs()[1];
+    QCOMPARE(failed.state, QueueState::kFailed);
+    QVERIFY2(failed.message.find("no_such_video") != std::string::npos, failed.message.c_str());
+    QCOMPARE(done.state, QueueState::kDone);
+    QCOMPARE(done.frames, int64_t{21});
+    QVERIFY(done.psnr_db > 15 && done.psnr_db < 60);
+    QVERIFY(done.ssim > 0 && done.ssim <= 1);
+    QVERIFY(done.ms_per_frame > 0);
+    QVERIFY(done.peak_bytes > 0);
+    QCOMPARE(done.progress, 1.0);
+    QVERIFY(fs::exists(done.output));
+    QVERIFY(!fs::exists(failed.output));
+    // nothing left to run
+    auto again = run_queue(file, session, hooks());
+    QVERIFY(again.is_ok());
+    QCOMPARE(*again, int64_t{0});
+  }
+
+  // A queue stopped in its first job, then its process "killed" (the file says running), then
+  // run again: the job continues from its checkpoint and writes an uninterrupted run's bytes;
+  // the next job runs after it.
+  void restartMidQueueResumes() {
+    const fs::path file = dir() / "restart.json";
+    const fs::path out = dir() / "long.mkv", ref = dir() / "long_ref.mkv";
+    int64_t first = 0, second = 0;
+    QVERIFY(JobQueue::update(file, [&](JobQueue& q) {
+              first = q.add(sample_job(out, 45));
+              second = q.add(sample_job(dir() / "after.mkv", 21));
+              return Status::ok();
+            }).is_ok());
+    {
+      Session session([](const RunOptions& o) { return app::make_backend(o); });
+      CancelToken cancel;
+      CancelAfter stop(cancel, 7);
+      auto ran = run_queue(file, session, hooks(&cancel, &stop));
+      QCOMPARE(ran.status().code(), StatusCode::kCancelled);
+      auto q = JobQueue::load(file);
+      QVERIFY(q.is_ok());
+      QCOMPARE(q->find(first)->state, QueueState::kQueued);
+      QVERIFY2(q->find(first)->message.find("checkpoint at frame 25") != std::string::npos,
+               q->find(first)->message.c_str());
+      QCOMPARE(q->find(second)->state, QueueState::kQueued);
+      QVERIFY(!fs::exists(out));
+    }
+    // the process dies while the job runs: the file keeps "running"
+    QVERIFY(JobQueue::update(file, [&](JobQueue& q) {
+              q.find(first)->state = QueueState::kRunning;
+              return Status::ok();
+            }).is_ok());
+    auto reloaded = JobQueue::load(file);
+    QVERIFY(reloaded.is_ok());
+    QCOMPARE(reloaded->find(first)->state, QueueState::kQueued);
+    QCOMPARE(reloaded->next_queued()->id, first);
+
+    Session session([](const RunOptions& o) { return app::make_backend(o); });
+    auto ran = run_queue(file, session, hooks());
+    QVERIFY2(ran.is_ok(), ran.status().to_string().c_str());
+    QCOMPARE(*ran, int64_t{2});
+    auto q = JobQueue::load(file);
+    QVERIFY(q.is_ok());
+    QCOMPARE(q->find(first)->state, QueueState::kDone);
+    QCOMPARE(q->find(first)->resumed_at_frame, int64_t{25});
+    QCOMPARE(q->find(first)->frames, int64_t{45});
+    QCOMPARE(q->find(second)->state, QueueState::kDone);
+
+    // the same job uninterrupted
+    const QueuedJob j = sample_job(ref, 45);
+    JobSpec spec;
+    spec.kind = JobKind::kRoundTrip;
+    auto w = load_weights(j.weights);
+    QVERIFY(w.is_ok());
+    spec.weights = std::make_shared<const VaeWeights>(std::move(*w));
+    spec.options = j.options;
+    spec.input = j.job_input();
+    spec.output = ref;
+    JobResult r;
+    QVERIFY(session.run(spec, {}, r).is_ok());
+    QVERIFY(file_bytes(out) == file_bytes(ref));
+    QCOMPARE(r.quality->psnr_db, q->find(first)->psnr_db);
+  }
+};
+
+QTEST_GUILESS_MAIN(tst_JobQueue)
+#include "tst_job_queue.moc"
