@@ -81,6 +81,31 @@ Result<VaeConfig> config_from_manifest(const Json& cfg, const std::string& name)
   }
 }
 
+// The "inputs" row of a reference configuration: every case of its manifest entry present in
+// `inputs` with the manifest's shape.
+VerifyRow inputs_row(const SafetensorsFile& inputs, const Json& cfg) {
+  int bad = 0;
+  std::string note;
+  const Json cases = cfg.value("cases", Json::array());
+  for (const auto& c : cases) {
+    const std::string cname = c.value("name", "");
+    auto v = inputs.get(cname);
+    const Shape want(c.value("shape", std::vector<int64_t>{}));
+    if (!v || v->shape != want) {
+      ++bad;
+      note += cname + (v ? " has shape " + v->shape.to_string() : " is missing") + "; ";
+    }
+  }
+  return {"",
+          "inputs",
+          bad ? "FAIL" : "pass",
+          0,
+          0,
+          0,
+          0,
+          bad ? note : std::to_string(cases.size()) + " cases"};
+}
+
 bool wanted(const VerifyOptions& o, const std::string& tensor) {
   if (o.only.empty()) return true;
   return std::any_of(o.only.begin(), o.only.end(),
@@ -174,21 +199,7 @@ class ConfigRun {
       SEEDVAE_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(inter_path));
       intermediates_ = std::move(f);
     }
-    // Inputs: every manifest case must be present with the manifest's shape.
-    int bad_inputs = 0;
-    std::string note;
-    const Json cases = cfg.value("cases", Json::array());
-    for (const auto& c : cases) {
-      const std::string cname = c.value("name", "");
-      auto v = inputs_->get(cname);
-      const Shape want(c.value("shape", std::vector<int64_t>{}));
-      if (!v || v->shape != want) {
-        ++bad_inputs;
-        note += cname + (v ? " has shape " + v->shape.to_string() : " is missing") + "; ";
-      }
-    }
-    add({"", "inputs", bad_inputs ? "FAIL" : "pass", 0, 0, 0, 0,
-         bad_inputs ? note : std::to_string(cfg.value("cases", Json::array()).size()) + " cases"});
+    add(inputs_row(*inputs_, cfg));
     if (!opt_.run_model) return Status::ok();
 
     SEEDVAE_ASSIGN_OR_RETURN(VaeModel model, VaeModel::create(backend_, weights_));
@@ -479,20 +490,7 @@ class WanConfigRun {
     SEEDVAE_ASSIGN_OR_RETURN(inputs_, SafetensorsFile::open(dir / name_ / "inputs.safetensors"));
     SEEDVAE_ASSIGN_OR_RETURN(golden_,
                              SafetensorsFile::open(dir / name_ / "golden_fp32.safetensors"));
-    int bad_inputs = 0;
-    std::string note;
-    const Json cases = cfg.value("cases", Json::array());
-    for (const auto& c : cases) {
-      const std::string cname = c.value("name", "");
-      auto v = inputs_->get(cname);
-      const Shape shape(c.value("shape", std::vector<int64_t>{}));
-      if (!v || v->shape != shape) {
-        ++bad_inputs;
-        note += cname + (v ? " has shape " + v->shape.to_string() : " is missing") + "; ";
-      }
-    }
-    add({"", "inputs", bad_inputs ? "FAIL" : "pass", 0, 0, 0, 0,
-         bad_inputs ? note : std::to_string(cases.size()) + " cases"});
+    add(inputs_row(*inputs_, cfg));
     if (!opt_.run_model) return Status::ok();
 
     SEEDVAE_ASSIGN_OR_RETURN(WanModel model, WanModel::create(backend_, weights_));

@@ -101,6 +101,66 @@ Result<Tensor> CudaBackend::conv3d(const Tensor& x, const Tensor& w, const Tenso
   return y;
 }
 
+namespace {
+
+// The cuDNN problem of a convolution of an input of dims xd (spatially padded already where
+// pad_for_cudnn made the padding explicit; ph/pw the symmetric padding left to cuDNN).
+ConvProblem conv_problem(ElemType et, Layout layout, MathMode math, const Dims5& xd,
+                         const Shape& wsh, const Conv3dParams& p, int ph, int pw) {
+  ConvProblem cp;
+  cp.type = et;
+  cp.layout = layout;
+  cp.math = math;
+  cp.cin = xd.c;
+  cp.t = xd.t;
+  cp.h = xd.h;
+  cp.w = xd.w;
+  cp.cout = wsh[0];
+  cp.kt = wsh[2];
+  cp.kh = wsh[3];
+  cp.kw = wsh[4];
+  cp.st = p.stride_t;
+  cp.sh = p.stride_h;
+  cp.sw = p.stride_w;
+  cp.ph = ph;
+  cp.pw = pw;
+  return cp;
+}
+
+}  // namespace
+
+// cuDNN pads symmetrically: asymmetric padding (Downsample3D's (0, 1, 0, 1)) is made explicit in
+// a padded copy (returned; x and xd then describe it, ph = pw = 0); symmetric padding is left to
+// cuDNN (ph, pw).
+Result<BlockPtr> CudaBackend::pad_for_cudnn(ElemType et, Layout layout, const Conv3dParams& p,
+                                            const void*& x, Dims5& xd, int& ph, int& pw,
+                                            const std::string& what) {
+  if (p.pad_top == p.pad_bottom && p.pad_left == p.pad_right) {
+    ph = p.pad_top;
+    pw = p.pad_left;
+    return BlockPtr{};
+  }
+  PadArgs pa;
+  pa.type = et;
+  pa.layout = layout;
+  pa.in = xd;
+  pa.top = p.pad_top;
+  pa.bottom = p.pad_bottom;
+  pa.left = p.pad_left;
+  pa.right = p.pad_right;
+  pa.x = x;
+  xd.h += p.pad_top + p.pad_bottom;
+  xd.w += p.pad_left + p.pad_right;
+  SEEDVAE_ASSIGN_OR_RETURN(BlockPtr padded,
+                           alloc_->allocate(xd.numel() * elem_size(et), what + " padded input"));
+  pa.y = padded->ptr;
+  launch_pad_hw(pa, stream_);
+  SEEDVAE_TRY(check_launch(what + " padding"));
+  x = padded->ptr;
+  ph = pw = 0;
+  return padded;
+}
+
 bool CudaBackend::fp8_path(const Shape& xsh, const Shape& wsh, const Conv3dParams& p,
                            Layout layout) const {
   const int64_t cin = xsh.c(), cout = wsh[0];
@@ -137,29 +197,11 @@ Status CudaBackend::conv_fp8(const Shape& xsh, const void* x, const Shape& wsh, 
                              const std::string& what) {
   const ElemType et = elem_of(act_);
   const int64_t es = elem_size(et);
-  // asymmetric padding (Downsample3D's) made explicit first, as for the 16-bit path
   const void* xin = x;
   Dims5 xd = dims5(xsh);
-  BlockPtr padded;
-  int ph = p.pad_top, pw = p.pad_left;
-  if (p.pad_top != p.pad_bottom || p.pad_left != p.pad_right) {
-    PadArgs pa;
-    pa.type = et;
-    pa.layout = Layout::kNDHWC;
-    pa.in = xd;
-    pa.top = p.pad_top;
-    pa.bottom = p.pad_bottom;
-    pa.left = p.pad_left;
-    pa.right = p.pad_right;
-    pa.x = x;
-    xd.h += p.pad_top + p.pad_bottom;
-    xd.w += p.pad_left + p.pad_right;
-    SEEDVAE_ASSIGN_OR_RETURN(padded, alloc_->allocate(xd.numel() * es, what + " padded input"));
-    pa.y = padded->ptr;
-    launch_pad_hw(pa, stream_);
-    xin = padded->ptr;
-    ph = pw = 0;
-  }
+  int ph = 0, pw = 0;
+  SEEDVAE_ASSIGN_OR_RETURN(BlockPtr padded,
+                           pad_for_cudnn(et, Layout::kNDHWC, p, xin, xd, ph, pw, what));
   // the activation's per-tensor scale at this call: amax, scale, e4m3 copy
   const int64_t xn = xd.numel();
   SEEDVAE_ASSIGN_OR_RETURN(BlockPtr xq, alloc_->allocate(xn, what + " e4m3 input"));
@@ -170,21 +212,9 @@ Status CudaBackend::conv_fp8(const Shape& xsh, const void* x, const Shape& wsh, 
   launch_quantize_e4m3(et, xin, xq->ptr, xn, am + 1, xn, stream_);
   SEEDVAE_TRY(check_launch(what + " input quantisation"));
 
-  GraphConvProblem g;
-  g.x_type = g.w_type = GraphType::kFp8E4M3;
-  g.y_type = act_ == DType::kF16 ? GraphType::kF16 : GraphType::kBF16;
-  g.cin = xsh.c();
-  g.h = xd.h;
-  g.w = xd.w;
-  g.cout = wsh[0];
-  g.kt = wsh[2];
-  g.kh = wsh[3];
-  g.kw = wsh[4];
-  g.st = p.stride_t;
-  g.sh = p.stride_h;
-  g.sw = p.stride_w;
-  g.ph = ph;
-  g.pw = pw;
+  GraphConvProblem g = graph_problem_of(
+      conv_problem(et, Layout::kNDHWC, MathMode::kStrict, xd, wsh, p, ph, pw), GraphType::kFp8E4M3,
+      act_ == DType::kF16 ? GraphType::kF16 : GraphType::kBF16);
   g.x_scale = g.w_scale = true;
   // pieces of output frames: input and output of a piece below 2^31 elements or the
   // configured limit (frames of NDHWC are contiguous, so a piece is an offset)
@@ -234,8 +264,6 @@ Result<bool> CudaBackend::conv3d_into(const Shape& xsh, const void* x, Layout la
   if (how.yt != et && !few_outputs) {
     return internal_error(what + ": an output type of its own needs the few-outputs path");
   }
-  const int64_t hp = xsh.h() + p.pad_top + p.pad_bottom;
-  const int64_t wp = xsh.w() + p.pad_left + p.pad_right;
   const int64_t es = elem_size(et);
 
   const bool pointwise = wsh[2] == 1 && wsh[3] == 1 && wsh[4] == 1 && p.stride_t == 1 &&
@@ -284,50 +312,13 @@ Result<bool> CudaBackend::conv3d_into(const Shape& xsh, const void* x, Layout la
   // General 3-D convolution through cuDNN, one sample at a time.
   const void* xin = x;
   Dims5 xd = dims5(xsh);
-  BlockPtr padded;
   int ph = 0, pw = 0;
-  if (p.pad_top == p.pad_bottom && p.pad_left == p.pad_right) {
-    ph = p.pad_top;
-    pw = p.pad_left;
-  } else {
-    // cuDNN pads symmetrically; asymmetric padding (Downsample3D's (0, 1, 0, 1)) is explicit.
-    PadArgs pa;
-    pa.type = et;
-    pa.layout = layout;
-    pa.in = xd;
-    pa.top = p.pad_top;
-    pa.bottom = p.pad_bottom;
-    pa.left = p.pad_left;
-    pa.right = p.pad_right;
-    pa.x = xin;
-    xd.h = hp;
-    xd.w = wp;
-    SEEDVAE_ASSIGN_OR_RETURN(padded, alloc_->allocate(xd.numel() * es, what + " padded input"));
-    pa.y = padded->ptr;
-    launch_pad_hw(pa, stream_);
-    SEEDVAE_TRY(check_launch(what + " padding"));
-    xin = padded->ptr;
-  }
+  SEEDVAE_ASSIGN_OR_RETURN(BlockPtr padded, pad_for_cudnn(et, layout, p, xin, xd, ph, pw, what));
   const int64_t cin = xsh.c(), cout = wsh[0];
   const int64_t taps = wsh[2] * wsh[3] * wsh[4];
-  ConvProblem cp;
-  cp.type = et;
-  cp.layout = layout;
   // fp16/bf16 ignore the math mode; fidelity's fp16 problems share fp16's autotune entries
-  cp.math = et == ElemType::kF32 ? math : MathMode::kStrict;
-  cp.cin = cin;
-  cp.t = xd.t;
-  cp.h = xd.h;
-  cp.w = xd.w;
-  cp.cout = cout;
-  cp.kt = wsh[2];
-  cp.kh = wsh[3];
-  cp.kw = wsh[4];
-  cp.st = p.stride_t;
-  cp.sh = p.stride_h;
-  cp.sw = p.stride_w;
-  cp.ph = ph;
-  cp.pw = pw;
+  const ConvProblem cp =
+      conv_problem(et, layout, et == ElemType::kF32 ? math : MathMode::kStrict, xd, wsh, p, ph, pw);
   const int64_t in_sample = cin * xd.t * xd.h * xd.w;
   const int64_t out_pix = out.t() * out.h() * out.w();
   const bool last = layout == Layout::kNDHWC;

@@ -395,6 +395,9 @@ class CudaBackend final : public Backend {
   // frames that keep every operand below 2^31 elements; no bias (the caller adds or defers it).
   // kUnsupported when no graph engine takes the problem (the caller then runs it in 16 bits).
   bool fp8_path(const Shape& xsh, const Shape& wsh, const Conv3dParams& p, Layout layout) const;
+  // Makes asymmetric spatial padding explicit for cuDNN (conv.cpp).
+  Result<BlockPtr> pad_for_cudnn(ElemType et, Layout layout, const Conv3dParams& p, const void*& x,
+                                 Dims5& xd, int& ph, int& pw, const std::string& what);
   struct Fp8Weight {
     std::weak_ptr<Storage> original;
     BlockPtr values;  // e4m3, KRSC
