@@ -11,28 +11,15 @@
 #include "app/backends.h"
 #include "core/pipeline/job_queue.h"
 #include "core/vae/state_dict.h"
+#include "tests/support/job_test_util.h"
 
 using namespace seedvae;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string file_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-class CancelAfter final : public ProgressSink {
- public:
-  CancelAfter(CancelToken& token, int64_t after) : token_(token), after_(after) {}
-  void report(std::string_view stage, int64_t done, int64_t) override {
-    if (stage == "decode" && done >= after_) token_.request();
-  }
-
- private:
-  CancelToken& token_;
-  int64_t after_;
-};
+using test::CancelAfter;
+using test::file_bytes;
 
 QueuedJob sample_job(const fs::path& output, int frames) {
   QueuedJob j;

@@ -19,16 +19,15 @@
 #include "core/vae/state_dict.h"
 #include "tests/media/av_test_file.h"
 #include "tests/media/media_test_util.h"
+#include "tests/support/job_test_util.h"
 
 using namespace seedvae;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string file_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using test::CancelAfter;
+using test::file_bytes;
 
 // Every file under `p` (a file or a directory) with its bytes, by relative name.
 std::map<std::string, std::string> tree_bytes(const fs::path& p) {
@@ -42,19 +41,6 @@ std::map<std::string, std::string> tree_bytes(const fs::path& p) {
   }
   return out;
 }
-
-// Requests the cancel once the decode has finished `after` chunks.
-class CancelAfter final : public ProgressSink {
- public:
-  CancelAfter(CancelToken& token, int64_t after) : token_(token), after_(after) {}
-  void report(std::string_view stage, int64_t done, int64_t) override {
-    if (stage == "decode" && done >= after_) token_.request();
-  }
-
- private:
-  CancelToken& token_;
-  int64_t after_;
-};
 
 }  // namespace
 
