@@ -218,7 +218,8 @@ struct ModelArgs {
         return shared(std::move(w));
       }
     }
-    return shared(synthetic_weights(synthetic));
+    SEEDVAE_ASSIGN_OR_RETURN(VaeWeights w, synthetic_weights(synthetic));
+    return shared(std::move(w));
   }
 };
 
@@ -915,13 +916,12 @@ int cmd_make_weights(const std::string& which, uint64_t seed, const std::string&
     const WanConfig wc = v22 ? (real ? WanConfig::wan22() : WanConfig::wan22_tiny())
                              : (real ? WanConfig::wan21() : WanConfig::wan21_tiny());
     if (seed == 0) seed = wan_reference_seed(wc.family, real);
-    const WanWeights w = synthesize_wan_weights(wc, seed);
-    if (Status s = save_wan_weights(output, w, *dtype, {{"seedvae.seed", std::to_string(seed)}});
-        !s) {
+    const VaeWeights w = synthesize_wan_weights(wc, seed);
+    if (Status s = save_weights(output, w, *dtype, {{"seedvae.seed", std::to_string(seed)}}); !s) {
       return fail(s);
     }
     std::cout << "wrote " << output << ": " << wc.to_string() << ", " << w.parameter_count()
-              << " parameters, fp16 digest " << wan_fp16_digest(w) << "\n";
+              << " parameters, fp16 digest " << fp16_digest(w) << "\n";
     return kOk;
   }
   const VaeConfig cfg = which == "real" ? VaeConfig::real() : VaeConfig::tiny();

@@ -276,8 +276,9 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   if (!weights) {
     if (req.weights_spec.is_builtin()) {
       if (!builtin_weights_ || builtin_name_ != req.weights_spec.builtin) {
-        builtin_weights_ =
-            std::make_shared<VaeWeights>(synthetic_weights(req.weights_spec.builtin.toStdString()));
+        auto made = synthetic_weights(req.weights_spec.builtin.toStdString());
+        if (!made) return made.take_status();
+        builtin_weights_ = std::make_shared<VaeWeights>(std::move(*made));
         builtin_name_ = req.weights_spec.builtin;
       }
       weights = builtin_weights_;

@@ -44,14 +44,16 @@ Result<WeightsInfo> load_weights_info(const WeightsSpec& spec) {
   WeightsInfo info;
   std::shared_ptr<VaeWeights> w;
   if (spec.is_builtin()) {
-    const bool real = spec.builtin == QLatin1String("real");
-    w = std::make_shared<VaeWeights>(synthetic_weights(real ? "real" : "tiny"));
+    auto made = synthetic_weights(spec.builtin.toStdString());
+    if (!made) return made.take_status();
+    w = std::make_shared<VaeWeights>(std::move(*made));
     info.synthetic = true;
-    info.source = QStringLiteral(
-                      "built-in: synthetic %1 weights (seed %2; a trained demo model "
-                      "replaces them when installed)")
-                      .arg(real ? QStringLiteral("real") : QStringLiteral("tiny"))
-                      .arg(real ? kRealSeed : kTinySeed);
+    info.source =
+        QStringLiteral("built-in: %1 synthetic %2 weights (%3; a trained demo model "
+                       "replaces the SeedVR2 ones when installed)")
+            .arg(QString::fromUtf8(family_name(w->family).data(),
+                                   static_cast<qsizetype>(family_name(w->family).size())),
+                 spec.builtin, QString::fromStdString(w->source));
     info.sha256 = QString::fromStdString(fp16_digest(*w));
   } else {
     auto loaded = load_weights(spec.path.toStdString());
@@ -60,7 +62,9 @@ Result<WeightsInfo> load_weights_info(const WeightsSpec& spec) {
     info.source = spec.path;
     info.sha256 = QString::fromStdString(w->sha256);
   }
-  info.config = QString::fromStdString(w->config.to_string());
+  info.family = QString::fromUtf8(family_name(w->family).data(),
+                                  static_cast<qsizetype>(family_name(w->family).size()));
+  info.config = QString::fromStdString(w->describe());
   info.dtype = QString::fromUtf8(dtype_name(w->dtype).data(),
                                  static_cast<qsizetype>(dtype_name(w->dtype).size()));
   info.parameters = w->parameter_count();

@@ -61,7 +61,8 @@ QString from_fs_path(const std::filesystem::path& path);
 // `path` points to it and `builtin` names it).
 struct WeightsSpec {
   QString path;                              // empty: built-in
-  QString builtin = QStringLiteral("tiny");  // "tiny" or "real" (synthetic recipe)
+  // a synthetic recipe: "tiny", "real", "wan21-tiny", ... (synthetic_weight_names())
+  QString builtin = QStringLiteral("tiny");
   bool is_builtin() const { return path.isEmpty(); }
   QString display_name() const;
 };
@@ -69,8 +70,9 @@ struct WeightsSpec {
 // What the info panel shows about a loaded checkpoint.
 struct WeightsInfo {
   std::shared_ptr<const VaeWeights> weights;  // immutable once loaded; shared by threads
-  QString source;                             // file path or "built-in synthetic tiny (seed ...)"
-  QString config;                             // VaeConfig::to_string()
+  QString source;                             // file path or "built-in: SeedVR2 synthetic tiny ..."
+  QString family;                             // "SeedVR2", "Wan2.1", "Wan2.2"
+  QString config;                             // VaeWeights::describe()
   QString dtype;                              // "fp16"
   qint64 parameters = 0;
   QString sha256;  // of the file, or the fp16 digest of synthetic weights

@@ -463,8 +463,8 @@ class WanConfigRun {
     const Json weights = cfg.value("weights", Json::object());
     const uint64_t seed = weights.value("seed", uint64_t{0});
     auto t0 = Clock::now();
-    WanWeights synthetic = synthesize_wan_weights(config, seed);
-    const std::string digest = wan_fp16_digest(synthetic);
+    VaeWeights synthetic = synthesize_wan_weights(config, seed);
+    const std::string digest = fp16_digest(synthetic);
     const std::string want = weights.value("fp16_digest_checkpoint_order", std::string());
     add({"", "weights (recipe)", digest == want ? "pass" : "FAIL", 0, 0, 0, seconds_since(t0),
          "synthetic recipe, seed " + std::to_string(seed) + ", fp16 digest " +
@@ -475,12 +475,12 @@ class WanConfigRun {
     }
     if (wfile) {
       t0 = Clock::now();
-      SEEDVAE_ASSIGN_OR_RETURN(weights_, load_wan_weights(*wfile));
-      if (!(weights_.config == config)) {
-        return invalid_argument("weights configuration (" + weights_.config.to_string() +
+      SEEDVAE_ASSIGN_OR_RETURN(weights_, load_weights(*wfile));
+      if (!weights_.is_wan() || !(weights_.wan == config)) {
+        return invalid_argument("weights configuration (" + weights_.describe() +
                                 ") differs from the manifest's (" + config.to_string() + ")");
       }
-      const bool same = wan_fp16_digest(weights_) == digest;
+      const bool same = fp16_digest(weights_) == digest;
       add({"", "weights", same || opt_.weights ? "pass" : "FAIL", 0, 0, 0, seconds_since(t0),
            wfile->filename().string() + (same ? " equals the synthetic recipe bit for bit"
                                               : " differs from the synthetic recipe")});
@@ -634,7 +634,7 @@ class WanConfigRun {
   std::string name_;
   const std::function<void(const VerifyRow&)>& on_row_;
   VerifyReport& report_;
-  WanWeights weights_;
+  VaeWeights weights_;
   std::optional<SafetensorsFile> inputs_, golden_;
   WanModel* model_ = nullptr;
   std::map<std::string, WanEncoded> encoded_;

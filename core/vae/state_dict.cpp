@@ -8,6 +8,7 @@
 #include "core/base/sha256.h"
 #include "core/io/tensor_file.h"
 #include "core/vae/wan_config.h"
+#include "core/vae/wan_model.h"
 
 namespace seedvae {
 
@@ -33,38 +34,55 @@ int64_t VaeWeights::parameter_count() const {
   return n;
 }
 
+int VaeWeights::latent_channels() const {
+  return is_wan() ? wan.z_dim : config.latent_channels;
+}
+
+int VaeWeights::spatial_factor() const {
+  return is_wan() ? wan.spatial_factor() : config.spatial_factor();
+}
+
+int VaeWeights::temporal_factor() const {
+  return is_wan() ? wan.temporal_factor() : config.temporal_factor();
+}
+
+std::string VaeWeights::describe() const {
+  return is_wan() ? wan.to_string() : "SeedVR2: " + config.to_string();
+}
+
 Result<VaeWeights> load_weights(const std::filesystem::path& path) {
   // safetensors or a torch.save .pth, by content.
   SEEDVAE_ASSIGN_OR_RETURN(const std::unique_ptr<TensorFile> opened, open_tensor_file(path));
   const TensorFile& file = *opened;
-  // The family first, so that a Wan checkpoint is named as one instead of failing SeedVR2's
-  // checks tensor by tensor.
+  // The family first, so that each family's checks run on its own files (and a file of neither
+  // is named as such instead of failing SeedVR2's checks tensor by tensor).
   SEEDVAE_ASSIGN_OR_RETURN(const CheckpointInfo info, identify_checkpoint(file));
-  if (info.family != VaeFamily::kSeedVR2) {
-    return unsupported(path.string() + " is a " + info.to_string() +
-                       " checkpoint: encode, decode, roundtrip, plan and bench run SeedVR2 VAEs "
-                       "only for now (the Wan networks run in seedvae verify and through "
-                       "load_wan_weights and WanModel)");
-  }
-  const VaeConfig config = *info.seedvr2;
   VaeWeights w;
-  w.config = config;
+  w.family = info.family;
   w.source = path.string();
+  // name in the weights -> name in the file
+  std::vector<std::string> names;
+  if (info.wan) {
+    w.wan = *info.wan;
+    for (const auto& p : w.wan.parameters()) names.push_back(p.name);
+  } else {
+    w.config = *info.seedvr2;
+    for (const auto& p : w.config.parameters()) names.push_back(p.name);
+  }
   bool first = true;
-  for (const auto& p : config.parameters()) {
-    SEEDVAE_ASSIGN_OR_RETURN(TensorView v, resolve_tensor(file, p.name));
-    if (v.dtype == DType::kF64) {
-      return unsupported(path.string() + ": tensor " + v.name +
-                         " is F64; SeedVR2 checkpoints are fp16, bf16 or fp32");
+  for (const std::string& name : names) {
+    // SeedVR2's .pth spells some attention tensors the legacy way; Wan's names are the file's.
+    SEEDVAE_ASSIGN_OR_RETURN(TensorView v, w.is_wan() ? file.get(name) : resolve_tensor(file, name));
+    if (v.dtype != DType::kF16 && v.dtype != DType::kBF16 && v.dtype != DType::kF32) {
+      return unsupported(path.string() + ": tensor " + v.name + " is " +
+                         std::string(dtype_name(v.dtype)) + "; " +
+                         std::string(family_name(w.family)) +
+                         " checkpoints are read in fp16, bf16 or fp32");
     }
-    if (first) {
-      w.dtype = v.dtype;
-      first = false;
-    } else if (v.dtype != w.dtype) {
-      // Mixed files are legal safetensors; report the widest dtype.
-      if (dtype_size(v.dtype) > dtype_size(w.dtype)) w.dtype = v.dtype;
-    }
-    w.tensors.emplace(p.name, v.to_host());
+    // Mixed files are legal safetensors; report the widest dtype.
+    if (first || dtype_size(v.dtype) > dtype_size(w.dtype)) w.dtype = v.dtype;
+    first = false;
+    w.tensors.emplace(name, v.to_host());
   }
   SEEDVAE_ASSIGN_OR_RETURN(w.sha256, sha256_file(path));
   return w;
@@ -137,9 +155,27 @@ HostTensor synthesize_tensor(const std::string& name, const Shape& shape, uint64
 
 }  // namespace
 
-VaeWeights synthetic_weights(std::string_view name) {
-  return name == "real" ? synthesize_weights(VaeConfig::real(), kRealSeed)
-                        : synthesize_weights(VaeConfig::tiny(), kTinySeed);
+const std::vector<std::string>& synthetic_weight_names() {
+  static const std::vector<std::string> kNames{"tiny",      "real",       "wan21-tiny",
+                                               "wan21-real", "wan22-tiny", "wan22-real"};
+  return kNames;
+}
+
+Result<VaeWeights> synthetic_weights(std::string_view name) {
+  if (name == "tiny") return synthesize_weights(VaeConfig::tiny(), kTinySeed);
+  if (name == "real") return synthesize_weights(VaeConfig::real(), kRealSeed);
+  for (const bool v22 : {false, true}) {
+    for (const bool real : {false, true}) {
+      if (name != std::string(v22 ? "wan22-" : "wan21-") + (real ? "real" : "tiny")) continue;
+      const WanConfig c = v22 ? (real ? WanConfig::wan22() : WanConfig::wan22_tiny())
+                              : (real ? WanConfig::wan21() : WanConfig::wan21_tiny());
+      return synthesize_wan_weights(c, wan_reference_seed(c.family, real));
+    }
+  }
+  std::string known;
+  for (const std::string& n : synthetic_weight_names()) known += (known.empty() ? "" : ", ") + n;
+  return invalid_argument("no synthetic weights are called \"" + std::string(name) +
+                          "\" (known: " + known + ")");
 }
 
 VaeWeights synthesize_weights(const VaeConfig& config, uint64_t seed) {
@@ -163,16 +199,23 @@ Status save_weights(const std::filesystem::path& path, const VaeWeights& weights
   }
   size_t i = 0;
   for (const auto& [name, t] : weights.tensors) list.push_back({name, &converted[i++]});
-  auto meta = weights.config.to_metadata();
+  // Wan files carry no configuration: the names and shapes are all there is to it (identify).
+  auto meta = weights.is_wan() ? std::map<std::string, std::string>{} : weights.config.to_metadata();
   meta["format"] = "pt";
   meta.merge(extra_metadata);
   return write_safetensors(path, list, meta);
 }
 
 std::string fp16_digest(const VaeWeights& weights) {
+  std::vector<std::string> order;
+  if (weights.is_wan()) {
+    for (const auto& p : weights.wan.parameters()) order.push_back(p.name);
+  } else {
+    for (const auto& p : weights.config.parameters()) order.push_back(p.name);
+  }
   Sha256 sha;
-  for (const auto& p : weights.config.parameters()) {
-    auto it = weights.tensors.find(p.name);
+  for (const std::string& name : order) {
+    auto it = weights.tensors.find(name);
     if (it == weights.tensors.end()) continue;
     const HostTensor h =
         it->second.dtype() == DType::kF16 ? it->second : it->second.to(DType::kF16);

@@ -144,6 +144,11 @@ VaeModel& VaeModel::operator=(VaeModel&&) noexcept = default;
 VaeModel::~VaeModel() = default;
 
 Result<VaeModel> VaeModel::create(Backend& backend, const VaeWeights& weights) {
+  if (weights.is_wan()) {
+    return invalid_argument("VaeModel: " + weights.source + " holds a " +
+                            std::string(family_name(weights.family)) +
+                            " VAE; it runs on WanModel (make_video_vae)");
+  }
   return create(backend, weights.config, [&](const VaeConfig::Param& p) -> Result<Tensor> {
     auto it = weights.tensors.find(p.name);
     if (it == weights.tensors.end()) return not_found("weights lack tensor " + p.name);

@@ -54,7 +54,7 @@ class VaeModel final : public VideoVae {
   // Per-block timing and memory (synchronises the backend after each block while installed; the
   // device time comes from Backend::begin_device_span/end_device_span, core/base/telemetry.h).
   // A deferred sink's samples not yet read when the sink changes are dropped.
-  void set_telemetry(TelemetrySink* sink);
+  void set_telemetry(TelemetrySink* sink) override;
   TelemetrySink* telemetry() const { return telemetry_; }
 
   // The scheduler's "chunk" / "tile" summary samples (VideoVae): begin_summary() before a

@@ -1,5 +1,9 @@
 #include "core/vae/video_vae.h"
 
+#include "core/vae/state_dict.h"
+#include "core/vae/vae_model.h"
+#include "core/vae/wan_model.h"
+
 namespace seedvae {
 
 int64_t decoder_reach_of(const std::vector<ReachStep>& from_output, int factor) {
@@ -14,6 +18,15 @@ int64_t CausalState::bytes() const {
   int64_t n = 0;
   for (const auto& [k, t] : memory) n += t.shape.numel() * dtype_size(t.dtype);
   return n;
+}
+
+Result<std::unique_ptr<VideoVae>> make_video_vae(Backend& backend, const VaeWeights& weights) {
+  if (weights.is_wan()) {
+    SEEDVAE_ASSIGN_OR_RETURN(WanModel m, WanModel::create(backend, weights));
+    return std::unique_ptr<VideoVae>(std::make_unique<WanModel>(std::move(m)));
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(backend, weights));
+  return std::unique_ptr<VideoVae>(std::make_unique<VaeModel>(std::move(m)));
 }
 
 }  // namespace seedvae

@@ -5,22 +5,27 @@
 //
 // Both networks compress 4x in time with the same bookkeeping: an encoder stream's first chunk
 // has 4k+1 frames and every later chunk 4k; a decoder stream's first chunk of t latent frames
-// gives 4t-3 frames, every later one 4t. The job layer, spatial tiling and the planner take
-// VaeModel only for now; verify, the streamed scheduler and the tests take either.
+// gives 4t-3 frames, every later one 4t. make_video_vae builds the network a checkpoint's family
+// needs; the job layer, verify, the streamed scheduler and exact tiling take either, while blend
+// tiling and the planner's replay are SeedVR2's (VaeModel) only.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/base/telemetry.h"
 #include "core/vae/wan_config.h"
 
 namespace seedvae {
+
+struct VaeWeights;
 
 // Explicit causal memory of one stream (encoder or decoder). Reset (or make a new one) for each
 // new clip or tile.
@@ -103,6 +108,9 @@ class VideoVae {
   virtual int spatial_factor() const = 0;   // 8 or 16: frame sizes must be multiples of it
   virtual int temporal_factor() const = 0;  // 4
   virtual void set_observer(BlockObserver observer) = 0;
+  // Where the model's per-stage samples go (core/base/telemetry.h); nullptr: none. The default
+  // takes none (WanModel reports no stage samples).
+  virtual void set_telemetry(TelemetrySink* sink) { (void)sink; }
   // How far back the decoder looks, in latent frames: the output frames of latent frame i depend
   // on latent frames [i - decoder_reach(), i] only. The causal convolutions' frame memory is the
   // only state carried from frame to frame (norms and attention are per frame), so it ends after
@@ -130,5 +138,9 @@ class VideoVae {
   }
   virtual void flush_telemetry() const {}
 };
+
+// The network of the weights' family on `backend` (which must outlive it): VaeModel for SeedVR2,
+// WanModel for Wan2.1 / Wan2.2, every parameter uploaded.
+Result<std::unique_ptr<VideoVae>> make_video_vae(Backend& backend, const VaeWeights& weights);
 
 }  // namespace seedvae

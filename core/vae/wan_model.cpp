@@ -67,8 +67,12 @@ Result<WanModel> WanModel::create(Backend& backend, const WanConfig& config,
   return m;
 }
 
-Result<WanModel> WanModel::create(Backend& backend, const WanWeights& weights) {
-  for (const auto& p : weights.config.parameters()) {
+Result<WanModel> WanModel::create(Backend& backend, const VaeWeights& weights) {
+  if (!weights.is_wan()) {
+    return invalid_argument("WanModel: " + weights.source + " holds a " +
+                            std::string(family_name(weights.family)) + " VAE, not a Wan VAE");
+  }
+  for (const auto& p : weights.wan.parameters()) {
     auto it = weights.tensors.find(p.name);
     if (it == weights.tensors.end()) {
       return invalid_argument("WanModel: the weights have no tensor " + p.name);
@@ -81,7 +85,7 @@ Result<WanModel> WanModel::create(Backend& backend, const WanWeights& weights) {
   // Each parameter in the model's layout (parameter_shapes), made on the host when it is
   // uploaded: the same values reshaped, or one of to_qkv's three row blocks.
   return create(
-      backend, weights.config, [&](const std::string& name, const Shape& shape) -> Result<Tensor> {
+      backend, weights.wan, [&](const std::string& name, const Shape& shape) -> Result<Tensor> {
         std::string source = name;
         int part = -1;
         for (int i = 0; i < 3; ++i) {

@@ -25,40 +25,20 @@
 
 #include "core/backend/backend.h"
 #include "core/tensor/host_tensor.h"
+#include "core/vae/state_dict.h"
 #include "core/vae/video_vae.h"
 #include "core/vae/wan_config.h"
 
 namespace seedvae {
 
-// A Wan checkpoint on the host: every parameter by its state-dict name, in the file's dtype.
-struct WanWeights {
-  WanConfig config;
-  std::map<std::string, HostTensor> tensors;
-  DType dtype = DType::kF16;  // the widest dtype among the parameters (fp16, bf16 or fp32)
-  std::string source;         // file path, or "synthetic (portable recipe, seed ...)"
-  std::string sha256;         // of the file, empty for synthetic weights
-
-  int64_t parameter_count() const;
-};
-
-// Opens a safetensors or .pth Wan2.1 / Wan2.2 checkpoint (open_tensor_file), identifies and
-// strictly checks it (identify_checkpoint) and copies out every parameter; F16, BF16 or F32.
-// kInvalidArgument for a SeedVR2 (use load_weights) or unknown file.
-Result<WanWeights> load_wan_weights(const std::filesystem::path& path);
-
 // The reference data's recipe for the Wan weights (every value a function of name, index and seed;
-// the gain / bias / time_up / half / conv rules), rounded f64 -> f32 -> f16.
-WanWeights synthesize_wan_weights(const WanConfig& config, uint64_t seed);
+// the gain / bias / time_up / half / conv rules), rounded f64 -> f32 -> f16. Loading, saving and
+// digests are the families' common ones (core/vae/state_dict.h: load_weights, save_weights,
+// fp16_digest).
+VaeWeights synthesize_wan_weights(const WanConfig& config, uint64_t seed);
 // The reference data's seeds: wan21 tiny 20250621, real 20251621; wan22 tiny 20250622, real
 // 20251622.
 uint64_t wan_reference_seed(VaeFamily family, bool real);
-// SHA-256 over the fp16 bit patterns, tensor by tensor in checkpoint order.
-std::string wan_fp16_digest(const WanWeights& weights);
-// Writes the weights as a safetensors checkpoint in `dtype` under the upstream names (as
-// ComfyUI's repackaged files hold them), atomically.
-Status save_wan_weights(const std::filesystem::path& path, const WanWeights& weights, DType dtype,
-                        std::map<std::string, std::string> metadata = {});
-
 // The upstream wrappers' per-channel latent constants (z values each).
 const std::vector<float>& wan_latent_mean(VaeFamily family);
 const std::vector<float>& wan_latent_std(VaeFamily family);
@@ -69,8 +49,9 @@ Result<HostTensor> wan_denormalize_latent(const HostTensor& latent, VaeFamily fa
 
 class WanModel final : public VideoVae {
  public:
-  // Uploads every parameter to `backend` (which must outlive the model).
-  static Result<WanModel> create(Backend& backend, const WanWeights& weights);
+  // Uploads every parameter to `backend` (which must outlive the model). kInvalidArgument for
+  // weights of another family.
+  static Result<WanModel> create(Backend& backend, const VaeWeights& weights);
   // Every parameter of `config` made by `make` (e.g. CountingBackend::declare_weight for a dry
   // run); `make` gets the backend-side name and shape (WanModel::parameter_shapes).
   using ParameterFactory =

@@ -1,5 +1,5 @@
-// Wan weights on the host (wan_model.h): loading a checkpoint, the reference data's synthetic
-// recipe, the fp16 digest, and the wrappers' latent constants.
+// Wan weights on the host (wan_model.h): the reference data's synthetic recipe and the wrappers'
+// latent constants.
 #include <cmath>
 
 #include "core/base/sha256.h"
@@ -9,39 +9,6 @@
 #include "core/vae/wan_model.h"
 
 namespace seedvae {
-
-int64_t WanWeights::parameter_count() const {
-  int64_t n = 0;
-  for (const auto& [name, t] : tensors) n += t.numel();
-  return n;
-}
-
-Result<WanWeights> load_wan_weights(const std::filesystem::path& path) {
-  SEEDVAE_ASSIGN_OR_RETURN(const std::unique_ptr<TensorFile> opened, open_tensor_file(path));
-  const TensorFile& file = *opened;
-  SEEDVAE_ASSIGN_OR_RETURN(const CheckpointInfo info, identify_checkpoint(file));
-  if (!info.wan) {
-    return invalid_argument(path.string() + " is a " + info.to_string() +
-                            " checkpoint, not a Wan VAE");
-  }
-  WanWeights w;
-  w.config = *info.wan;
-  w.source = path.string();
-  bool first = true;
-  for (const auto& p : w.config.parameters()) {
-    SEEDVAE_ASSIGN_OR_RETURN(TensorView v, file.get(p.name));
-    if (v.dtype != DType::kF16 && v.dtype != DType::kBF16 && v.dtype != DType::kF32) {
-      return unsupported(path.string() + ": tensor " + v.name + " is " +
-                         std::string(dtype_name(v.dtype)) +
-                         "; Wan checkpoints are read in fp16, bf16 or fp32");
-    }
-    if (first || dtype_size(v.dtype) > dtype_size(w.dtype)) w.dtype = v.dtype;
-    first = false;
-    w.tensors.emplace(p.name, v.to_host());
-  }
-  SEEDVAE_ASSIGN_OR_RETURN(w.sha256, sha256_file(path));
-  return w;
-}
 
 namespace {
 
@@ -93,9 +60,10 @@ HostTensor synthesize_wan_tensor(const std::string& name, const Shape& shape, ui
 
 }  // namespace
 
-WanWeights synthesize_wan_weights(const WanConfig& config, uint64_t seed) {
-  WanWeights w;
-  w.config = config;
+VaeWeights synthesize_wan_weights(const WanConfig& config, uint64_t seed) {
+  VaeWeights w;
+  w.family = config.family;
+  w.wan = config;
   w.dtype = DType::kF16;
   w.source = "synthetic (portable recipe, seed " + std::to_string(seed) + ")";
   for (const auto& p : config.parameters()) {
@@ -107,36 +75,6 @@ WanWeights synthesize_wan_weights(const WanConfig& config, uint64_t seed) {
 uint64_t wan_reference_seed(VaeFamily family, bool real) {
   const bool v22 = family == VaeFamily::kWan22;
   return real ? (v22 ? 20251622 : 20251621) : (v22 ? 20250622 : 20250621);
-}
-
-std::string wan_fp16_digest(const WanWeights& weights) {
-  Sha256 sha;
-  for (const auto& p : weights.config.parameters()) {
-    auto it = weights.tensors.find(p.name);
-    if (it == weights.tensors.end()) continue;
-    const HostTensor h =
-        it->second.dtype() == DType::kF16 ? it->second : it->second.to(DType::kF16);
-    sha.update(h.raw(), static_cast<size_t>(h.nbytes()));  // little-endian hosts only
-  }
-  return sha.finish_hex();
-}
-
-Status save_wan_weights(const std::filesystem::path& path, const WanWeights& weights, DType dtype,
-                        std::map<std::string, std::string> metadata) {
-  std::vector<HostTensor> converted;
-  std::vector<std::string> names;
-  for (const auto& p : weights.config.parameters()) {
-    auto it = weights.tensors.find(p.name);
-    if (it == weights.tensors.end()) {
-      return invalid_argument("save_wan_weights: the weights have no tensor " + p.name);
-    }
-    converted.push_back(it->second.dtype() == dtype ? it->second : it->second.to(dtype));
-    names.push_back(p.name);
-  }
-  std::vector<NamedTensor> list;
-  for (size_t i = 0; i < names.size(); ++i) list.push_back({names[i], &converted[i]});
-  metadata["format"] = "pt";
-  return write_safetensors(path, list, metadata);
 }
 
 const std::vector<float>& wan_latent_mean(VaeFamily family) {

@@ -215,7 +215,7 @@ void write_json(const Args& a, const Json& j) {
 VaeWeights load_weights_for(const Args& a) {
   const std::string cfg = a.get("--config", "real");
   const auto t0 = Clock::now();
-  VaeWeights w = synthetic_weights(cfg == "tiny" ? "tiny" : "real");
+  VaeWeights w = synthetic_weights(cfg == "tiny" ? "tiny" : "real").value();
   std::fprintf(stderr, "weights: synthetic %s (%.1f s)\n", cfg.c_str(),
                std::chrono::duration<double>(Clock::now() - t0).count());
   return w;
@@ -784,7 +784,7 @@ int cmd_wanbench(const Args& a) {
   if (!size) return fail(size.status());
   const int frames = a.geti("--frames", 81), repeats = std::max(1, a.geti("--repeats", 2));
   auto t0 = Clock::now();
-  const WanWeights weights = synthesize_wan_weights(config, wan_reference_seed(family, true));
+  const VaeWeights weights = synthesize_wan_weights(config, wan_reference_seed(family, true));
   std::printf("%s: %s, weights %.1f s\n", fam.c_str(), config.to_string().c_str(),
               std::chrono::duration<double>(Clock::now() - t0).count());
   HostTensor video(DType::kF32, Shape{1, 3, frames, size->height, size->width});

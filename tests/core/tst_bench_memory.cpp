@@ -44,7 +44,7 @@ class TstBenchMemory : public QObject {
   void benchReportsHostPeakAndNoDeviceFigures() {
     auto backend = create_cpu_backend({});
     QVERIFY(backend.is_ok());
-    const VaeWeights weights = synthetic_weights("tiny");
+    const VaeWeights weights = synthetic_weights("tiny").value();
     BenchOptions o;
     o.width = o.height = 32;
     o.frames = 5;

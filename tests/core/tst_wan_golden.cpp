@@ -88,7 +88,7 @@ class tst_WanGolden : public QObject {
   std::unique_ptr<Backend> be_;
 
   // Every golden tensor of one configuration (section 4 of the reference README).
-  void golden_cases(const std::string& name, const WanWeights& weights) {
+  void golden_cases(const std::string& name, const VaeWeights& weights) {
     const fs::path dir = test::golden_wan_dir() / name;
     ASSIGN_OK(SafetensorsFile inputs, SafetensorsFile::open(dir / "inputs.safetensors"));
     ASSIGN_OK(SafetensorsFile golden, SafetensorsFile::open(dir / "golden_fp32.safetensors"));
@@ -148,16 +148,16 @@ class tst_WanGolden : public QObject {
     const auto j = manifest()["configs"][name];
     const uint64_t seed = j["weights"]["seed"].get<uint64_t>();
     QCOMPARE(seed, wan_reference_seed(cfg.family, real));
-    const WanWeights w = synthesize_wan_weights(cfg, seed);
+    const VaeWeights w = synthesize_wan_weights(cfg, seed);
     QCOMPARE(w.parameter_count(), j["n_params"].get<int64_t>());
     QCOMPARE(
-        QString::fromStdString(wan_fp16_digest(w)),
+        QString::fromStdString(fp16_digest(w)),
         QString::fromStdString(j["weights"]["fp16_digest_checkpoint_order"].get<std::string>()));
     if (!real) {
       // the shipped file, loaded through the checkpoint reader, equals the recipe bit for bit
-      ASSIGN_OK(WanWeights file,
-                load_wan_weights(test::golden_wan_dir() / name / "weights_fp16.safetensors"));
-      QVERIFY(file.config == cfg);
+      ASSIGN_OK(VaeWeights file,
+                load_weights(test::golden_wan_dir() / name / "weights_fp16.safetensors"));
+      QVERIFY(file.is_wan() && file.wan == cfg);
       QCOMPARE(file.dtype, DType::kF16);
       QCOMPARE(file.tensors.size(), w.tensors.size());
       for (const auto& [n, t] : w.tensors) {
@@ -178,8 +178,8 @@ class tst_WanGolden : public QObject {
     REQUIRE_GOLDEN_WAN();
     QFETCH(QString, config);
     const std::string name = config.toStdString();
-    ASSIGN_OK(WanWeights w,
-              load_wan_weights(test::golden_wan_dir() / name / "weights_fp16.safetensors"));
+    ASSIGN_OK(VaeWeights w,
+              load_weights(test::golden_wan_dir() / name / "weights_fp16.safetensors"));
     golden_cases(name, w);
   }
 
@@ -338,7 +338,7 @@ class tst_WanGolden : public QObject {
   void countingBackendPeakIsTheCpuPeak() {
     QFETCH(QString, config);
     const WanConfig cfg = config_of(config.toStdString());
-    const WanWeights w = synthesize_wan_weights(cfg, wan_reference_seed(cfg.family, false));
+    const VaeWeights w = synthesize_wan_weights(cfg, wan_reference_seed(cfg.family, false));
     const Shape video{1, 3, 9, 64, 96};
     HostTensor x(DType::kF32, video);
     for (size_t i = 0; i < x.f32().size(); ++i) x.f32()[i] = float(i % 7) / 7.f - 0.5f;

@@ -247,7 +247,7 @@ GPU_TEST(wan_tiny_matches_the_cpu_backend) {
   for (const VaeFamily family : {VaeFamily::kWan21, VaeFamily::kWan22}) {
     const WanConfig config =
         family == VaeFamily::kWan21 ? WanConfig::wan21_tiny() : WanConfig::wan22_tiny();
-    const WanWeights weights = synthesize_wan_weights(config, wan_reference_seed(family, false));
+    const VaeWeights weights = synthesize_wan_weights(config, wan_reference_seed(family, false));
     const HostTensor video = test::random_tensor(Shape{1, 3, 9, 32, 32}, 71);
     auto cpu = create_cpu_backend({});
     REQUIRE_OK(std::unique_ptr<Backend> cb, std::move(cpu));

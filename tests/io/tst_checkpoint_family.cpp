@@ -251,7 +251,7 @@ class tst_CheckpointFamily : public QObject {
   }
 
   // The tiny reference weights in every container and dtype: same family, configuration and
-  // values; load_wan_weights reads them exactly, load_weights (the job layer's) refuses them.
+  // values; load_weights reads them exactly, as the Wan family with that configuration.
   void tinyWeightsInEveryContainer_data() {
     QTest::addColumn<QString>("config");
     QTest::newRow("wan21") << "wan21";
@@ -294,15 +294,12 @@ class tst_CheckpointFamily : public QObject {
         const HostTensor b = st->get(first)->to_host(dt).to(DType::kF32);
         QCOMPARE(a.nbytes(), b.nbytes());
         QVERIFY(std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())) == 0);
-        auto w = load_weights(p);
-        QVERIFY(!w.is_ok());
-        QCOMPARE(w.status().code(), StatusCode::kUnsupported);
-        QVERIFY2(has(w.status(), "run SeedVR2 VAEs only for now") &&
-                     has(w.status(), v21 ? "Wan2.1 VAE" : "Wan2.2 VAE"),
-                 w.status().message().c_str());
-        auto ww = load_wan_weights(p);
+        auto ww = load_weights(p);
         QVERIFY2(ww.is_ok(), ww.status().to_string().c_str());
-        QVERIFY(ww->config == want);
+        QCOMPARE(ww->family, v21 ? VaeFamily::kWan21 : VaeFamily::kWan22);
+        QVERIFY(ww->is_wan() && ww->wan == want);
+        QCOMPARE(ww->spatial_factor(), v21 ? 8 : 16);
+        QCOMPARE(ww->latent_channels(), want.z_dim);
         QCOMPARE(ww->dtype, dt);
         QCOMPARE(ww->tensors.size(), st->names().size());
         for (const auto& n : st->names()) {

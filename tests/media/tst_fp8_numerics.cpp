@@ -158,7 +158,7 @@ class tst_Fp8Numerics : public QObject {
       QVERIFY2(moments.is_ok(), moments.status().to_string().c_str());
       cases.push_back({std::string("demo model, ") + clip, *demo, moments_mean(*moments), 15, 60});
     }
-    const VaeWeights real = synthetic_weights("real");
+    const VaeWeights real = synthetic_weights("real").value();
     cases.push_back({"real configuration (synthetic weights), random latent", real,
                      random_tensor({1, 16, 2, 8, 8}, 11), 15, 60});
     for (const Case& c : cases) {
