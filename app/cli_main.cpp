@@ -186,20 +186,21 @@ void print_json(const Json& j) {
 // ---- what every model command takes besides the run options ------------------------------
 struct ModelArgs {
   std::string weights;
-  std::string synthetic;  // "tiny" or "real"
+  std::string synthetic;  // synthetic_weight_names()
   bool quiet = false;
   bool json = false;
   RunOptions run;
 
   void add_to(CLI::App* c, std::initializer_list<OptionGroup> groups) {
     auto* w = c->add_option("--weights", weights,
-                            "SeedVR2 VAE checkpoint (.safetensors or .pth; fp16, bf16 or fp32)")
+                            "VAE checkpoint: SeedVR2, Wan2.1 or Wan2.2 (.safetensors or .pth; "
+                            "fp16, bf16 or fp32; the family is recognised from the tensors)")
                   ->check(CLI::ExistingFile);
     c->add_option("--synthetic", synthetic,
                   "use the portable synthetic weights of a configuration instead of a file "
-                  "(default: the demo model when installed or $SEEDVAE_DEMO_WEIGHTS is set, "
-                  "else tiny)")
-        ->check(CLI::IsMember({"tiny", "real"}))
+                  "(tiny and real: SeedVR2; wan21-* and wan22-*: the Wan VAEs; default: the "
+                  "demo model when installed or $SEEDVAE_DEMO_WEIGHTS is set, else tiny)")
+        ->check(CLI::IsMember(synthetic_weight_names()))
         ->excludes(w);
     c->add_flag("--quiet,-q", quiet, "no progress on stderr");
     c->add_flag("--json", json, "machine-readable output on stdout");
@@ -316,7 +317,7 @@ Result<JobResult> run_job(JobSpec job, const ModelArgs& mo) {
   job.options = mo.run;
   SEEDVAE_ASSIGN_OR_RETURN(job.weights, mo.load());
   if (!mo.quiet) {
-    std::cerr << "weights: " << job.weights->source << " (" << job.weights->config.to_string()
+    std::cerr << "weights: " << job.weights->source << " (" << job.weights->describe()
               << ", " << job.weights->parameter_count() << " parameters)\n";
   }
   Session session(make_backend);
@@ -390,9 +391,8 @@ int cmd_info(const std::vector<std::string>& paths, bool json) {
                                   std::to_string(id->wan->spatial_factor()) + "x" +
                                   std::to_string(id->wan->spatial_factor());
             item["note"] =
-                "the Wan network runs on the CPU and CUDA backends in seedvae verify; encode, "
-                "decode, "
-                "roundtrip, plan and bench run SeedVR2 VAEs only for now";
+                "encode, decode, roundtrip and bench run it; the memory planner (plan, budgets, "
+                "the automatic schedule) models SeedVR2 only";
           }
           if (auto sha = sha256_file(path)) item["sha256"] = *sha;
         } else {
@@ -479,7 +479,7 @@ int cmd_verify(VerifyOptions opt, const RunOptions& run, bool json, bool quiet) 
 
 // ---- encode / decode / roundtrip -------------------------------------------------------------
 int cmd_encode(const InputArgs& in, const ModelArgs& mo, const std::string& output, bool sample,
-               uint64_t seed, bool dit) {
+               uint64_t seed, bool dit, bool raw) {
   JobSpec job;
   job.kind = JobKind::kEncode;
   auto input = in.job_input();
@@ -488,6 +488,7 @@ int cmd_encode(const InputArgs& in, const ModelArgs& mo, const std::string& outp
   job.sample_latent = sample;
   job.seed = seed;
   job.dit_latent = dit;
+  job.raw_latent = raw;
   job.output = output;
   auto r = run_job(std::move(job), mo);
   if (!r) return fail(r.status());
@@ -516,6 +517,7 @@ int cmd_decode(const std::string& input, const ModelArgs& mo, const std::string&
   job.latent = std::make_shared<const HostTensor>(std::move(file->latent));
   job.latent_path = input;
   job.latent_plan = file->plan;
+  job.latent_family = file->family;
   job.latent_fps = fps_override > 0 ? fps_override : file->fps;
   job.output = output;
   auto r = run_job(std::move(job), mo);
@@ -834,7 +836,7 @@ int cmd_plan(const PlanArgs& pa, const RunOptions& run, bool json) {
 Status check_bench_run(const BenchOptions& bo, const VaeWeights& weights,
                        const std::string& output) {
   SEEDVAE_TRY(validate(bo.run));
-  SEEDVAE_TRY(check_host_memory(bo.run, weights.config, bo.width, bo.height, bo.frames));
+  SEEDVAE_TRY(check_host_memory(bo.run, weights, bo.width, bo.height, bo.frames));
   if (output.empty()) return Status::ok();
   std::error_code ec;
   std::vector<PathInput> inputs;
@@ -858,7 +860,7 @@ int cmd_bench(const ModelArgs& mo, BenchOptions bo, const std::string& size,
   auto backend = make_backend(bo.run);
   if (!backend) return fail(backend.status());
   // The automatic schedule, as a job chooses it; a new backend when the offload turns on.
-  auto remake = choose_bench_schedule(bo, (*weights)->config, **backend);
+  auto remake = choose_bench_schedule(bo, **weights, **backend);
   if (!remake) return fail(remake.status());
   if (!bo.schedule_note.empty() && !mo.quiet) std::cerr << "plan: " << bo.schedule_note << "\n";
   if (*remake) {
@@ -867,7 +869,7 @@ int cmd_bench(const ModelArgs& mo, BenchOptions bo, const std::string& size,
     if (!backend) return fail(backend.status());
   }
   if (!mo.quiet) {
-    std::cerr << "bench: " << (*backend)->name() << ", " << (*weights)->config.to_string() << ", "
+    std::cerr << "bench: " << (*backend)->name() << ", " << (*weights)->describe() << ", "
               << bo.width << "x" << bo.height << "x" << bo.frames << ", " << describe(bo.run)
               << "\n";
   }
@@ -1000,7 +1002,7 @@ int cli_main(int argc, char** argv) {
   ModelArgs enc_mo, dec_mo, rt_mo;
   InputArgs enc_in, rt_in;
   std::string enc_out, dec_in, dec_out, rt_out;
-  bool enc_sample = false, enc_dit = false;
+  bool enc_sample = false, enc_dit = false, enc_raw = false;
   uint64_t enc_seed = 0;
   double dec_fps = 0;
   auto* enc = app.add_subcommand("encode", "encode a video into a latent (.safetensors)");
@@ -1010,7 +1012,10 @@ int cli_main(int argc, char** argv) {
   enc->add_flag("--sample", enc_sample,
                 "sample mean + std * noise (official SeedVR2) instead of the mean");
   enc->add_option("--seed", enc_seed, "noise seed for --sample");
-  enc->add_flag("--dit", enc_dit, "write DiT-space latents (x 0.9152)");
+  enc->add_flag("--dit", enc_dit, "SeedVR2: write DiT-space latents (x 0.9152)");
+  enc->add_flag("--raw-latent", enc_raw,
+                "Wan: write the raw posterior mean instead of the normalised latent "
+                "((mu - mean) / std per channel, as the upstream wrapper returns it)");
 
   auto* dec = app.add_subcommand("decode", "decode a latent (.safetensors) into a video");
   dec->add_option("latent", dec_in, "latent written by `seedvae encode`")
@@ -1147,7 +1152,7 @@ int cli_main(int argc, char** argv) {
     bench_o.decode = !bench_no_decode;
     return cmd_bench(bench_mo, bench_o, bench_size, bench_out);
   }
-  if (enc->parsed()) return cmd_encode(enc_in, enc_mo, enc_out, enc_sample, enc_seed, enc_dit);
+  if (enc->parsed()) return cmd_encode(enc_in, enc_mo, enc_out, enc_sample, enc_seed, enc_dit, enc_raw);
   if (dec->parsed()) return cmd_decode(dec_in, dec_mo, dec_out, dec_fps);
   if (rt->parsed()) return cmd_roundtrip(rt_in, rt_mo, rt_out, rt_restart);
   if (queue->parsed()) {

@@ -14,6 +14,10 @@ Prediction predict_memory(const PredictionRequest& r) {
     p.error = QStringLiteral("no weights loaded");
     return p;
   }
+  if (r.weights->is_wan()) {
+    p.error = QStringLiteral("no prediction: the memory planner models SeedVR2 VAEs only");
+    return p;
+  }
   auto m = seedvae::predict_memory(r.settings, r.weights->config, r.width, r.height, r.frames,
                                    r.device_budget_bytes);
   if (!m) {
@@ -36,6 +40,10 @@ BudgetFit fit_to_budget(const PredictionRequest& r, qint64 budget_bytes) {
   BudgetFit f;
   if (!r.weights || r.width <= 0 || r.height <= 0 || r.frames <= 0) {
     f.message = QStringLiteral("no input or weights yet");
+    return f;
+  }
+  if (r.weights->is_wan()) {
+    f.message = QStringLiteral("the memory planner models SeedVR2 VAEs only");
     return f;
   }
   auto fit = seedvae::fit_to_budget(r.settings, r.weights->config, r.width, r.height, r.frames,

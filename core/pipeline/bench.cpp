@@ -18,6 +18,7 @@
 #include "core/pipeline/prediction.h"
 #include "core/schedule/streaming.h"
 #include "core/vae/vae_model.h"
+#include "core/vae/wan_model.h"
 
 namespace seedvae {
 namespace {
@@ -92,13 +93,29 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Per-stage analytic FLOPs of one op: the model on a dry-run backend.
-Result<std::map<std::string, double>> stage_flops(const VaeConfig& config, bool encode,
-                                                  const Shape& input, int chunk) {
-  CountingBackend cb;
-  SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(cb, config, [&](const VaeConfig::Param& p) {
+// A family's network with shape-only parameters on a dry-run backend.
+Result<std::unique_ptr<VideoVae>> dry_model(CountingBackend& cb, const VaeWeights& weights) {
+  if (weights.is_wan()) {
+    SEEDVAE_ASSIGN_OR_RETURN(WanModel m,
+                             WanModel::create(cb, weights.wan, [&](const std::string&, const Shape& s) {
+                               return Result<Tensor>(cb.declare_weight(s));
+                             }));
+    return std::unique_ptr<VideoVae>(std::make_unique<WanModel>(std::move(m)));
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(VaeModel m,
+                           VaeModel::create(cb, weights.config, [&](const VaeConfig::Param& p) {
                              return Result<Tensor>(cb.declare_weight(p.shape));
                            }));
+  return std::unique_ptr<VideoVae>(std::make_unique<VaeModel>(std::move(m)));
+}
+
+// Per-stage analytic FLOPs of one op: the network (of `weights`' family and configuration; the
+// values are not read) on a dry-run backend.
+Result<std::map<std::string, double>> stage_flops(const VaeWeights& weights, bool encode,
+                                                  const Shape& input, int chunk) {
+  CountingBackend cb;
+  SEEDVAE_ASSIGN_OR_RETURN(std::unique_ptr<VideoVae> model, dry_model(cb, weights));
+  VideoVae& m = *model;
   std::map<std::string, double> out;
   double last = 0;
   m.set_observer([&](std::string_view block, const Tensor&) {
@@ -106,7 +123,7 @@ Result<std::map<std::string, double>> stage_flops(const VaeConfig& config, bool 
     last = cb.flops();
     return Status::ok();
   });
-  const int tf = config.temporal_factor();
+  const int tf = m.temporal_factor();
   CausalState state;
   const int64_t latents = encode ? (input[2] - 1) / tf + 1 : input[2];
   for (const auto& [b, e] : plan_chunks(latents, chunk)) {
@@ -118,39 +135,57 @@ Result<std::map<std::string, double>> stage_flops(const VaeConfig& config, bool 
   return out;
 }
 
-}  // namespace
-
-Result<double> count_flops(const VaeConfig& config, bool encode, int frames, int height, int width,
-                           int chunk_latents) {
-  const int f = config.temporal_factor(), s = config.spatial_factor();
+Result<double> total_flops(const VaeWeights& weights, bool encode, int frames, int height,
+                           int width, int chunk_latents) {
+  const int f = weights.temporal_factor(), s = weights.spatial_factor();
   const Shape in =
-      encode ? Shape{1, config.in_channels, frames, height, width}
-             : Shape{1, config.latent_channels, (frames - 1) / f + 1, height / s, width / s};
-  SEEDVAE_ASSIGN_OR_RETURN(auto per_stage, stage_flops(config, encode, in, chunk_latents));
+      encode ? Shape{1, 3, frames, height, width}
+             : Shape{1, weights.latent_channels(), (frames - 1) / f + 1, height / s, width / s};
+  SEEDVAE_ASSIGN_OR_RETURN(auto per_stage, stage_flops(weights, encode, in, chunk_latents));
   double total = 0;
   for (const auto& [k, v] : per_stage) total += v;
   return total;
 }
 
+}  // namespace
+
+Result<double> count_flops(const VaeConfig& config, bool encode, int frames, int height, int width,
+                           int chunk_latents) {
+  VaeWeights shapes;  // the configuration only: the dry run declares its parameters
+  shapes.config = config;
+  return total_flops(shapes, encode, frames, height, width, chunk_latents);
+}
+
+Result<double> count_flops(const WanConfig& config, bool encode, int frames, int height, int width,
+                           int chunk_latents) {
+  VaeWeights shapes;
+  shapes.family = config.family;
+  shapes.wan = config;
+  return total_flops(shapes, encode, frames, height, width, chunk_latents);
+}
+
 Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const BenchOptions& o) {
-  const VaeConfig& c = weights.config;
-  const int f = c.temporal_factor(), s = c.spatial_factor();
+  const int f = weights.temporal_factor(), s = weights.spatial_factor();
   if (o.frames < 1 || (o.frames - 1) % f != 0 || o.width % s || o.height % s) {
-    return invalid_argument("bench needs 4n+1 frames and a size that is a multiple of 8");
+    return invalid_argument("bench needs 4n+1 frames and a size that is a multiple of " +
+                            std::to_string(s));
   }
   SEEDVAE_TRY(validate(o.run));
   BenchResult r;
   r.backend = backend.name();
   r.options = o;
-  r.config = c.to_string();
-  SEEDVAE_ASSIGN_OR_RETURN(VaeModel model, VaeModel::create(backend, weights));
+  r.config = weights.describe();
+  SEEDVAE_ASSIGN_OR_RETURN(std::unique_ptr<VideoVae> made, make_video_vae(backend, weights));
+  VideoVae& model = *made;
+  // A network without stage telemetry (Wan) gets no per-stage run.
+  const int staged_runs = weights.is_wan() ? 0 : 1;
   const int latents = (o.frames - 1) / f + 1;
   for (const bool enc : {true, false}) {
     if ((enc && !o.encode) || (!enc && !o.decode)) continue;
-    const Shape in = enc ? Shape{1, c.in_channels, o.frames, o.height, o.width}
-                         : Shape{1, c.latent_channels, latents, o.height / s, o.width / s};
+    const Shape in = enc ? Shape{1, 3, o.frames, o.height, o.width}
+                         : Shape{1, weights.latent_channels(), latents, o.height / s, o.width / s};
     const HostTensor x = random_input(in, enc ? 1 : 2);
-    SEEDVAE_ASSIGN_OR_RETURN(auto flops, stage_flops(c, enc, in, o.run.chunk_latents));
+    SEEDVAE_ASSIGN_OR_RETURN(auto flops, stage_flops(weights, enc, in, o.run.chunk_latents));
     BenchOpResult op;
     op.op = enc ? "encode" : "decode";
     std::map<std::string, std::vector<double>> stage_runs;
@@ -161,7 +196,7 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
     DevicePeakSampler sampler(backend.device_memory_probe());
     // Warm-up runs, then `repeats` timed runs without telemetry (the op totals), then one run
     // with stage telemetry, which synchronises after every block (the per-stage split).
-    for (int i = 0; i < o.warmup + o.repeats + 1; ++i) {
+    for (int i = 0; i < o.warmup + o.repeats + staged_runs; ++i) {
       StageTimes times;
       const bool measured = i >= o.warmup && i < o.warmup + o.repeats;
       const bool staged = i == o.warmup + o.repeats;
@@ -199,8 +234,10 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
     if (tiles.mode != TilingMode::kOff) {
       // The tile the runs used: resolved as encode_clip/decode_clip resolve it (with a budget,
       // the planner's choice).
-      SEEDVAE_ASSIGN_OR_RETURN(const TileSpec spec,
-                               resolve_tile(o.run, c, enc, o.height, o.width, o.frames, nullptr));
+      SEEDVAE_ASSIGN_OR_RETURN(
+          const TileOptions to,
+          tile_options(o.run, weights, enc, o.height, o.width, o.frames, nullptr));
+      const TileSpec& spec = to.spec;
       op.tile_w = spec.tile_w;
       op.tile_h = spec.tile_h;
       op.overlap_w = tiles.mode == TilingMode::kBlend ? spec.overlap_w : 0;
@@ -218,10 +255,11 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
   return r;
 }
 
-Result<bool> choose_bench_schedule(BenchOptions& o, const VaeConfig& config,
+Result<bool> choose_bench_schedule(BenchOptions& o, const VaeWeights& weights,
                                    const Backend& backend) {
+  if (weights.is_wan()) return false;
   SEEDVAE_ASSIGN_OR_RETURN(ScheduleChoice c,
-                           choose_schedule(o.run, config, o.encode, o.decode, o.height, o.width,
+                           choose_schedule(o.run, weights.config, o.encode, o.decode, o.height, o.width,
                                            o.frames, backend.memory_stats().budget_bytes));
   if (c.note.empty()) return false;
   const bool remake = backend_key(c.options) != backend_key(o.run);

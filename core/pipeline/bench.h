@@ -75,15 +75,19 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights,
 // The automatic schedule of the benchmark's ops, as a job would choose it (choose_schedule,
 // core/pipeline/prediction.h) within the device budget of `backend`: updates options.run and
 // options.schedule_note. True when the backend must be made again (the state offload turned on).
-Result<bool> choose_bench_schedule(BenchOptions& options, const VaeConfig& config,
+// Wan VAEs have none (the planner models SeedVR2 only): the options stay as given.
+Result<bool> choose_bench_schedule(BenchOptions& options, const VaeWeights& weights,
                                    const Backend& backend);
 
 // The benchmark's JSON report (`seedvae bench --json`): the options of the run, every op with
 // its tiling, and the stages.
 std::string bench_json(const BenchResult& result, const std::string& weights_source);
 
-// Analytic FLOPs of encode (true) or decode (false) for a clip, via CountingBackend.
+// Analytic FLOPs of encode (true) or decode (false) for a clip, via CountingBackend: SeedVR2's
+// and the Wan networks'.
 Result<double> count_flops(const VaeConfig& config, bool encode, int frames, int height, int width,
+                           int chunk_latents);
+Result<double> count_flops(const WanConfig& config, bool encode, int frames, int height, int width,
                            int chunk_latents);
 
 }  // namespace seedvae

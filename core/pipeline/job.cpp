@@ -23,6 +23,7 @@
 #include "core/pipeline/prediction.h"
 #include "core/schedule/planner.h"
 #include "core/schedule/streaming.h"
+#include "core/vae/wan_model.h"
 
 namespace seedvae {
 
@@ -59,7 +60,7 @@ media::ReadOptions read_options(const JobInput& in) {
 
 // Frames are padded to a multiple of this (the model's factor, or the larger one asked for).
 int spatial_multiple(const JobSpec& job) {
-  return std::max(job.weights->config.spatial_factor(), job.options.spatial_multiple);
+  return std::max(job.weights->spatial_factor(), job.options.spatial_multiple);
 }
 
 // The padded size of a job's input frames, from its first frame read apart (one frame decoded).
@@ -90,12 +91,19 @@ Result<TileOptions> tile_options(const RunOptions& o, const VaeWeights& weights,
   to.weights = &weights;
   to.exact_keep_weights = o.exact_keep_weights;
   to.layout = o.tile_layout == "uniform" ? TileLayout::kUniform : TileLayout::kReference;
+  if (to.mode == TilingMode::kOff) return to;
+  if (weights.is_wan() && o.budget_gb > 0 && o.tile == PixelSize{}) {
+    // The planner replays SeedVR2's network only: a Wan tile is the user's (or the default).
+    return unsupported("a memory budget cannot size the tiles of a " +
+                       std::string(family_name(weights.family)) +
+                       " VAE: the planner models SeedVR2 only; give a tile size (--tile WxH)");
+  }
   SEEDVAE_ASSIGN_OR_RETURN(to.spec,
                            resolve_tile(o, weights.config, encode, height, width, frames, note));
   return to;
 }
 
-Result<HostTensor> encode_clip(VaeModel& model, const VaeWeights& weights, const HostTensor& video,
+Result<HostTensor> encode_clip(VideoVae& model, const VaeWeights& weights, const HostTensor& video,
                                const RunOptions& options, const StreamHooks& hooks,
                                TileHooks* tile_hooks, std::string* note) {
   const Shape& s = video.shape();
@@ -104,12 +112,12 @@ Result<HostTensor> encode_clip(VaeModel& model, const VaeWeights& weights, const
   return tiled_encode(model, video, to, stream_options(options), hooks, tile_hooks);
 }
 
-Result<HostTensor> decode_clip(VaeModel& model, const VaeWeights& weights, const HostTensor& latent,
+Result<HostTensor> decode_clip(VideoVae& model, const VaeWeights& weights, const HostTensor& latent,
                                const RunOptions& options, const StreamHooks& hooks,
                                TileHooks* tile_hooks, std::string* note) {
   const Shape& s = latent.shape();
   if (s.rank() != 5) return invalid_argument("a latent must be 5-D, got " + s.to_string());
-  const int64_t tf = weights.config.temporal_factor(), sf = weights.config.spatial_factor();
+  const int64_t tf = weights.temporal_factor(), sf = weights.spatial_factor();
   SEEDVAE_ASSIGN_OR_RETURN(TileOptions to, tile_options(options, weights, false, s[3] * sf,
                                                         s[4] * sf, (s[2] - 1) * tf + 1, note));
   return tiled_decode(model, latent, to, stream_options(options), hooks, tile_hooks);
@@ -191,19 +199,23 @@ Status check_output_against(const std::filesystem::path& output, JobKind kind,
   return check_output_path(output, inputs);
 }
 
-Status check_host_memory(const RunOptions& o, const VaeConfig& config, int64_t width,
+Status check_host_memory(const RunOptions& o, const VaeWeights& weights, int64_t width,
                          int64_t height, int64_t frames) {
   const int64_t have = media::physical_memory_bytes();
   if (have <= 0 || width <= 0 || height <= 0 || frames <= 0) return Status::ok();
   constexpr double kGiB = double(int64_t{1} << 30);
   const media::PadPlan p = media::plan_padding(
-      frames, height, width, std::max(config.spatial_factor(), o.spatial_multiple));
+      frames, height, width, std::max(weights.spatial_factor(), o.spatial_multiple));
   // At least the first chunk of padded fp32 frames (frames stream through the job); in doubles,
   // so that no size overflows.
   const double clip = 3.0 * 4.0 * static_cast<double>(std::min<int64_t>(p.padded_frames, 5)) *
                       static_cast<double>(p.padded_height) * static_cast<double>(p.padded_width);
   double buffers = clip, engine = 0;
-  if (auto pred = predict_memory(o, config, width, height, frames); pred.is_ok()) {
+  // (the planner's count of the host buffers and the CPU engine is SeedVR2's; a Wan run is
+  // checked for its frames only)
+  auto pred = weights.is_wan() ? Result<MemoryPrediction>(unsupported("Wan"))
+                               : predict_memory(o, weights.config, width, height, frames);
+  if (pred.is_ok()) {
     buffers = std::max(clip, static_cast<double>(pred->host_bytes));
     if (o.backend == "cpu") engine = static_cast<double>(pred->engine_bytes);
   }
@@ -250,6 +262,26 @@ Status check_finite_weights(const VaeWeights& weights) {
 
 // ---- latent files ------------------------------------------------------------------------------
 
+std::string_view latent_space_name(LatentSpace space) {
+  switch (space) {
+    case LatentSpace::kRaw: return "raw";
+    case LatentSpace::kDit: return "dit";
+    case LatentSpace::kWanNormalized: return "wan-normalized";
+  }
+  return "raw";
+}
+
+LatentSpace latent_space(const VaeWeights& weights, const JobSpec& job) {
+  if (weights.is_wan()) return job.raw_latent ? LatentSpace::kRaw : LatentSpace::kWanNormalized;
+  return job.dit_latent ? LatentSpace::kDit : LatentSpace::kRaw;
+}
+
+Result<HostTensor> as_decoded(const VaeWeights& weights, const HostTensor& mu) {
+  if (!weights.is_wan()) return mu;
+  SEEDVAE_ASSIGN_OR_RETURN(HostTensor normalized, wan_normalize_latent(mu, weights.family));
+  return wan_denormalize_latent(normalized, weights.family);
+}
+
 Result<LatentFile> read_latent_file(const std::filesystem::path& path) {
   SEEDVAE_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
   auto view = file.get("latent");
@@ -262,39 +294,62 @@ Result<LatentFile> read_latent_file(const std::filesystem::path& path) {
                             " is not [1, C, t, h, w]");
   }
   const auto& meta = file.metadata();
-  auto meta_int = [&](const char* k, int64_t def) {
+  auto meta_int = [&](const char* k) {
     auto it = meta.find(k);
-    return it == meta.end() ? def : std::atoll(it->second.c_str());
+    return it == meta.end() ? 0 : std::atoll(it->second.c_str());
   };
-  if (auto it = meta.find("seedvae.latent_space"); it != meta.end() && it->second == "dit") {
-    for (float& v : out.latent.f32()) v /= kDitScale;
+  if (auto it = meta.find("seedvae.family"); it != meta.end()) {
+    for (const VaeFamily f : {VaeFamily::kSeedVR2, VaeFamily::kWan21, VaeFamily::kWan22}) {
+      if (it->second == family_name(f)) out.family = f;
+    }
+    if (!out.family) {
+      return invalid_argument(path.string() + " was written by an unknown VAE family \"" +
+                              it->second + "\"");
+    }
   }
-  // Decoded frames: 4t-3 of 8h x 8w (the configuration's factors are checked by the decode).
-  const int64_t frames = (s[2] - 1) * 4 + 1, height = s[3] * 8, width = s[4] * 8;
-  out.plan = {meta_int("seedvae.frames", frames),
-              meta_int("seedvae.height", height),
-              meta_int("seedvae.width", width),
-              frames,
-              height,
-              width};
+  const auto space = meta.find("seedvae.latent_space");
+  const std::string space_name = space == meta.end() ? "raw" : space->second;
+  if (space_name == "dit") {
+    out.space = LatentSpace::kDit;
+    for (float& v : out.latent.f32()) v /= kDitScale;
+  } else if (space_name == "wan-normalized") {
+    if (!out.family || *out.family == VaeFamily::kSeedVR2) {
+      return invalid_argument(path.string() +
+                              " holds a Wan-normalised latent without naming its Wan family");
+    }
+    out.space = LatentSpace::kWanNormalized;
+    SEEDVAE_ASSIGN_OR_RETURN(out.latent, wan_denormalize_latent(out.latent, *out.family));
+  } else if (space_name != "raw") {
+    return invalid_argument(path.string() + ": unknown latent space \"" + space_name + "\"");
+  }
+  // The source's size within the decoded frames; 0 (unrecorded): the whole decode.
+  out.plan.frames = meta_int("seedvae.frames");
+  out.plan.height = meta_int("seedvae.height");
+  out.plan.width = meta_int("seedvae.width");
   if (auto it = meta.find("seedvae.fps"); it != meta.end()) out.fps = std::atof(it->second.c_str());
   if (!(out.fps > 0)) out.fps = 24;
   return out;
 }
 
 Status write_latent_file(const std::filesystem::path& path, const HostTensor& latent_in,
-                         const media::PadPlan& plan, double fps, const std::string& weights_source,
-                         bool dit) {
+                         const media::PadPlan& plan, double fps, const VaeWeights& weights,
+                         LatentSpace space) {
   HostTensor latent = latent_in;
-  if (dit) {
+  if (space == LatentSpace::kDit) {
+    if (weights.is_wan()) return invalid_argument("the DiT scale 0.9152 is SeedVR2's");
     for (float& v : latent.f32()) v *= kDitScale;
+  } else if (space == LatentSpace::kWanNormalized) {
+    if (!weights.is_wan()) return invalid_argument("a SeedVR2 latent has no Wan normalisation");
+    SEEDVAE_ASSIGN_OR_RETURN(latent, wan_normalize_latent(latent_in, weights.family));
   }
-  std::map<std::string, std::string> meta{{"seedvae.frames", std::to_string(plan.frames)},
-                                          {"seedvae.height", std::to_string(plan.height)},
-                                          {"seedvae.width", std::to_string(plan.width)},
-                                          {"seedvae.fps", std::to_string(fps)},
-                                          {"seedvae.latent_space", dit ? "dit" : "raw"},
-                                          {"seedvae.weights", weights_source}};
+  std::map<std::string, std::string> meta{
+      {"seedvae.frames", std::to_string(plan.frames)},
+      {"seedvae.height", std::to_string(plan.height)},
+      {"seedvae.width", std::to_string(plan.width)},
+      {"seedvae.fps", std::to_string(fps)},
+      {"seedvae.latent_space", std::string(latent_space_name(space))},
+      {"seedvae.family", std::string(family_name(weights.family))},
+      {"seedvae.weights", weights.source}};
   NamedTensor nt{"latent", &latent};
   return write_safetensors(path, {&nt, 1}, meta);
 }
@@ -347,7 +402,7 @@ struct Session::State {
   // Destroyed model first (its tensors live on the backend).
   std::unique_ptr<Backend> backend;
   std::string backend_key;
-  std::optional<VaeModel> model;
+  std::unique_ptr<VideoVae> model;  // the weights' family's network
   std::shared_ptr<const VaeWeights> model_weights;
 
   Status ensure_engine(const RunOptions& o, const std::shared_ptr<const VaeWeights>& weights);
@@ -386,8 +441,7 @@ Status Session::State::ensure_engine(const RunOptions& o,
   if (!model || model_weights != weights) {
     model.reset();
     SEEDVAE_TRY(check_finite_weights(*weights));
-    SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(*backend, *weights));
-    model.emplace(std::move(m));
+    SEEDVAE_ASSIGN_OR_RETURN(model, make_video_vae(*backend, *weights));
     model_weights = weights;
   }
   return Status::ok();
@@ -399,15 +453,25 @@ namespace {
 // host memory of the sizes known in advance (the sample clip's, a latent's decoded frames).
 Status preflight(const JobSpec& job) {
   SEEDVAE_TRY(check_job_paths(job));
-  const VaeConfig& cfg = job.weights->config;
+  const VaeWeights& w = *job.weights;
+  if (w.is_wan() && job.dit_latent) {
+    return invalid_argument("--dit is SeedVR2's latent scale; a " +
+                            std::string(family_name(w.family)) +
+                            " latent is normalised for its DiT by default (--raw-latent: not)");
+  }
+  if (job.kind == JobKind::kDecode && job.latent_family && *job.latent_family != w.family) {
+    return invalid_argument("the latent was made by a " +
+                            std::string(family_name(*job.latent_family)) + " VAE; these weights (" +
+                            w.source + ") are a " + std::string(family_name(w.family)) + " VAE");
+  }
   if (job.kind != JobKind::kDecode && job.input.is_sample()) {
     const JobInput& in = job.input;
-    return check_host_memory(job.options, cfg, in.sample_width, in.sample_height, in.sample_frames);
+    return check_host_memory(job.options, w, in.sample_width, in.sample_height, in.sample_frames);
   }
   if (job.kind == JobKind::kDecode && job.latent && job.latent->shape().rank() == 5) {
     const Shape& ls = job.latent->shape();
-    return check_host_memory(job.options, cfg, ls[4] * cfg.spatial_factor(),
-                             ls[3] * cfg.spatial_factor(), (ls[2] - 1) * cfg.temporal_factor() + 1);
+    return check_host_memory(job.options, w, ls[4] * w.spatial_factor(), ls[3] * w.spatial_factor(),
+                             (ls[2] - 1) * w.temporal_factor() + 1);
   }
   return Status::ok();
 }
@@ -441,14 +505,14 @@ Result<std::unique_ptr<media::VideoFrameSource>> open_source(const JobSpec& job,
                                                              const RunOptions& o, bool prefetch,
                                                              const CancelToken* cancel,
                                                              int64_t resume_frames = 0) {
-  const VaeConfig& cfg = job.weights->config;
+  const VaeWeights& weights = *job.weights;
   media::VideoSourceOptions so;
   so.read = read_options(job.input);
   so.spatial_multiple = spatial_multiple(job);
   SEEDVAE_ASSIGN_OR_RETURN(so.temporal_pad, media::temporal_pad_from_name(o.temporal_pad));
   so.prefetch = prefetch;
   std::tie(so.first_chunk_frames, so.chunk_frames) =
-      media::encoder_chunk_frames(o.chunk_latents, cfg.temporal_factor(), o.lone_head);
+      media::encoder_chunk_frames(o.chunk_latents, weights.temporal_factor(), o.lone_head);
   if (resume_frames > 0) {
     so.resume_frames = resume_frames;
     so.first_chunk_frames = so.chunk_frames;
@@ -706,7 +770,7 @@ struct ResumableRun {
   const JobCallbacks& cb;
   JobResult& r;
   const RunOptions& o;  // after the automatic schedule
-  VaeModel& m;
+  VideoVae& m;
   Backend& backend;
   std::function<void(std::string_view)> phase;
   std::function<void()> trim_heap;
@@ -715,7 +779,7 @@ struct ResumableRun {
 };
 
 Status ResumableRun::run() {
-  const VaeConfig& cfg = job.weights->config;
+  const VaeWeights& weights = *job.weights;
   const fs::path dir = checkpoint_dir(job.output);
   const Json fingerprint = job_fingerprint(job);
   std::error_code ec;
@@ -761,8 +825,9 @@ Status ResumableRun::run() {
 
   const StreamOptions stream = stream_options(o);
   const auto [first_chunk, chunk_frames] =
-      media::encoder_chunk_frames(o.chunk_latents, cfg.temporal_factor(), o.lone_head);
-  const int64_t total_chunks = expected_chunks(source->expected_frames(), o, cfg.temporal_factor());
+      media::encoder_chunk_frames(o.chunk_latents, weights.temporal_factor(), o.lone_head);
+  const int64_t total_chunks =
+      expected_chunks(source->expected_frames(), o, weights.temporal_factor());
   auto report = [&](std::string_view stage, int64_t done) {
     if (cb.progress) {
       cb.progress->report(stage, done, total_chunks > 0 ? std::max(total_chunks, done) : done + 1);
@@ -787,7 +852,7 @@ Status ResumableRun::run() {
     x = {};
     SEEDVAE_ASSIGN_OR_RETURN(HostTensor moments, backend.download(y));
     y = {};
-    HostTensor mean = moments_mean(moments);
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor mean, as_decoded(weights, moments_mean(moments)));
     moments = {};
     encode_s += seconds_since(t);
     report("encode", chunk + 1);
@@ -890,7 +955,6 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   const auto t0 = Clock::now();
   RunOptions o = job.options;  // the automatic schedule may change the memory options
   const VaeWeights& weights = *job.weights;
-  const VaeConfig& cfg = weights.config;
   auto phase = [&](std::string_view p) {
     if (cb.on_phase) cb.on_phase(p);
   };
@@ -900,8 +964,8 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   const bool encodes = job.kind != JobKind::kDecode;
   const bool decodes = job.kind != JobKind::kEncode;
   auto predict = [&](const media::PadPlan& p) {
-    if (!job.predict) return;
-    auto pred = predict_memory(o, cfg, p.width, p.height, p.frames);
+    if (!job.predict || weights.is_wan()) return;  // the planner models SeedVR2 only
+    auto pred = predict_memory(o, weights.config, p.width, p.height, p.frames);
     if (pred.is_ok()) r.predicted_peak_bytes = pred->engine_bytes;
   };
 
@@ -933,33 +997,39 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   } else {
     if (!job.latent) return invalid_argument("a decode job needs a latent");
     const Shape& ls = job.latent->shape();
-    if (ls.rank() != 5 || ls[0] != 1 || ls[1] != cfg.latent_channels || ls[2] < 1) {
+    if (ls.rank() != 5 || ls[0] != 1 || ls[1] != weights.latent_channels() || ls[2] < 1) {
       return invalid_argument("the latent " + ls.to_string() + " does not fit the " +
-                              std::to_string(cfg.latent_channels) + "-channel model");
+                              std::to_string(weights.latent_channels()) + "-channel " +
+                              std::string(family_name(weights.family)) + " model");
     }
-    // The decoded frames' size; the source size (what the padding is trimmed to) within it.
+    // The decoded frames' size; the source size (what the padding is trimmed to) within it (a
+    // latent without a recorded size decodes whole).
     r.plan = job.latent_plan;
-    r.plan.padded_frames = (ls[2] - 1) * cfg.temporal_factor() + 1;
-    r.plan.padded_height = ls[3] * cfg.spatial_factor();
-    r.plan.padded_width = ls[4] * cfg.spatial_factor();
-    r.plan.frames = std::clamp<int64_t>(r.plan.frames, 1, r.plan.padded_frames);
-    r.plan.height = std::clamp<int64_t>(r.plan.height, 1, r.plan.padded_height);
-    r.plan.width = std::clamp<int64_t>(r.plan.width, 1, r.plan.padded_width);
+    r.plan.padded_frames = (ls[2] - 1) * weights.temporal_factor() + 1;
+    r.plan.padded_height = ls[3] * weights.spatial_factor();
+    r.plan.padded_width = ls[4] * weights.spatial_factor();
+    auto within = [](int64_t v, int64_t whole) { return v <= 0 ? whole : std::min(v, whole); };
+    r.plan.frames = within(r.plan.frames, r.plan.padded_frames);
+    r.plan.height = within(r.plan.height, r.plan.padded_height);
+    r.plan.width = within(r.plan.width, r.plan.padded_width);
     r.fps = job.latent_fps;
     predict(r.plan);
   }
 
   // ---- the automatic schedule: the planner's peak against the backend's device budget ----
   std::string schedule_note;
-  if (o.backend == "cuda" && o.auto_schedule &&
-      find_option("auto_schedule")->not_applicable(o).empty()) {
+  if (o.backend == "cuda" && o.auto_schedule && weights.is_wan()) {
+    schedule_note = "no automatic schedule: the planner models SeedVR2 only";
+  } else if (o.backend == "cuda" && o.auto_schedule &&
+             find_option("auto_schedule")->not_applicable(o).empty()) {
     // Encodes: the peak is a chunk's, so the clip's length does not matter (17 frames).
     const int64_t h = encodes ? frame_h : r.plan.padded_height;
     const int64_t w = encodes ? frame_w : r.plan.padded_width;
     const int64_t t = encodes ? 17 : r.plan.padded_frames;
     SEEDVAE_ASSIGN_OR_RETURN(
         ScheduleChoice choice,
-        choose_schedule(o, cfg, encodes, decodes, h, w, t, backend->memory_stats().budget_bytes));
+        choose_schedule(o, weights.config, encodes, decodes, h, w, t,
+                        backend->memory_stats().budget_bytes));
     if (!choice.note.empty()) {
       o = choice.options;
       schedule_note = choice.note;
@@ -967,8 +1037,13 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
       if (!encodes) predict(r.plan);
     }
   }
-  VaeModel& m = *model;
+  VideoVae& m = *model;
   r.backend_name = backend->name();
+  if (weights.is_wan() && (o.hires_chunk_frames > 0 || o.lean_convs)) {
+    r.warnings.push_back("chunked upsampling and lean convolutions are SeedVR2's; the " +
+                         std::string(family_name(weights.family)) +
+                         " network runs each chunk whole");
+  }
   r.weight_bytes = backend->memory_stats().current_bytes;
   const StreamOptions stream = stream_options(o);
   r.async_tiles = stream.async_tiles;
@@ -1117,8 +1192,14 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     std::string note;
     StreamHooks hooks{cb.cancel, cb.progress, sink, -1};
     hooks.keep_output = false;
+    // a round trip decodes the latent as the family's wrapper hands it over (as_decoded)
+    HostTensor to_decode;
+    if (encodes) {
+      SEEDVAE_ASSIGN_OR_RETURN(to_decode, as_decoded(weights, latent));
+    }
     SEEDVAE_TRY(
-        decode_clip(m, weights, encodes ? latent : *job.latent, o, hooks, &th, &note).status());
+        decode_clip(m, weights, encodes ? to_decode : *job.latent, o, hooks, &th, &note).status());
+    to_decode = {};
     if (r.plan_note.empty()) r.plan_note = note;
     r.decode_s = engine_seconds(seconds_since(td) - sink_s, *backend, device_before);
     r.metrics_s = metrics_s;
@@ -1152,8 +1233,8 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   if (job.kind == JobKind::kEncode && !job.output.empty()) {
     phase("write");
     const auto tw = Clock::now();
-    SEEDVAE_TRY(
-        write_latent_file(job.output, r.latent, r.plan, r.fps, weights.source, job.dit_latent));
+    SEEDVAE_TRY(write_latent_file(job.output, r.latent, r.plan, r.fps, weights,
+                                  latent_space(weights, job)));
     r.output = job.output;
     r.write_s = seconds_since(tw);
   }

@@ -64,22 +64,33 @@ struct JobInput {
 
 enum class JobKind { kEncode, kDecode, kRoundTrip };
 
+// How a latent file holds the latent: the raw posterior mean; SeedVR2's DiT space (x 0.9152);
+// Wan's normalisation (mu - mean) * (1 / std) per channel, which the upstream Wan wrappers return
+// and Wan's DiT takes. Jobs work on the raw latent; the file's space is undone when it is read.
+enum class LatentSpace { kRaw, kDit, kWanNormalized };
+std::string_view latent_space_name(LatentSpace space);  // "raw", "dit", "wan-normalized"
+
 struct JobSpec {
   JobKind kind = JobKind::kRoundTrip;
   std::shared_ptr<const VaeWeights> weights;
   RunOptions options;
   JobInput input;  // encode and round trip
   // Decode: the raw VAE latent [1, C, t, h, w] and how its frames map to the video (the padding
-  // to remove; LatentFile reads both from a file).
+  // to remove; LatentFile reads both from a file), and the family that made it when known (a
+  // latent of another family is refused).
   std::shared_ptr<const HostTensor> latent;
+  std::optional<VaeFamily> latent_family;
   std::filesystem::path latent_path;  // the file it came from, if any (never overwritten)
   media::PadPlan latent_plan;
   double latent_fps = 24;
-  // Encode: the latent is the posterior mean, or mean + std * noise from `seed`; `dit_latent`
-  // writes it in SeedVR2's DiT space (x 0.9152).
+  // Encode: the latent is the posterior mean, or mean + std * noise from `seed`. Its file holds
+  // it raw (SeedVR2's default), in SeedVR2's DiT space (`dit_latent`), or for a Wan VAE
+  // normalised as the upstream wrapper returns it (the default; `raw_latent`: raw). As
+  // latent_space() says.
   bool sample_latent = false;
   uint64_t seed = 0;
   bool dit_latent = false;
+  bool raw_latent = false;
   // Written when not empty: the latent (encode, a .safetensors file with the padding plan and
   // fps) or the reconstruction (decode, round trip; a video file or a PNG directory).
   std::filesystem::path output;
@@ -117,12 +128,18 @@ struct JobCallbacks {
   TileSink on_tile;  // every tile of a tiled decode, before blending
 };
 
+// The space an encode job writes its latent file in (JobSpec::dit_latent, raw_latent).
+LatentSpace latent_space(const VaeWeights& weights, const JobSpec& job);
+// The latent a round trip decodes from the posterior mean `mu`: `mu` for SeedVR2; for a Wan VAE
+// mu normalised and back, in fp32, as the upstream wrapper's encode and decode compute it.
+Result<HostTensor> as_decoded(const VaeWeights& weights, const HostTensor& mu);
+
 struct JobResult {
   std::string backend_name;
   std::string weights_source;  // VaeWeights::source
   media::PadPlan plan;
   double fps = 24;
-  HostTensor latent;                           // encode, round trip: raw VAE latent
+  HostTensor latent;  // encode, round trip: the raw VAE latent (posterior mean or sample)
   std::optional<media::QualityStats> quality;  // round trip: reconstruction vs original
   TileRunReport tiles;                         // the decode's tiling
   std::optional<SeamMetrics> seams;            // a tiled decode's seam figures
@@ -209,10 +226,10 @@ std::optional<int64_t> checkpoint_frame(const std::filesystem::path& output);
 Result<TileOptions> tile_options(const RunOptions& options, const VaeWeights& weights, bool encode,
                                  int64_t height, int64_t width, int64_t frames, std::string* note);
 // Encodes a padded clip / decodes a latent as the options say (untiled, blend or exact tiling).
-Result<HostTensor> encode_clip(VaeModel& model, const VaeWeights& weights, const HostTensor& video,
+Result<HostTensor> encode_clip(VideoVae& model, const VaeWeights& weights, const HostTensor& video,
                                const RunOptions& options, const StreamHooks& hooks,
                                TileHooks* tile_hooks, std::string* note);
-Result<HostTensor> decode_clip(VaeModel& model, const VaeWeights& weights, const HostTensor& latent,
+Result<HostTensor> decode_clip(VideoVae& model, const VaeWeights& weights, const HostTensor& latent,
                                const RunOptions& options, const StreamHooks& hooks,
                                TileHooks* tile_hooks, std::string* note);
 
@@ -240,7 +257,7 @@ Status check_output_against(const std::filesystem::path& output, JobKind kind,
 // frames of `width` x `height` source pixels whose host buffers (the padded clip and the
 // decoded output, and on the CPU backend the engine's activations, as predict_memory() counts
 // them) exceed the machine's physical memory, before anything is allocated.
-Status check_host_memory(const RunOptions& options, const VaeConfig& config, int64_t width,
+Status check_host_memory(const RunOptions& options, const VaeWeights& weights, int64_t width,
                          int64_t height, int64_t frames);
 
 // Refuses (kCorruptData, naming the first such tensor and element) weights holding NaN or
@@ -251,18 +268,21 @@ Status check_finite_weights(const VaeWeights& weights);
 // "on" where it does not apply is an error with the reason.
 Result<bool> use_prefetch(const RunOptions& options, std::string* why);
 
-// A latent written by an encode job: the tensor (raw VAE space; a DiT-space file, x 0.9152, is
-// scaled back), the padding plan and the frame rate.
+// A latent written by an encode job: the tensor in raw VAE space (the file's space undone), the
+// padding plan (sizes 0 where the file records none: the whole decode), the frame rate and the
+// family that wrote it (when recorded).
 struct LatentFile {
   HostTensor latent;
   media::PadPlan plan;
   double fps = 24;
+  LatentSpace space = LatentSpace::kRaw;  // as the file held it
+  std::optional<VaeFamily> family;
 };
 Result<LatentFile> read_latent_file(const std::filesystem::path& path);
-// Writes `latent` with the plan, fps and weights in the metadata; `dit` scales it by 0.9152
-// (SeedVR2's DiT space) and says so.
+// Writes the raw `latent` in `space` with the plan, fps, the weights' family and source in the
+// metadata. kInvalidArgument for a space of another family (DiT for Wan, Wan's for SeedVR2).
 Status write_latent_file(const std::filesystem::path& path, const HostTensor& latent,
-                         const media::PadPlan& plan, double fps, const std::string& weights_source,
-                         bool dit);
+                         const media::PadPlan& plan, double fps, const VaeWeights& weights,
+                         LatentSpace space);
 
 }  // namespace seedvae

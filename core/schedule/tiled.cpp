@@ -478,7 +478,7 @@ Result<HostTensor> run_exact(VaeModel& model, const HostTensor& input, const Til
   return concat_time(pieces);
 }
 
-Result<HostTensor> run_off(VaeModel& model, const HostTensor& input, const StreamOptions& stream,
+Result<HostTensor> run_off(VideoVae& model, const HostTensor& input, const StreamOptions& stream,
                            const StreamHooks& hooks, TileHooks* tile_hooks, bool encode) {
   const auto t0 = Clock::now();
   Result<HostTensor> out = encode ? encode_video(model, input, stream, hooks)
@@ -487,8 +487,8 @@ Result<HostTensor> run_off(VaeModel& model, const HostTensor& input, const Strea
     TileRunReport& r = *tile_hooks->report;
     r = TileRunReport{};
     r.mode = TilingMode::kOff;
-    const int64_t f = encode ? 1 : model.config().spatial_factor();  // the output's scale
-    const int64_t d = encode ? model.config().spatial_factor() : 1;
+    const int64_t f = encode ? 1 : model.spatial_factor();  // the output's scale
+    const int64_t d = encode ? model.spatial_factor() : 1;
     r.rects.push_back({0, 0, input.shape()[3], input.shape()[4]});
     r.output_rects.push_back({0, 0, input.shape()[3] * f / d, input.shape()[4] * f / d});
     r.backend_peak_bytes = model.backend().memory_stats().peak_bytes;
@@ -499,33 +499,41 @@ Result<HostTensor> run_off(VaeModel& model, const HostTensor& input, const Strea
 
 }  // namespace
 
-Result<HostTensor> tiled_decode(VaeModel& model, const HostTensor& latent,
+// The SeedVR2 network behind `model` for the tiling modes that need it.
+Result<VaeModel*> seedvr2_model(VideoVae& model, std::string_view mode) {
+  if (auto* m = dynamic_cast<VaeModel*>(&model)) return m;
+  return unsupported(std::string(mode) + " tiling runs SeedVR2 VAEs only; a " +
+                     std::string(family_name(model.family())) + " VAE runs untiled" +
+                     (mode == "blend" ? " or with exact tiling" : ""));
+}
+
+Result<HostTensor> tiled_decode(VideoVae& model, const HostTensor& latent,
                                 const TileOptions& options, const StreamOptions& stream,
                                 const StreamHooks& hooks, TileHooks* tile_hooks) {
   const Shape& s = latent.shape();
   if (s.rank() != 5 || s[0] != 1 || s[2] < 1) {
     return invalid_argument("decode needs a [1, C, t, h, w] latent, got " + s.to_string());
   }
-  switch (options.mode) {
-    case TilingMode::kOff: return run_off(model, latent, stream, hooks, tile_hooks, false);
-    case TilingMode::kExact:
-      return run_exact(model, latent, options, stream, hooks, tile_hooks, false);
-    case TilingMode::kBlend: break;
+  if (s[1] != model.latent_channels()) {
+    return invalid_argument("decoder input must be [1, " + std::to_string(model.latent_channels()) +
+                            ", t, h, w], got " + s.to_string());
   }
-  if (s[1] != model.config().latent_channels) {
-    return invalid_argument("decoder input must be [1, " +
-                            std::to_string(model.config().latent_channels) + ", t, h, w], got " +
-                            s.to_string());
+  if (options.mode == TilingMode::kOff) {
+    return run_off(model, latent, stream, hooks, tile_hooks, false);
   }
-  return run_blend({model, latent, options, stream, hooks, tile_hooks, false});
+  SEEDVAE_ASSIGN_OR_RETURN(VaeModel * m, seedvr2_model(model, tiling_mode_name(options.mode)));
+  if (options.mode == TilingMode::kExact) {
+    return run_exact(*m, latent, options, stream, hooks, tile_hooks, false);
+  }
+  return run_blend({*m, latent, options, stream, hooks, tile_hooks, false});
 }
 
-Result<HostTensor> tiled_encode(VaeModel& model, const HostTensor& video,
+Result<HostTensor> tiled_encode(VideoVae& model, const HostTensor& video,
                                 const TileOptions& options, const StreamOptions& stream,
                                 const StreamHooks& hooks, TileHooks* tile_hooks) {
   const Shape& s = video.shape();
-  const int f = model.config().temporal_factor();
-  const int sf = model.config().spatial_factor();
+  const int f = model.temporal_factor();
+  const int sf = model.spatial_factor();
   if (s.rank() != 5 || s[0] != 1 || s[2] < 1 || (s[2] - 1) % f != 0) {
     return invalid_argument("encode needs a [1, 3, 4n+1, H, W] video, got " + s.to_string());
   }
@@ -533,13 +541,14 @@ Result<HostTensor> tiled_encode(VaeModel& model, const HostTensor& video,
     return invalid_argument("frame size " + std::to_string(s[4]) + "x" + std::to_string(s[3]) +
                             " is not a multiple of " + std::to_string(sf));
   }
-  switch (options.mode) {
-    case TilingMode::kOff: return run_off(model, video, stream, hooks, tile_hooks, true);
-    case TilingMode::kExact:
-      return run_exact(model, video, options, stream, hooks, tile_hooks, true);
-    case TilingMode::kBlend: break;
+  if (options.mode == TilingMode::kOff) {
+    return run_off(model, video, stream, hooks, tile_hooks, true);
   }
-  return run_blend({model, video, options, stream, hooks, tile_hooks, true});
+  SEEDVAE_ASSIGN_OR_RETURN(VaeModel * m, seedvr2_model(model, tiling_mode_name(options.mode)));
+  if (options.mode == TilingMode::kExact) {
+    return run_exact(*m, video, options, stream, hooks, tile_hooks, true);
+  }
+  return run_blend({*m, video, options, stream, hooks, tile_hooks, true});
 }
 
 }  // namespace seedvae

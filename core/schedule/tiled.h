@@ -99,14 +99,16 @@ struct TileHooks {
   TileRunReport* report = nullptr;  // optional, filled when given
 };
 
+// Either network runs untiled; blend tiling (SeedVR2's reference tiling) is SeedVR2's only, and
+// exact tiling runs the families whose ops ExactTilingBackend has (kUnsupported otherwise).
 // latent: [1, C_latent, t, h, w]. Returns the decoded video [1, 3, 4t-3, 8h, 8w] in fp32.
-Result<HostTensor> tiled_decode(VaeModel& model, const HostTensor& latent,
+Result<HostTensor> tiled_decode(VideoVae& model, const HostTensor& latent,
                                 const TileOptions& options, const StreamOptions& stream = {},
                                 const StreamHooks& hooks = {}, TileHooks* tile_hooks = nullptr);
 
 // video: [1, 3, 4n+1, H, W], H and W multiples of 8. Returns the (blended) moments
 // [1, 2*C_latent, n+1, H/8, W/8] in fp32; the latent is moments_mean() of it.
-Result<HostTensor> tiled_encode(VaeModel& model, const HostTensor& video,
+Result<HostTensor> tiled_encode(VideoVae& model, const HostTensor& video,
                                 const TileOptions& options, const StreamOptions& stream = {},
                                 const StreamHooks& hooks = {}, TileHooks* tile_hooks = nullptr);
 

@@ -433,7 +433,7 @@ int cmd_bench(const Args& a) {
   auto b = gpu::create_cuda_backend(*o);
   if (!b) return fail(b.status());
   // The automatic schedule, as a job chooses it; a new backend when the offload turns on.
-  auto remake = choose_bench_schedule(bo, w.config, **b);
+  auto remake = choose_bench_schedule(bo, w, **b);
   if (!remake) return fail(remake.status());
   if (!bo.schedule_note.empty()) std::printf("plan: %s\n", bo.schedule_note.c_str());
   if (*remake) {
