@@ -93,7 +93,8 @@ void softmax_rows(float* s, int64_t rows, int64_t n, int threads);
 // ---- the Wan VAEs' ops (wan_ops.cpp); channels-last, y never aliases x -----------------------
 
 // RMS norm over the C channels of every pixel: y = x / max(||x||, eps) * sqrt(C) * gamma (gamma
-// may be null: 1), then optional SiLU. The sum of squares is accumulated in double.
+// may be null: 1), then optional SiLU. The sum of squares is accumulated in double (the
+// arithmetic, shared with exact tiling: rms_norm.h).
 void rms_norm_cl(const float* x, float* y, const Dims5& d, const float* gamma, float eps, bool silu,
                  int threads);
 // Nearest 2x per frame: y [n, c, t, 2h, 2w].

@@ -15,29 +15,63 @@
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/parallel.h"
+#include "core/cpu/rms_norm.h"
 
 namespace seedvae::cpu {
 namespace {
 
+// One position's inverse norm and one normalised value: the arithmetic of both layouts' loops
+// (rms_norm.h).
+inline float inverse_norm(double sum_squares, float eps) {
+  return 1.f / std::max(static_cast<float>(std::sqrt(sum_squares)), eps);
+}
+inline float rms_value(float x, float inv, float scale, const float* gamma, bool silu) {
+  float v = x * inv * scale;
+  if (gamma) v *= *gamma;
+  return silu ? silu_f32(v) : v;
+}
+
 SEEDVAE_SIMD_CLONES void rms_rows(const float* x, float* y, int64_t rows, int64_t C,
                                   const float* gamma, float eps, bool silu) {
-  const float scale = static_cast<float>(std::sqrt(static_cast<double>(C)));
+  const float scale = rms_scale(C);
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * C;
     float* yr = y + r * C;
     double ss = 0;
     for (int64_t c = 0; c < C; ++c) ss += static_cast<double>(xr[c]) * xr[c];
-    const float norm = std::max(static_cast<float>(std::sqrt(ss)), eps);
-    const float inv = 1.f / norm;
+    const float inv = inverse_norm(ss, eps);
     for (int64_t c = 0; c < C; ++c) {
-      float v = xr[c] * inv * scale;
-      if (gamma) v *= gamma[c];
-      yr[c] = silu ? silu_f32(v) : v;
+      yr[c] = rms_value(xr[c], inv, scale, gamma ? gamma + c : nullptr, silu);
     }
   }
 }
 
 }  // namespace
+
+float rms_scale(int64_t channels) {
+  return static_cast<float>(std::sqrt(static_cast<double>(channels)));
+}
+
+SEEDVAE_SIMD_CLONES void rms_inverse_norms(const float* x, int64_t n, int64_t channels,
+                                           int64_t channel_stride, float eps, float* inv) {
+  // blocks of positions, each position's sum over the channels in channel order
+  constexpr int64_t kBlock = 256;
+  double ss[kBlock];
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - i0);
+    std::fill_n(ss, m, 0.0);
+    for (int64_t c = 0; c < channels; ++c) {
+      const float* xc = x + c * channel_stride + i0;
+      for (int64_t i = 0; i < m; ++i) ss[i] += static_cast<double>(xc[i]) * xc[i];
+    }
+    for (int64_t i = 0; i < m; ++i) inv[i0 + i] = inverse_norm(ss[i], eps);
+  }
+}
+
+SEEDVAE_SIMD_CLONES void rms_apply(const float* x, const float* inv, int64_t n, float scale,
+                                   const float* gamma, bool silu, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = rms_value(x[i], inv[i], scale, gamma, silu);
+}
 
 void rms_norm_cl(const float* x, float* y, const Dims5& d, const float* gamma, float eps, bool silu,
                  int threads) {

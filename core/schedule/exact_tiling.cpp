@@ -6,7 +6,9 @@
 #include <set>
 #include <vector>
 
+#include "core/cpu/rms_norm.h"
 #include "core/vae/vae_model.h"
+#include "core/vae/wan_model.h"
 
 namespace seedvae {
 
@@ -38,13 +40,18 @@ class HostFrames final : public Storage {
   std::shared_ptr<HostCounter> counter_;
 };
 
-// Per-frame GroupNorm (+ SiLU) with statistics of the whole frame, in the CPU backend's form:
-// y = (x - mean) * (rstd * gamma) + beta.
+// A normalisation (+ SiLU) applied on read: per-frame GroupNorm with statistics of the whole
+// frame, in the CPU backend's form y = (x - mean) * (rstd * gamma) + beta, or the Wan RMS norm of
+// every position over its channels, in the CPU kernel's arithmetic (core/cpu/rms_norm.h).
 struct NormAct {
+  bool rms = false;
   int64_t channels = 0, groups = 1;
-  std::vector<float> mean;   // [frames * groups]
-  std::vector<float> scale;  // [frames * channels]
-  std::vector<float> shift;  // [channels]
+  std::vector<float> mean;   // GroupNorm: [frames * groups]
+  std::vector<float> scale;  // GroupNorm: [frames * channels]
+  std::vector<float> shift;  // GroupNorm: beta [channels]; RMS norm: gamma [channels] or empty
+  // RMS norm: 1 / max(||x||, eps) of every position, [1, 1, frames, H, W], and sqrt(channels)
+  std::shared_ptr<const HostFrames> inv;
+  float rms_scale = 1.f;
   bool silu = false;
 
   float apply(float v, int64_t t, int64_t c) const {
@@ -54,6 +61,19 @@ struct NormAct {
               shift[static_cast<size_t>(c)];
     if (silu) y = y / (1.f + std::exp(-y));
     return y;
+  }
+
+  // The n activated values of a row of channel c, frame t, whose first position in the frame is
+  // `pos` (y * W + x).
+  void apply_row(const float* x, float* y, int64_t n, int64_t t, int64_t c, int64_t pos) const {
+    if (rms) {
+      const Shape& s = inv->data.shape();
+      const float* f = inv->data.data<float>() + t * s[3] * s[4] + pos;
+      cpu::rms_apply(x, f, n, rms_scale, shift.empty() ? nullptr : &shift[static_cast<size_t>(c)],
+                     silu, y);
+      return;
+    }
+    for (int64_t j = 0; j < n; ++j) y[j] = apply(x[j], t, c);
   }
 };
 
@@ -147,7 +167,7 @@ void fill(const View& v, HostTensor& dst, int64_t d0, int64_t e_begin, int64_t e
       const float* srow = plane_row0 + yy * W + x0;
       for (int64_t j = 0; j < xa; ++j) d[j] = 0.f;
       if (activate && v.norm != nullptr) {
-        for (int64_t j = xa; j < xb; ++j) d[j] = v.norm->apply(srow[j], t, c);
+        v.norm->apply_row(srow + xa, d + xa, xb - xa, t, c, yy * W + x0 + xa);
       } else {
         std::memcpy(d + xa, srow + xa, static_cast<size_t>(xb - xa) * sizeof(float));
       }
@@ -168,6 +188,29 @@ void paste(HostTensor& dst, const HostTensor& src, int64_t y0, int64_t x0) {
     for (int64_t y = 0; y < s[3]; ++y) {
       std::memcpy(row_ptr(dst, c, f, y0 + y) + x0, row_ptr(src, c, f, y),
                   static_cast<size_t>(s[4]) * sizeof(float));
+    }
+  }
+}
+
+// Wan2.2's patchify of plain tensors, or with `inverse` its inverse: channel k = c*p*p + dx*p + dy
+// of the patchified tensor at (i, j) is pixel (p*i + dy, p*j + dx) of channel c.
+void patchify_plain(const HostTensor& x, HostTensor& y, int p, bool inverse) {
+  const Shape& ps = inverse ? x.shape() : y.shape();  // the patchified tensor's
+  const int64_t T = ps[2], h = ps[3], w = ps[4], jobs = ps[1] * T * h;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+  for (int64_t job = 0; job < jobs; ++job) {
+    const int64_t k = job / (T * h), t = (job / h) % T, i = job % h;
+    const int64_t c = k / (p * p), dx = (k / p) % p, dy = k % p;
+    if (inverse) {
+      const float* s = row_ptr(x, k, t, i);
+      float* d = row_ptr(y, c, t, p * i + dy) + dx;
+      for (int64_t j = 0; j < w; ++j) d[p * j] = s[j];
+    } else {
+      const float* s = row_ptr(x, c, t, p * i + dy) + dx;
+      float* d = row_ptr(y, k, t, i);
+      for (int64_t j = 0; j < w; ++j) d[j] = s[p * j];
     }
   }
 }
@@ -651,34 +694,29 @@ Result<Tensor> ExactTilingBackend::depth_to_space(const Tensor& x, int z, bool d
   return y;
 }
 
-Result<Tensor> ExactTilingBackend::attention(const Tensor& x, const AttentionWeights& w) {
-  constexpr std::string_view op = "attention";
-  SEEDVAE_TRY(check_attention(x.shape, w));
-  const Tensor* params[] = {&w.norm_weight, &w.norm_bias, &w.wq, &w.bq, &w.wk,
-                            &w.bk,          &w.wv,        &w.bv, &w.wo, &w.bo};
+Result<Tensor> ExactTilingBackend::run_untiled(
+    const Tensor& x, std::string_view op, const std::vector<Tensor*>& params,
+    const std::function<Result<Tensor>(Backend&, const Tensor&)>& run) {
   std::vector<const HostWeight*> needed;
   for (const Tensor* t : params) {
     SEEDVAE_ASSIGN_OR_RETURN(const HostWeight* hw, impl_->weight(*t, op));
     needed.push_back(hw);
   }
   SEEDVAE_TRY(impl_->on_device(needed, options_.keep_weights, device_));
-  AttentionWeights dw = w;
-  Tensor* dparams[] = {&dw.norm_weight, &dw.norm_bias, &dw.wq, &dw.bq, &dw.wk,
-                       &dw.bk,          &dw.wv,        &dw.bv, &dw.wo, &dw.bo};
-  for (size_t i = 0; i < needed.size(); ++i) *dparams[i] = impl_->device_weight(needed[i]);
+  for (size_t i = 0; i < needed.size(); ++i) *params[i] = impl_->device_weight(needed[i]);
   if (hooks_.cancel) SEEDVAE_TRY(hooks_.cancel->check());
-  // Global over the frame: the whole (1/64-size) frame at once.
+  // Global over the frame: the whole (1/64- or, Wan2.2, 1/256-size) latent frame at once.
   SEEDVAE_ASSIGN_OR_RETURN(const Tensor in, impl_->materialise(x, op));
   SEEDVAE_ASSIGN_OR_RETURN(Tensor y, impl_->frames(x.shape));
   ++steps_;
   if (hooks_.report) ++hooks_.report->tiles_run;
   if (CountingBackend* dry = impl_->dry) {
     Tensor xt = dry->declare(x.shape);
-    SEEDVAE_TRY(dry->attention(xt, dw).take_status());
+    SEEDVAE_TRY(run(*dry, xt).take_status());
     return y;
   }
   SEEDVAE_ASSIGN_OR_RETURN(Tensor xt, device_.upload(Impl::host_frames(in)->data));
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor yt, device_.attention(xt, dw));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor yt, run(device_, xt));
   xt = {};
   SEEDVAE_ASSIGN_OR_RETURN(Impl::host_frames(y)->data, device_.download(yt));
   if (hooks_.progress) {
@@ -686,6 +724,222 @@ Result<Tensor> ExactTilingBackend::attention(const Tensor& x, const AttentionWei
   }
   return y;
 }
+
+Result<Tensor> ExactTilingBackend::attention(const Tensor& x, const AttentionWeights& w) {
+  SEEDVAE_TRY(check_attention(x.shape, w));
+  AttentionWeights dw = w;  // its parameters replaced by their device copies
+  return run_untiled(x, "attention",
+                     {&dw.norm_weight, &dw.norm_bias, &dw.wq, &dw.bq, &dw.wk, &dw.bk, &dw.wv,
+                      &dw.bv, &dw.wo, &dw.bo},
+                     [&](Backend& b, const Tensor& t) { return b.attention(t, dw); });
+}
+
+// ---- the Wan VAEs' ops --------------------------------------------------------------------------
+
+Result<Tensor> ExactTilingBackend::zeros(const Shape& shape) {
+  SEEDVAE_TRY(check_zeros(shape));
+  return impl_->frames(shape);
+}
+
+// The RMS norm has no cross-pixel statistics, but it sits where GroupNorm sits (in front of every
+// causal convolution, whose window extraction reads it), so it takes the same form: a view read
+// while the windows are extracted, which needs only each position's inverse norm, computed here
+// over the whole frame (1/C of the tensor), so the normalised tensor never exists whole.
+Result<Tensor> ExactTilingBackend::rms_norm(const Tensor& x, const Tensor& gamma,
+                                            const RmsNormParams& p) {
+  constexpr std::string_view op = "rms_norm";
+  SEEDVAE_TRY(check_rms_norm(x.shape, gamma, p));
+  const HostWeight* g = nullptr;
+  if (gamma.defined()) {
+    SEEDVAE_ASSIGN_OR_RETURN(g, impl_->weight(gamma, op));
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(const Tensor source, impl_->materialise(x, op));
+  const Shape& s = x.shape;
+  const int64_t channels = s[1], frames = s[2], plane = s[3] * s[4];
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor inv, impl_->frames(Shape{1, 1, frames, s[3], s[4]}));
+  NormAct norm;
+  norm.rms = true;
+  norm.channels = channels;
+  norm.silu = p.silu;
+  if (!impl_->dry) {
+    if (g != nullptr) {
+      const HostTensor gain = g->values().to(DType::kF32);
+      norm.shift.assign(gain.f32().begin(), gain.f32().end());
+    }
+    norm.rms_scale = cpu::rms_scale(channels);
+    const float* src = Impl::host_frames(source)->data.data<float>();
+    float* dst = Impl::host_frames(inv)->data.data<float>();
+    constexpr int64_t kSpan = 4096;  // positions per job
+    const int64_t spans = ceil_div(plane, kSpan), jobs = frames * spans;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+    for (int64_t job = 0; job < jobs; ++job) {
+      const int64_t t = job / spans, i0 = job % spans * kSpan;
+      cpu::rms_inverse_norms(src + t * plane + i0, std::min(kSpan, plane - i0), channels,
+                             frames * plane, p.eps, dst + t * plane + i0);
+    }
+  }
+  norm.inv = std::static_pointer_cast<const HostFrames>(inv.storage);
+  Tensor t;
+  t.shape = x.shape;
+  t.dtype = DType::kF32;
+  t.storage = std::make_shared<NormView>(source.storage, std::move(norm));
+  return t;
+}
+
+// The resamplers' rearrangements (and AvgDown3D's means) are copies of whole frames, so the host
+// does them, as depth_to_space; the arithmetic (AvgDown3D's float sums in expanded-channel order,
+// then one multiply) is the CPU kernels' (core/cpu/wan_ops.cpp), so they give the same bits.
+Result<Tensor> ExactTilingBackend::upsample_nearest(const Tensor& x) {
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape out, upsample_nearest_shape(x.shape));
+  SEEDVAE_ASSIGN_OR_RETURN(const Tensor in, impl_->materialise(x, "upsample_nearest"));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, impl_->frames(out));
+  if (impl_->dry) return y;
+  const HostTensor& src = Impl::host_frames(in)->data;
+  HostTensor& dst = Impl::host_frames(y)->data;
+  const int64_t T = out[2], H = out[3], W = x.shape[4], jobs = out[1] * T * H;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+  for (int64_t job = 0; job < jobs; ++job) {
+    const int64_t c = job / (T * H), f = (job / H) % T, oy = job % H;
+    const float* s = row_ptr(src, c, f, oy / 2);
+    float* d = row_ptr(dst, c, f, oy);
+    for (int64_t w = 0; w < W; ++w) d[2 * w] = d[2 * w + 1] = s[w];
+  }
+  return y;
+}
+
+Result<Tensor> ExactTilingBackend::frames_from_channels(const Tensor& x, int factor) {
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape out, frames_from_channels_shape(x.shape, factor));
+  SEEDVAE_ASSIGN_OR_RETURN(const Tensor in, impl_->materialise(x, "frames_from_channels"));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, impl_->frames(out));
+  if (impl_->dry) return y;
+  const HostTensor& src = Impl::host_frames(in)->data;
+  HostTensor& dst = Impl::host_frames(y)->data;
+  const int64_t C = out[1], T = x.shape[2], jobs = C * T * factor;
+  const auto bytes = static_cast<size_t>(out[3] * out[4]) * sizeof(float);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+  for (int64_t job = 0; job < jobs; ++job) {  // y[c, f*t + i] = x[i*C + c, t]
+    const int64_t c = job / (T * factor), t = (job / factor) % T, i = job % factor;
+    std::memcpy(row_ptr(dst, c, t * factor + i, 0), row_ptr(src, i * C + c, t, 0), bytes);
+  }
+  return y;
+}
+
+Result<Tensor> ExactTilingBackend::patchify(const Tensor& x, int p) {
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape out, patchify_shape(x.shape, p));
+  SEEDVAE_ASSIGN_OR_RETURN(const Tensor in, impl_->materialise(x, "patchify"));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, impl_->frames(out));
+  if (impl_->dry) return y;
+  patchify_plain(Impl::host_frames(in)->data, Impl::host_frames(y)->data, p, false);
+  return y;
+}
+
+Result<Tensor> ExactTilingBackend::unpatchify(const Tensor& x, int p) {
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape out, unpatchify_shape(x.shape, p));
+  SEEDVAE_ASSIGN_OR_RETURN(const Tensor in, impl_->materialise(x, "unpatchify"));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, impl_->frames(out));
+  if (impl_->dry) return y;
+  patchify_plain(Impl::host_frames(in)->data, Impl::host_frames(y)->data, p, true);
+  return y;
+}
+
+// AvgDownParams: output channel o is the mean of expanded channels o*g .. o*g + g - 1, expanded
+// channel k = c*f + (it*fs + ih)*fs + iw reading x[c, t*ft + it - pad, i*fs + ih, j*fs + iw] (the
+// `pad` zero frames in front are skipped).
+Result<Tensor> ExactTilingBackend::avg_down(const Tensor& x, const AvgDownParams& p) {
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape out, avg_down_shape(x.shape, p));
+  SEEDVAE_ASSIGN_OR_RETURN(const Tensor in, impl_->materialise(x, "avg_down"));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, impl_->frames(out));
+  if (impl_->dry) return y;
+  const HostTensor& src = Impl::host_frames(in)->data;
+  HostTensor& dst = Impl::host_frames(y)->data;
+  const int64_t ft = p.ft, fs = p.fs, f = ft * fs * fs, g = x.shape[1] * f / p.out_channels;
+  const int64_t To = out[2], Ho = out[3], Wo = out[4], pad = To * ft - x.shape[2];
+  const float inv_g = 1.f / static_cast<float>(g);
+  const int64_t jobs = p.out_channels * To * Ho;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+  for (int64_t job = 0; job < jobs; ++job) {
+    const int64_t o = job / (To * Ho), to = (job / Ho) % To, i = job % Ho;
+    float* d = row_ptr(dst, o, to, i);
+    for (int64_t j = 0; j < Wo; ++j) {
+      float sum = 0.f;
+      for (int64_t k = o * g; k < o * g + g; ++k) {
+        const int64_t c = k / f, rem = k % f;
+        const int64_t it = rem / (fs * fs), ih = (rem / fs) % fs, iw = rem % fs;
+        const int64_t t = to * ft + it - pad;
+        if (t < 0) continue;
+        sum += row_ptr(src, c, t, i * fs + ih)[j * fs + iw];
+      }
+      d[j] = sum * inv_g;
+    }
+  }
+  return y;
+}
+
+// DupUpParams: y[o, t*ft + it, i*fs + ih, j*fs + iw] = x[(((o*ft + it)*fs + ih)*fs + iw) / r, t,
+// i, j], the first ft - 1 output frames dropped with drop_first.
+Result<Tensor> ExactTilingBackend::dup_up(const Tensor& x, const DupUpParams& p) {
+  SEEDVAE_ASSIGN_OR_RETURN(const Shape out, dup_up_shape(x.shape, p));
+  SEEDVAE_ASSIGN_OR_RETURN(const Tensor in, impl_->materialise(x, "dup_up"));
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, impl_->frames(out));
+  if (impl_->dry) return y;
+  const HostTensor& src = Impl::host_frames(in)->data;
+  HostTensor& dst = Impl::host_frames(y)->data;
+  const int64_t ft = p.ft, fs = p.fs, r = p.out_channels * ft * fs * fs / x.shape[1];
+  const int64_t drop = p.drop_first ? ft - 1 : 0;
+  const int64_t To = out[2], Ho = out[3], Wo = out[4], jobs = p.out_channels * To * Ho;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+  for (int64_t job = 0; job < jobs; ++job) {
+    const int64_t o = job / (To * Ho), of = (job / Ho) % To, oh = job % Ho;
+    const int64_t t = (of + drop) / ft, it = (of + drop) % ft, i = oh / fs, ih = oh % fs;
+    float* d = row_ptr(dst, o, of, oh);
+    for (int64_t ow = 0; ow < Wo; ++ow) {
+      const int64_t c = (((o * ft + it) * fs + ih) * fs + ow % fs) / r;
+      d[ow] = row_ptr(src, c, t, i)[ow / fs];
+    }
+  }
+  return y;
+}
+
+Result<Tensor> ExactTilingBackend::rms_attention(const Tensor& x, const RmsAttentionWeights& w) {
+  SEEDVAE_TRY(check_rms_attention(x.shape, w));
+  RmsAttentionWeights dw = w;  // its parameters replaced by their device copies
+  return run_untiled(x, "rms_attention",
+                     {&dw.gamma, &dw.wq, &dw.bq, &dw.wk, &dw.bk, &dw.wv, &dw.bv, &dw.wo, &dw.bo},
+                     [&](Backend& b, const Tensor& t) { return b.rms_attention(t, dw); });
+}
+
+namespace {
+
+// The tile executions of the last of `chunks` (input frames of each) run through `model` on a dry
+// run `tiles` over a `height` x `width` frame.
+Result<int64_t> dry_run_steps(ExactTilingBackend& tiles, VideoVae& model, int64_t in_channels,
+                              bool encode, int64_t height, int64_t width,
+                              const std::vector<int64_t>& chunks) {
+  const int sf = model.spatial_factor();
+  CausalState state;
+  int64_t before = 0;
+  for (const int64_t frames : chunks) {
+    before = tiles.steps_done();
+    const Tensor x =
+        tiles.declare(encode ? Shape{1, in_channels, frames, height, width}
+                             : Shape{1, model.latent_channels(), frames, height / sf, width / sf});
+    SEEDVAE_TRY(
+        (encode ? model.encode_chunk(x, state) : model.decode_chunk(x, state)).take_status());
+  }
+  return tiles.steps_done() - before;
+}
+
+}  // namespace
 
 Result<int64_t> exact_steps_per_chunk(const VaeConfig& config, bool encode, int64_t height,
                                       int64_t width, const ExactTilingOptions& options) {
@@ -696,13 +950,23 @@ Result<int64_t> exact_steps_per_chunk(const VaeConfig& config, bool encode, int6
                            VaeModel::create(*tiles, config, [&](const VaeConfig::Param& p) {
                              return Result<Tensor>(tiles->declare_weight(p.shape, p.name));
                            }));
-  const int sf = config.spatial_factor();
-  const Shape in = encode ? Shape{1, config.in_channels, 1, height, width}
-                          : Shape{1, config.latent_channels, 1, height / sf, width / sf};
-  CausalState state;
-  const Tensor x = tiles->declare(in);
-  SEEDVAE_TRY((encode ? model.encode_chunk(x, state) : model.decode_chunk(x, state)).take_status());
-  return tiles->steps_done();
+  return dry_run_steps(*tiles, model, config.in_channels, encode, height, width, {1});
+}
+
+Result<int64_t> exact_steps_per_chunk(const WanConfig& config, bool encode, int64_t height,
+                                      int64_t width, const ExactTilingOptions& options) {
+  CountingBackend device;
+  auto tiles = ExactTilingBackend::dry_run(device, options);
+  tiles->set_frame(height, width);
+  SEEDVAE_ASSIGN_OR_RETURN(
+      WanModel model,
+      WanModel::create(*tiles, config, [&](const std::string& name, const Shape& shape) {
+        return Result<Tensor>(tiles->declare_weight(shape, name));
+      }));
+  // A first chunk's frame 0 bypasses the temporal resamplers: a later chunk (4 frames, 1 latent
+  // frame) is the one counted.
+  return dry_run_steps(*tiles, model, config.in_channels, encode, height, width,
+                       {1, encode ? config.temporal_factor() : 1});
 }
 
 }  // namespace seedvae

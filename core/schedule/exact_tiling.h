@@ -1,9 +1,9 @@
 // Exact tiling: the untiled encoder/decoder result with a tile's worth of activations on the
 // device (the algorithm and its cost: docs/model.md §5 and ARCHITECTURE.md, "Exact mode").
 //
-// ExactTilingBackend is a Backend that runs VaeModel -- the same model definition every other
-// path runs -- by executing each of the model's ops tile by tile on another ("device") backend.
-// The model sees whole-frame tensors; they live in host memory (fp32), and:
+// ExactTilingBackend is a Backend that runs VaeModel and WanModel -- the same model definitions
+// every other path runs -- by executing each of the model's ops tile by tile on another ("device")
+// backend. The model sees whole-frame tensors; they live in host memory (fp32), and:
 //  * conv3d runs per output tile: the window (tile + kernel halo, zero-filled outside the frame,
 //    which *is* the convolution's zero padding) is extracted on the host, uploaded, convolved on
 //    the device with no padding and downloaded into the output. Every window of a layer has one
@@ -11,12 +11,16 @@
 //    to the layer's resolution and balanced (balanced_tile);
 //  * group_norm computes the per-frame statistics over the whole frame (double accumulation, the
 //    CPU kernel's exact form) and returns a view: GroupNorm + SiLU are applied while a following
-//    convolution extracts its windows, so the normalised tensor never exists whole;
+//    convolution extracts its windows, so the normalised tensor never exists whole. rms_norm (Wan)
+//    does the same with each position's inverse norm, in the CPU kernel's arithmetic
+//    (core/cpu/rms_norm.h), so on the CPU device a tiled Wan run gives the untiled run's bits;
 //  * causal_pad returns a view [memory, x] (or x with its activated first frame replicated), so
 //    the extended input is never built either; slicing it gives the causal memory of the next
 //    chunk (already activated, whole frame);
-//  * the mid-block attention (global over the frame) runs untiled on the 1/64-size frame;
-//  * residual adds, depth-to-space and frame copies are host loops.
+//  * the mid-block attention (global over the frame; Wan: rms_attention) runs untiled on the
+//    1/64-size frame (1/256 for Wan2.2);
+//  * residual adds, frame copies and the rearrangements (depth-to-space; Wan: nearest upsampling,
+//    frames_from_channels, patchify, AvgDown3D, DupUp3D) are host loops over the whole frame.
 // A convolution's weights go to the device on first use and, unless keep_weights, leave it when
 // the next layer's weights come (one layer's weights on the device at a time).
 //
@@ -26,9 +30,11 @@
 // exact mode this way, and the tile executions of a chunk (progress) come from it.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/backend/backend.h"
 #include "core/backend/counting_backend.h"
@@ -36,6 +42,7 @@
 #include "core/base/progress.h"
 #include "core/schedule/tiled.h"
 #include "core/vae/state_dict.h"
+#include "core/vae/wan_config.h"
 
 namespace seedvae {
 
@@ -101,6 +108,15 @@ class ExactTilingBackend final : public Backend {
   Result<Tensor> depth_to_space(const Tensor& x, int temporal_factor, bool drop_frame_1,
                                 int context_frames = 2) override;
   Result<Tensor> attention(const Tensor& x, const AttentionWeights& w) override;
+  Result<Tensor> zeros(const Shape& shape) override;
+  Result<Tensor> rms_norm(const Tensor& x, const Tensor& gamma, const RmsNormParams& p) override;
+  Result<Tensor> upsample_nearest(const Tensor& x) override;
+  Result<Tensor> frames_from_channels(const Tensor& x, int factor) override;
+  Result<Tensor> patchify(const Tensor& x, int p) override;
+  Result<Tensor> unpatchify(const Tensor& x, int p) override;
+  Result<Tensor> avg_down(const Tensor& x, const AvgDownParams& p) override;
+  Result<Tensor> dup_up(const Tensor& x, const DupUpParams& p) override;
+  Result<Tensor> rms_attention(const Tensor& x, const RmsAttentionWeights& w) override;
   Status synchronize() override { return device_.synchronize(); }
   // The device's memory: what the tiles hold there (the host tensors are host_bytes()).
   MemoryStats memory_stats() const override { return device_.memory_stats(); }
@@ -116,6 +132,11 @@ class ExactTilingBackend final : public Backend {
  private:
   ExactTilingBackend(Backend& device, ExactTilingOptions options, const VaeWeights* weights,
                      CountingBackend* dry);
+  // An attention block: the whole frame through `run` on the device, the parameters `params`
+  // (host tensors of this backend) replaced by their device copies first; one tile execution.
+  Result<Tensor> run_untiled(const Tensor& x, std::string_view op,
+                             const std::vector<Tensor*>& params,
+                             const std::function<Result<Tensor>(Backend&, const Tensor&)>& run);
 
   Backend& device_;
   ExactTilingOptions options_;
@@ -126,8 +147,12 @@ class ExactTilingBackend final : public Backend {
 };
 
 // Tile executions of one temporal chunk of an exact run over a `height` x `width` frame (a dry
-// run of one chunk): the progress units of ExactTilingBackend.
+// run of one chunk): the progress units of ExactTilingBackend. For the Wan networks, those of a
+// later chunk (4 frames or 1 latent frame); a stream's first chunk has fewer (its frame 0
+// bypasses the temporal resamplers).
 Result<int64_t> exact_steps_per_chunk(const VaeConfig& config, bool encode, int64_t height,
+                                      int64_t width, const ExactTilingOptions& options);
+Result<int64_t> exact_steps_per_chunk(const WanConfig& config, bool encode, int64_t height,
                                       int64_t width, const ExactTilingOptions& options);
 
 }  // namespace seedvae

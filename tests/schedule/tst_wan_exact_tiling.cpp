@@ -1,0 +1,208 @@
+// Exact tiling of the Wan2.1 and Wan2.2 networks (ExactTilingBackend, core/schedule/
+// exact_tiling.h) on the CPU backend with the tiny synthetic models: streamed encodes and decodes
+// through exact tiles (several per frame at every level, none dividing its frame) equal the
+// untiled run bit for bit; the tile executions of a chunk are what exact_steps_per_chunk predicts;
+// a dry run counts the device peak of a tiled run far below the untiled one's.
+#include <QtTest>
+
+#include <cmath>
+#include <random>
+
+#include "core/backend/counting_backend.h"
+#include "core/cpu/cpu_backend.h"
+#include "core/schedule/exact_tiling.h"
+#include "core/schedule/wan_stream.h"
+
+using namespace seedvae;
+
+namespace {
+
+#define ASSIGN_OK(decl, expr)                                           \
+  auto SEEDVAE_CONCAT_(r_, __LINE__) = (expr);                          \
+  QVERIFY2(SEEDVAE_CONCAT_(r_, __LINE__).is_ok(),                       \
+           SEEDVAE_CONCAT_(r_, __LINE__).status().to_string().c_str()); \
+  decl = std::move(SEEDVAE_CONCAT_(r_, __LINE__)).value()
+
+WanConfig config_of(const QString& name) {
+  return name == "wan21" ? WanConfig::wan21_tiny() : WanConfig::wan22_tiny();
+}
+
+// A smooth moving pattern plus a little noise in (-1, 1).
+HostTensor synthetic_video(int64_t frames, int64_t h, int64_t w, uint64_t seed) {
+  HostTensor t(DType::kF32, Shape{1, 3, frames, h, w});
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-0.05f, 0.05f);
+  float* p = t.data<float>();
+  for (int64_t c = 0; c < 3; ++c) {
+    for (int64_t f = 0; f < frames; ++f) {
+      for (int64_t y = 0; y < h; ++y) {
+        for (int64_t x = 0; x < w; ++x) {
+          const double v = 0.6 * std::sin(0.11 * x + 0.07 * y + 0.3 * f + c) *
+                           std::cos(0.05 * y - 0.13 * x * (c + 1) / 3.0);
+          *p++ = static_cast<float>(v) + u(rng);
+        }
+      }
+    }
+  }
+  return t;
+}
+
+double max_abs_diff(const HostTensor& a, const HostTensor& b) {
+  auto d = compare(a, b);
+  return d.is_ok() ? d->max_abs : INFINITY;
+}
+
+// Steps of every chunk of a stream through `tiles`: the backend's tile executions when each chunk
+// came out.
+StreamHooks record_steps(const ExactTilingBackend& tiles, std::vector<int64_t>& steps) {
+  StreamHooks h;
+  h.on_chunk = [&tiles, &steps](int64_t, const HostTensor&) {
+    steps.push_back(tiles.steps_done());
+    return Status::ok();
+  };
+  return h;
+}
+
+}  // namespace
+
+class tst_WanExactTiling : public QObject {
+  Q_OBJECT
+
+  std::unique_ptr<Backend> cpu_;
+
+ private slots:
+  void initTestCase() {
+    auto b = create_cpu_backend();
+    QVERIFY2(b.is_ok(), b.status().to_string().c_str());
+    cpu_ = std::move(*b);
+  }
+
+  void exactEqualsUntiled_data() {
+    QTest::addColumn<QString>("config");
+    QTest::addColumn<int>("tile_h");
+    QTest::addColumn<int>("tile_w");
+    QTest::newRow("wan21 24x28") << QString("wan21") << 24 << 28;
+    QTest::newRow("wan22 24x28") << QString("wan22") << 24 << 28;
+    QTest::newRow("wan21 40x16") << QString("wan21") << 40 << 16;
+    QTest::newRow("wan22 40x16") << QString("wan22") << 40 << 16;
+  }
+  // A 9-frame 64x80 clip encoded and its latent decoded in upstream's chunks (1, 4, 4 frames; 3
+  // latent frames one by one), untiled and through exact tiles. 24x28 px: 3x3 shifted tiles of
+  // 22x27 px at full resolution and 3x3 at every lower level (3x4 of the 8x10 latent); 40x16 px:
+  // 2x5 tiles of 32x16 (Wan2.1: 2x5 of 4x2 latent pixels).
+  void exactEqualsUntiled() {
+    QFETCH(QString, config);
+    QFETCH(int, tile_h);
+    QFETCH(int, tile_w);
+    const WanConfig cfg = config_of(config);
+    const WanWeights weights = synthesize_wan_weights(cfg, wan_reference_seed(cfg.family, false));
+    const int64_t H = 64, W = 80;
+    const HostTensor video = synthetic_video(9, H, W, 1);
+    WanStreamOptions options;            // upstream's chunking, latent normalised, clamp
+    options.stream.async_tiles = false;  // each chunk's hooks run before the next chunk
+    WanStreamOptions raw = options;
+    raw.clamp = false;
+
+    ASSIGN_OK(WanModel untiled, WanModel::create(*cpu_, weights));
+    ASSIGN_OK(const WanEncoded ref, wan_encode(untiled, video, options));
+    ASSIGN_OK(const HostTensor ref_dec, wan_decode(untiled, ref.latent, raw));
+
+    const ExactTilingOptions tile{.tile_h = tile_h, .tile_w = tile_w};
+    ExactTilingBackend tiles(*cpu_, tile);
+    tiles.set_frame(H, W);
+    ASSIGN_OK(WanModel exact, WanModel::create(tiles, weights));
+    std::vector<int64_t> enc_steps, dec_steps;
+    ASSIGN_OK(const WanEncoded ex,
+              wan_encode(exact, video, options, record_steps(tiles, enc_steps)));
+    const int64_t encode_steps = tiles.steps_done();
+    ASSIGN_OK(const HostTensor ex_dec,
+              wan_decode(exact, ref.latent, raw, record_steps(tiles, dec_steps)));
+    // the decoder's output layer (Wan2.2: before unpatchify, at half the resolution)
+    QCOMPARE(tiles.last_conv_tiles(), ((H + tile_h - 1) / tile_h) * ((W + tile_w - 1) / tile_w));
+
+    const double mu = max_abs_diff(ex.mu, ref.mu), log_var = max_abs_diff(ex.log_var, ref.log_var);
+    const double dec = max_abs_diff(ex_dec, ref_dec);
+    qInfo("%s exact (%dx%d px tiles) vs untiled, max abs: mu %.3g, log_var %.3g, decode %.3g",
+          qPrintable(config), tile_h, tile_w, mu, log_var, dec);
+    // The same arithmetic on the same values: the convolutions' windows hold the untiled input's
+    // values, the RMS norms are the CPU kernel's arithmetic (core/cpu/rms_norm.h).
+    QCOMPARE(mu, 0.0);
+    QCOMPARE(log_var, 0.0);
+    QCOMPARE(dec, 0.0);
+
+    // Progress: the later chunks' tile executions are what a dry run predicts.
+    QCOMPARE(enc_steps.size(), size_t{3});
+    QCOMPARE(dec_steps.size(), size_t{3});
+    ASSIGN_OK(const int64_t enc_per_chunk, exact_steps_per_chunk(cfg, true, H, W, tile));
+    ASSIGN_OK(const int64_t dec_per_chunk, exact_steps_per_chunk(cfg, false, H, W, tile));
+    QCOMPARE(enc_steps[2] - enc_steps[1], enc_per_chunk);
+    QCOMPARE(enc_steps[1] - enc_steps[0], enc_per_chunk);
+    QCOMPARE(dec_steps[2] - dec_steps[1], dec_per_chunk);
+    QCOMPARE(dec_steps[1] - dec_steps[0], dec_per_chunk);
+    QVERIFY(enc_steps[0] < enc_per_chunk);  // the first chunk skips the temporal resamplers
+    QCOMPARE(enc_steps[2], encode_steps);
+  }
+
+  void dryRunPeakBelowUntiled_data() {
+    QTest::addColumn<QString>("config");
+    QTest::newRow("wan21") << QString("wan21");
+    QTest::newRow("wan22") << QString("wan22");
+  }
+  // The counted device peak of a 256x256 exact run with 64-px tiles (the device model's weights
+  // excluded: exact mode holds one layer's) against the untiled run's activations, for a first and
+  // a later chunk of encode and decode.
+  void dryRunPeakBelowUntiled() {
+    QFETCH(QString, config);
+    const WanConfig cfg = config_of(config);
+    const int64_t H = 256, W = 256;
+    const int sf = cfg.spatial_factor();
+    for (const bool encode : {true, false}) {
+      auto input = [&](int64_t frames) {
+        return encode ? Shape{1, cfg.in_channels, frames, H, W}
+                      : Shape{1, cfg.z_dim, frames, H / sf, W / sf};
+      };
+      const std::vector<int64_t> chunks{1, encode ? 4 : 1};
+
+      CountingBackend counting;
+      ASSIGN_OK(WanModel untiled,
+                WanModel::create(counting, cfg, [&](const std::string&, const Shape& s) {
+                  return Result<Tensor>(counting.declare_weight(s));
+                }));
+      const int64_t resident = counting.memory_stats().current_bytes;
+      CausalState state;
+      for (const int64_t frames : chunks) {
+        const Tensor x = counting.declare(input(frames));
+        QVERIFY((encode ? untiled.encode_chunk(x, state) : untiled.decode_chunk(x, state)).is_ok());
+      }
+      const int64_t untiled_peak = counting.memory_stats().peak_bytes - resident;
+
+      CountingBackend device;
+      auto tiles = ExactTilingBackend::dry_run(device, {.tile_h = 64, .tile_w = 64});
+      tiles->set_frame(H, W);
+      ASSIGN_OK(WanModel exact,
+                WanModel::create(*tiles, cfg, [&](const std::string& name, const Shape& s) {
+                  return Result<Tensor>(tiles->declare_weight(s, name));
+                }));
+      CausalState exact_state;
+      for (const int64_t frames : chunks) {
+        const Tensor x = tiles->declare(input(frames));
+        auto y = encode ? exact.encode_chunk(x, exact_state) : exact.decode_chunk(x, exact_state);
+        QVERIFY2(y.is_ok(), y.status().to_string().c_str());
+      }
+      const int64_t exact_peak = device.memory_stats().peak_bytes;
+      qInfo(
+          "%s %s 256x256: device peak exact (64-px tiles) %lld bytes, untiled %lld above the "
+          "weights; exact host peak %lld, %lld tile executions",
+          qPrintable(config), encode ? "encode" : "decode", static_cast<long long>(exact_peak),
+          static_cast<long long>(untiled_peak), static_cast<long long>(tiles->host_peak_bytes()),
+          static_cast<long long>(tiles->steps_done()));
+      QVERIFY(exact_peak > 0);
+      QVERIFY(exact_peak * 8 < untiled_peak);
+      // the host holds the whole frames the untiled run holds on the device
+      QVERIFY(tiles->host_peak_bytes() > untiled_peak / 2);
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(tst_WanExactTiling)
+#include "tst_wan_exact_tiling.moc"
