@@ -3,8 +3,10 @@
 #include <QGridLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QMenu>
 #include <QPushButton>
 #include <QTableWidget>
+#include <QToolButton>
 #include <QVBoxLayout>
 
 namespace seedvae::ui {
@@ -45,6 +47,14 @@ AbPanel::AbPanel(QWidget* parent) : QWidget(parent) {
   export_->setToolTip(
       tr("Write the comparison as Markdown + JSON + PNG stills + charts and the "
          "reconstructed videos"));
+  enqueue_ = new QToolButton(this);
+  enqueue_->setObjectName(QStringLiteral("enqueueWinner"));
+  enqueue_->setText(tr("Enqueue winner…"));
+  enqueue_->setToolTip(
+      tr("Queue the slot you pick, with the settings it was compared with, over the whole input "
+         "video (the Queue panel)"));
+  enqueue_->setPopupMode(QToolButton::InstantPopup);
+  enqueue_->setMenu(new QMenu(enqueue_));
   buttons->addWidget(run_);
   buttons->addWidget(export_);
   root->addLayout(buttons);
@@ -59,10 +69,12 @@ AbPanel::AbPanel(QWidget* parent) : QWidget(parent) {
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setWordWrap(true);
   root->addWidget(table_, 1);
+  root->addWidget(enqueue_, 0, Qt::AlignLeft);
   status_ = new QLabel(this);
   status_->setObjectName(QStringLiteral("abStatus"));
   status_->setWordWrap(true);
   updateStatus();
+  updateEnqueueMenu();
   root->addWidget(status_);
   connect(run_, &QPushButton::clicked, this, &AbPanel::runRequested);
   connect(export_, &QPushButton::clicked, this, &AbPanel::exportRequested);
@@ -96,6 +108,7 @@ void AbPanel::setResult(const AbComparison& ab) {
   }
   table_->resizeRowsToContents();
   updateStatus();
+  updateEnqueueMenu();
 }
 
 void AbPanel::clearResult() {
@@ -103,6 +116,27 @@ void AbPanel::clearResult() {
   table_->clearSpans();
   table_->setRowCount(0);
   updateStatus();
+  updateEnqueueMenu();
+}
+
+// One entry per slot with the numbers to choose by; only a finished A/B has a winner to pick.
+void AbPanel::updateEnqueueMenu() {
+  QMenu* menu = enqueue_->menu();
+  menu->clear();
+  const bool ok = result_ && result_->ok;
+  enqueue_->setEnabled(ok);
+  if (!ok) return;
+  for (const RunSummary* run : {&result_->a, &result_->b}) {
+    QAction* a = menu->addAction(tr("%1 for the whole video: %2 — %3 ms/frame, peak %4, PSNR %5 dB")
+                                     .arg(run->slot, settings_label(run->settings))
+                                     .arg(run->ms_per_frame, 0, 'f', 1)
+                                     .arg(format_bytes(run->peak_bytes))
+                                     .arg(run->vs_original.psnr_db, 0, 'f', 2));
+    a->setObjectName(QStringLiteral("enqueue") + run->slot);
+    a->setData(run->slot);
+    connect(a, &QAction::triggered, this,
+            [this, slot = run->slot] { emit enqueueRequested(slot); });
+  }
 }
 
 void AbPanel::setBusy(bool busy, bool ab) {

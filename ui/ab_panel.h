@@ -1,7 +1,9 @@
 // A/B comparison: two settings slots, Run A/B, and the result table (time per frame, peak memory,
 // PSNR/SSIM against the original, max-abs and PSNR of A against B), plus report export. The status
 // line follows the state: "Running A/B…" only while the A/B runs; once it is over, the result or
-// the error (a failed or cancelled slot); a single run only disables Run A/B.
+// the error (a failed or cancelled slot); a single run only disables Run A/B. After a finished A/B,
+// "Enqueue winner" queues the slot the user picks (the comparison names no winner: speed, memory
+// and quality trade against each other) over the whole input video.
 #pragma once
 
 #include <QWidget>
@@ -11,6 +13,7 @@
 
 class QLabel;
 class QPushButton;
+class QToolButton;
 class QTableWidget;
 
 namespace seedvae::ui {
@@ -36,14 +39,18 @@ class AbPanel : public QWidget {
   void applySlotRequested(QString slot);    // show the slot's settings in the panel
   void runRequested();
   void exportRequested();
+  // Queue the compared settings of `slot` ("A" or "B") over the whole input video.
+  void enqueueRequested(QString slot);
 
  private:
   void updateStatus();
+  void updateEnqueueMenu();
 
   QLabel* a_label_;
   QLabel* b_label_;
   QPushButton* run_;
   QPushButton* export_;
+  QToolButton* enqueue_;
   QTableWidget* table_;
   QLabel* status_;
   bool busy_ = false;

@@ -9,9 +9,11 @@
 
 #include "core/media/metrics.h"
 #include "core/media/video_io.h"
+#include "core/pipeline/job_queue.h"
 #include "core/schedule/seam_metrics.h"
 #include "core/vae/state_dict.h"
 #include "ui/image_convert.h"
+#include "ui/loaders.h"
 
 namespace seedvae::ui {
 
@@ -39,6 +41,7 @@ constexpr Phase kRead{0.00, 0.05};
 constexpr Phase kEncode{0.05, 0.30};
 constexpr Phase kDecode{0.35, 0.60};
 constexpr Phase kMetrics{0.95, 0.05};
+constexpr Phase kWrite{0.95, 0.05};  // a queued job's output file being finished
 
 // ProgressSink on the engine thread -> throttled queued signals.
 class RunProgress final : public ProgressSink {
@@ -83,6 +86,53 @@ class RunProgress final : public ProgressSink {
   QString slot_;
   Clock::time_point t0_;
   Phase phase_{0, 0};
+  ProgressThrottle throttle_;
+  QString last_stage_;
+};
+
+// A queued job's progress on the engine thread -> throttled queued signals. run_queue passes on
+// the job layer's per-chunk reports ("encode", "decode", "decode tiles", "write"); each phase gets
+// the interactive run's share of the whole, so the fraction and the ETA read alike.
+class QueueJobProgress final : public ProgressSink {
+ public:
+  explicit QueueJobProgress(EngineWorker* worker) : worker_(worker) {}
+
+  void start(int64_t id) {
+    id_ = id;
+    t0_ = Clock::now();
+    throttle_ = ProgressThrottle();
+    last_stage_.clear();
+    send(QStringLiteral("prepare"), kRead, 0, 1);
+  }
+  void report(std::string_view stage, int64_t done, int64_t total) override {
+    const Phase p = stage.starts_with("encode")   ? kEncode
+                    : stage.starts_with("decode") ? kDecode
+                    : stage.starts_with("write")  ? kWrite
+                                                  : kRead;
+    send(qstr(stage), p, done, total);
+  }
+
+ private:
+  void send(const QString& stage, Phase p, qint64 done, qint64 total) {
+    const double f = std::clamp(
+        p.base + p.weight * (total > 0 ? static_cast<double>(done) / total : 0.0), 0.0, 1.0);
+    if (!throttle_.should_send(f, stage != last_stage_ || done >= total)) return;
+    last_stage_ = stage;
+    ProgressUpdate u;
+    u.run_id = static_cast<quint64>(id_);
+    u.slot = QStringLiteral("queue job %1").arg(id_);
+    u.stage = stage;
+    u.done = done;
+    u.total = total;
+    u.fraction = f;
+    u.elapsed_s = seconds_since(t0_);
+    u.eta_s = f >= 0.08 && f < 1.0 ? u.elapsed_s * (1.0 - f) / f : (f >= 1.0 ? 0.0 : -1.0);
+    emit worker_->queueProgress(u);
+  }
+
+  EngineWorker* worker_;
+  int64_t id_ = 0;
+  Clock::time_point t0_{};
   ProgressThrottle throttle_;
   QString last_stage_;
 };
@@ -275,13 +325,7 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   std::shared_ptr<const VaeWeights> weights = req.weights;
   if (!weights) {
     if (req.weights_spec.is_builtin()) {
-      if (!builtin_weights_ || builtin_name_ != req.weights_spec.builtin) {
-        auto made = synthetic_weights(req.weights_spec.builtin.toStdString());
-        if (!made) return made.take_status();
-        builtin_weights_ = std::make_shared<VaeWeights>(std::move(*made));
-        builtin_name_ = req.weights_spec.builtin;
-      }
-      weights = builtin_weights_;
+      SEEDVAE_ASSIGN_OR_RETURN(weights, builtinWeights(req.weights_spec.builtin));
     } else {
       auto w = load_weights(req.weights_spec.path.toStdString());
       if (!w) return w.take_status();
@@ -522,6 +566,54 @@ void EngineWorker::writeVideo(const RunSummary& run, const QString& path) {
     st = internal_error(e.what());
   }
   emit videoWritten(st.is_ok(), path, st.is_ok() ? QString() : qstr(st.to_string()));
+}
+
+Result<std::shared_ptr<const VaeWeights>> EngineWorker::builtinWeights(const QString& name) {
+  if (!builtin_weights_ || builtin_name_ != name) {
+    SEEDVAE_ASSIGN_OR_RETURN(VaeWeights made, synthetic_weights(name.toStdString()));
+    builtin_weights_ = std::make_shared<VaeWeights>(std::move(made));
+    builtin_name_ = name;
+  }
+  return std::shared_ptr<const VaeWeights>(builtin_weights_);
+}
+
+void EngineWorker::runQueue(const QString& path, std::shared_ptr<CancelToken> cancel) {
+  busy();
+  QueueJobProgress progress(this);
+  // The weights a job names (ui/queue_panel.h, queue_weights()): "synthetic:<name>" (one of
+  // synthetic_weight_names()), a checkpoint file, or empty for the built-in default. Jobs in a
+  // row on the same checkpoint read it once.
+  std::string last_path;
+  std::shared_ptr<const VaeWeights> last_weights;
+  QueueRunHooks hooks;
+  hooks.load_weights = [&](const std::string& w) -> Result<std::shared_ptr<const VaeWeights>> {
+    const WeightsSpec spec = w.empty() ? default_weights_spec() : weights_spec_from_queue(w);
+    if (spec.is_builtin()) return builtinWeights(spec.builtin);
+    const std::string file = spec.path.toStdString();
+    if (!last_weights || last_path != file) {
+      SEEDVAE_ASSIGN_OR_RETURN(VaeWeights loaded, load_weights(file));
+      last_weights = std::make_shared<const VaeWeights>(std::move(loaded));
+      last_path = file;
+    }
+    return last_weights;
+  };
+  hooks.cancel = cancel.get();
+  hooks.progress = &progress;
+  hooks.on_start = [&](const QueuedJob& j) {
+    progress.start(j.id);
+    emit queueJobStarted(j.id);
+  };
+  hooks.on_end = [&](const QueuedJob& j) { emit queueJobFinished(j.id); };
+  Result<int64_t> ran = int64_t{0};
+  try {
+    ran = run_queue(to_fs_path(path), session_, hooks);
+  } catch (const std::exception& e) {
+    ran = internal_error(std::string("unexpected exception: ") + e.what());
+  }
+  const bool cancelled = !ran && ran.status().code() == StatusCode::kCancelled;
+  emit queueFinished(ran ? *ran : -1, ran || cancelled ? QString() : qstr(ran.status().to_string()),
+                     cancelled);
+  idle();
 }
 
 }  // namespace seedvae::ui

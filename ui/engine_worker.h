@@ -40,6 +40,10 @@ class EngineWorker : public QObject {
   void probeDevices(const QString& backend);
   void writeReport(const ReportJob& job, std::shared_ptr<CancelToken> cancel);
   void writeVideo(const RunSummary& run, const QString& path);
+  // The queued jobs of the queue file at `path`, one after another through this thread's Session
+  // (core/pipeline/job_queue.h, run_queue), until none is queued or `cancel` is requested: the
+  // studio's queue runs where its interactive runs do, on the one thread that owns the engine.
+  void runQueue(const QString& path, std::shared_ptr<CancelToken> cancel);
   // Frees the model and the backend (on this thread) before the thread ends.
   void release();
 
@@ -54,9 +58,18 @@ class EngineWorker : public QObject {
   void reportWritten(seedvae::ui::ReportResult result);
   void videoWritten(bool ok, QString path, QString message);
   void released();  // the idle worker freed the backend (and the device)
+  // The queue: each job as it starts and ends (its state and results are in the file by then),
+  // the running job's progress (run_id is the job's id), and the end of the queue's run (`error`
+  // empty unless the runner itself failed, such as an unreadable queue file).
+  void queueJobStarted(qint64 id);
+  void queueProgress(seedvae::ui::ProgressUpdate update);
+  void queueJobFinished(qint64 id);
+  void queueFinished(qint64 ran, QString error, bool cancelled);
 
  private:
   Status execute(const RunRequest& request, RunSummary& summary);
+  // The synthetic weights of that name (synthetic_weight_names()), made once while in use.
+  Result<std::shared_ptr<const VaeWeights>> builtinWeights(const QString& name);
   void busy();  // work starts: no idle release meanwhile
   void idle();  // work ended: the idle release starts counting
 

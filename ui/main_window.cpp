@@ -38,6 +38,7 @@
 #include "ui/info_panel.h"
 #include "ui/loaders.h"
 #include "ui/memory_predictor.h"
+#include "ui/queue_panel.h"
 #include "ui/run_controller.h"
 #include "ui/scrubber.h"
 #include "ui/settings_panel.h"
@@ -146,6 +147,7 @@ MainWindow::MainWindow(std::shared_ptr<const BackendCatalog> catalog,
   info_panel_ = new InfoPanel(this);
   charts_ = new ChartsPanel(this);
   ab_panel_ = new AbPanel(this);
+  queue_panel_ = new QueuePanel(controller_, this);
   second_view_ = new CompareView(sync_, this);
   second_view_->setObjectName(QStringLiteral("secondView"));
   second_view_->setMode(CompareView::Mode::kDifference);
@@ -322,6 +324,29 @@ MainWindow::MainWindow(std::shared_ptr<const BackendCatalog> catalog,
   });
   connect(ab_panel_, &AbPanel::runRequested, this, &MainWindow::startAB);
   connect(ab_panel_, &AbPanel::exportRequested, this, &MainWindow::exportReport);
+  // The queue: the current clip, settings and weights, or the A/B's pick over the whole video
+  // (every frame of the compared input), as a job whose output and range the dialog asks for.
+  connect(queue_panel_, &QueuePanel::addCurrentRequested, this, [this] {
+    queue_panel_->openAddDialog(make_queued_job(info_panel_->inputSpec(), weights_spec_,
+                                                catalog_->normalized(settings_panel_->settings())),
+                                tr("Add the current clip to the queue"));
+  });
+  connect(ab_panel_, &AbPanel::enqueueRequested, this, [this](const QString& slot) {
+    if (!last_ab_ || !last_ab_->ok) return;
+    const RunSummary& run = slot == QLatin1String("A") ? last_ab_->a : last_ab_->b;
+    JobInput whole = run.input;
+    whole.first_frame = 0;
+    whole.max_frames = -1;
+    whole.stride = 1;
+    showDock(QStringLiteral("queue"));
+    queue_panel_->openAddDialog(make_queued_job(whole, ab_weights_, run.settings),
+                                tr("Queue %1 for the whole video").arg(slot));
+  });
+  connect(controller_, &RunController::queueProgress, this, &MainWindow::onProgress);
+  connect(controller_, &RunController::queueFinished, this,
+          [this](qint64 ran, const QString& error, bool cancelled) {
+            stage_label_->setText(queue_end_text(ran, error, cancelled));
+          });
   connect(scrubber_, &Scrubber::positionChanged, this, [this] { refreshViews(); });
   connect(view_, &CompareView::modeChanged, this, [this](CompareView::Mode m) {
     if (QAction* a = mode_actions_.value(m)) a->setChecked(true);
@@ -591,6 +616,10 @@ void MainWindow::buildDocks() {
   dock(QStringLiteral("ab"), tr("A/B comparison"), ab_panel_, Qt::RightDockWidgetArea);
   QDockWidget* graphs =
       dock(QStringLiteral("graphs"), tr("Graphs"), charts_, Qt::BottomDockWidgetArea);
+  QDockWidget* queue =
+      dock(QStringLiteral("queue"), tr("Queue"), queue_panel_, Qt::BottomDockWidgetArea);
+  tabifyDockWidget(graphs, queue);
+  graphs->raise();
   QDockWidget* second =
       dock(QStringLiteral("second view"), tr("Second view"), second_view_, Qt::RightDockWidgetArea);
   second->hide();
@@ -927,6 +956,7 @@ bool MainWindow::doStartAB() {
   a.settings = ab_panel_->slotSettings(QStringLiteral("A"));
   b.settings = ab_panel_->slotSettings(QStringLiteral("B"));
   if (controller_->startAB(a, b) == 0) return false;
+  ab_weights_ = weights_spec_;
   summaries_.clear();
   charts_->clear();
   ab_panel_->clearResult();

@@ -31,6 +31,7 @@ class ChartsPanel;
 class FrameStore;
 class InfoPanel;
 class MemoryPredictor;
+class QueuePanel;
 class RunController;
 class Scrubber;
 class SettingsPanel;
@@ -74,6 +75,7 @@ class MainWindow : public QMainWindow {
   InfoPanel* infoPanel() const { return info_panel_; }
   ChartsPanel* chartsPanel() const { return charts_; }
   AbPanel* abPanel() const { return ab_panel_; }
+  QueuePanel* queuePanel() const { return queue_panel_; }
   CompareView* view() const { return view_; }
   CompareView* secondView() const { return second_view_; }
   Scrubber* scrubber() const { return scrubber_; }
@@ -88,7 +90,8 @@ class MainWindow : public QMainWindow {
   Pair pair() const { return pair_; }
   void setViewMode(CompareView::Mode mode);
   void setOverlay(bool tiles, bool seams);
-  void showDock(const QString& name);  // "settings", "input", "graphs", "ab", "second view"
+  // "settings", "input", "graphs", "ab", "queue", "second view"
+  void showDock(const QString& name);
   // Shows a dock and scrolls it to the child widget named `object_name`.
   void revealInDock(const QString& dock, const QString& object_name);
 
@@ -157,6 +160,7 @@ class MainWindow : public QMainWindow {
   InfoPanel* info_panel_ = nullptr;
   ChartsPanel* charts_ = nullptr;
   AbPanel* ab_panel_ = nullptr;
+  QueuePanel* queue_panel_ = nullptr;
   QMap<QString, QDockWidget*> docks_;
 
   QProgressBar* progress_ = nullptr;
@@ -181,6 +185,7 @@ class MainWindow : public QMainWindow {
 
   WeightsInfo weights_;
   WeightsSpec weights_spec_;
+  WeightsSpec ab_weights_;  // those of the last A/B: its winner is queued with them
   std::optional<VideoInfoData> video_;
   Pair pair_ = Pair::kOriginalRecon;
   QString running_slot_;

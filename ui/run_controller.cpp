@@ -24,6 +24,15 @@ RunController::RunController(std::shared_ptr<const BackendCatalog> catalog, QObj
   connect(worker_, &EngineWorker::reportWritten, this, &RunController::reportWritten);
   connect(worker_, &EngineWorker::videoWritten, this, &RunController::videoWritten);
   connect(worker_, &EngineWorker::released, this, &RunController::engineReleased);
+  connect(worker_, &EngineWorker::queueJobStarted, this, &RunController::queueJobStarted);
+  connect(worker_, &EngineWorker::queueProgress, this, &RunController::queueProgress);
+  connect(worker_, &EngineWorker::queueJobFinished, this, &RunController::queueJobFinished);
+  connect(worker_, &EngineWorker::queueFinished, this,
+          [this](qint64 ran, const QString& error, bool cancelled) {
+            queue_running_ = false;
+            setBusy(false);
+            emit queueFinished(ran, error, cancelled);
+          });
   connect(worker_, &EngineWorker::compared, this, [this](quint64 id, const AbComparison& ab) {
     if (id != ab_id_) return;
     last_ab_ = ab;
@@ -84,6 +93,18 @@ quint64 RunController::startAB(RunRequest a, RunRequest b) {
   setBusy(true);
   post(std::move(a));
   return ab_id_;
+}
+
+bool RunController::startQueue(const QString& path) {
+  if (busy_) return false;
+  cancel_ = std::make_shared<CancelToken>();
+  ab_id_ = 0;
+  queue_running_ = true;
+  setBusy(true);
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_, path, cancel = cancel_] { w->runQueue(path, cancel); },
+      Qt::QueuedConnection);
+  return true;
 }
 
 void RunController::cancel() {

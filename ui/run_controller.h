@@ -7,6 +7,9 @@
 //    channels drained here and re-emitted as frameAvailable / telemetryReceived.
 //  * A/B: A then B on the same input, sequentially on the one engine thread, then a comparison
 //    job (also on the worker) produces the AbComparison.
+//  * The queue: startQueue() runs the queue file's jobs on the same worker, through the same
+//    Session, as one long piece of work: the controller is busy meanwhile (no interactive run
+//    starts), and cancel() stops the running job, which stays queued.
 //  * Destruction: cancel, release the engine on its thread, quit(), wait().
 #pragma once
 
@@ -37,10 +40,15 @@ class RunController : public QObject {
   bool busy() const { return busy_; }
   // True while an A/B comparison (A, B or the comparison job) is in progress.
   bool abRunning() const { return busy_ && ab_id_ != 0; }
+  // True while the queue runs (startQueue).
+  bool queueRunning() const { return busy_ && queue_running_; }
 
   // Returns the run id, or 0 when a run is already in progress.
   quint64 start(RunRequest request);
   quint64 startAB(RunRequest a, RunRequest b);
+  // Runs the queued jobs of the queue file at `path` one after another (EngineWorker::runQueue).
+  // False when a run or the queue is already in progress.
+  bool startQueue(const QString& path);
   // Direct, lock-free: the engine sees it at its next check (between blocks, chunks and tiles).
   void cancel();
   bool cancelRequested() const;
@@ -69,6 +77,11 @@ class RunController : public QObject {
   void videoWritten(bool ok, QString path, QString message);
   // The idle engine freed its backend and device (EngineWorker, SEEDVAE_IDLE_RELEASE_S).
   void engineReleased();
+  // The queue (EngineWorker's signals of the same names). queueFinished comes after busy ends.
+  void queueJobStarted(qint64 id);
+  void queueProgress(seedvae::ui::ProgressUpdate update);
+  void queueJobFinished(qint64 id);
+  void queueFinished(qint64 ran, QString error, bool cancelled);
 
  private:
   void post(RunRequest request);
@@ -88,6 +101,7 @@ class RunController : public QObject {
   std::optional<RunRequest> pending_b_;
   std::optional<RunSummary> ab_a_;
   quint64 ab_id_ = 0;
+  bool queue_running_ = false;
   QMap<QString, std::shared_ptr<FrameStore>> stores_;
   QMap<QString, RunSummary> last_runs_;
   std::optional<AbComparison> last_ab_;

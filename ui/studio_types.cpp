@@ -64,6 +64,23 @@ QString WeightsSpec::display_name() const {
   return QFileInfo(path).fileName();
 }
 
+std::string queue_weights(const WeightsSpec& spec) {
+  if (spec.is_builtin()) return "synthetic:" + spec.builtin.toStdString();
+  return to_fs_path(QFileInfo(spec.path).absoluteFilePath()).string();
+}
+
+WeightsSpec weights_spec_from_queue(const std::string& weights) {
+  constexpr std::string_view kSynthetic = "synthetic:";
+  WeightsSpec spec;
+  if (weights.starts_with(kSynthetic)) {
+    spec.builtin = QString::fromStdString(weights.substr(kSynthetic.size()));
+  } else {
+    spec.path = from_fs_path(weights);
+    spec.builtin.clear();
+  }
+  return spec;
+}
+
 // ---- A/B table --------------------------------------------------------------------------------
 
 namespace {

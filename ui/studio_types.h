@@ -66,6 +66,12 @@ struct WeightsSpec {
   bool is_builtin() const { return path.isEmpty(); }
   QString display_name() const;
 };
+// The weights as a queued job names them (QueuedJob::weights, core/pipeline/job_queue.h; the
+// CLI's rules): a checkpoint's absolute path, or "synthetic:<name>" (synthetic_weight_names()) for the
+// built-in synthetic weights; and back. (An empty name, the built-in default of a job the CLI
+// queued without weights, is default_weights_spec() in ui/loaders.h.)
+std::string queue_weights(const WeightsSpec& spec);
+WeightsSpec weights_spec_from_queue(const std::string& weights);
 
 // What the info panel shows about a loaded checkpoint.
 struct WeightsInfo {

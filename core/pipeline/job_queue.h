@@ -32,7 +32,7 @@ std::string_view queue_state_name(QueueState s);  // "queued", "running", ...
 struct QueuedJob {
   int64_t id = 0;
   std::string input;    // a video, image directory or pattern; empty: the built-in sample clip
-  std::string weights;  // a checkpoint file, or "synthetic:tiny" / "synthetic:real"
+  std::string weights;  // a checkpoint file, or "synthetic:<name>" (synthetic_weight_names())
   RunOptions options;   // the settings (a preset's, to_json / run_options_from_json)
   std::string output;   // the reconstruction (video or frame directory); empty: none written
   int64_t first_frame = 0, max_frames = -1;
