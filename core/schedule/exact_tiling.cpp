@@ -525,7 +525,8 @@ Result<Tensor> ExactTilingBackend::conv3d(const Tensor& x, const Tensor& w, cons
       paste(out, yh, oy, ox);
       if (final_layer) {
         const auto index = static_cast<int64_t>(ri * cols.size() + ci);
-        const Rect px{oy, ox, th, tw};
+        const int64_t k = hooks_.output_scale;
+        const Rect px{oy * k, ox * k, th * k, tw * k};
         if (TileRunReport* rep = hooks_.report) {
           if (rep->tile_sums.size() < static_cast<size_t>(total)) {
             rep->tile_sums.assign(static_cast<size_t>(total), std::vector<double>(cout, 0.0));
@@ -552,8 +553,9 @@ Result<Tensor> ExactTilingBackend::conv3d(const Tensor& x, const Tensor& w, cons
           ev.chunk = hooks_.chunk;
           ev.first_frame = hooks_.first_frame;
           ev.pixel = px;
-          ev.latent = {oy / 8, ox / 8, ceil_div(oy + th, 8) - oy / 8,
-                       ceil_div(ox + tw, 8) - ox / 8};
+          const int64_t f = hooks_.spatial_factor;
+          ev.latent = {px.y / f, px.x / f, ceil_div(px.y + px.h, f) - px.y / f,
+                       ceil_div(px.x + px.w, f) - px.x / f};
           ev.data = &yh;
           SEEDVAE_TRY(hooks_.on_tile(ev));
         }

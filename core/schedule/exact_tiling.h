@@ -75,6 +75,10 @@ class ExactTilingBackend final : public Backend {
     TileSink on_tile;                 // every tile of the output layer
     TileRunReport* report = nullptr;  // rects, tile sums and counts of the output layer
     int64_t chunk = 0, first_frame = 0;  // of the chunk being run (TileEvent)
+    // Frame pixels per pixel of the output layer (Wan2.2's decoder head runs on 2x2 patches:
+    // 2) and per latent pixel: how the output layer's tiles map to TileEvent::pixel and latent.
+    int64_t output_scale = 1;
+    int64_t spatial_factor = 8;
   };
   void set_hooks(Hooks hooks);
   Hooks& hooks() { return hooks_; }

@@ -1,5 +1,7 @@
 #include "core/schedule/tiled.h"
 
+#include "core/vae/wan_model.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -7,6 +9,7 @@
 #include "core/schedule/copy_pipeline.h"
 #include "core/schedule/exact_tiling.h"
 #include "core/schedule/planner.h"
+#include "core/vae/wan_model.h"
 
 namespace seedvae {
 
@@ -383,24 +386,26 @@ Result<HostTensor> run_blend(const BlendJob& job) {
 
 // Exact tiling: the model run on an ExactTilingBackend over the model's own backend, chunk by
 // chunk (chunk-major: finished chunks stream out through on_chunk as with the untiled path).
-Result<HostTensor> run_exact(VaeModel& model, const HostTensor& input, const TileOptions& options,
+Result<HostTensor> run_exact(VideoVae& model, const HostTensor& input, const TileOptions& options,
                              const StreamOptions& stream, const StreamHooks& hooks,
                              TileHooks* tile_hooks, bool encode) {
   if (options.weights == nullptr) {
     return invalid_argument("exact tiling needs the host weights (TileOptions::weights)");
   }
-  if (!(options.weights->config == model.config())) {
-    return invalid_argument("exact tiling: TileOptions::weights do not match the model (" +
-                            options.weights->config.to_string() + " vs " +
-                            model.config().to_string() + ")");
+  const VaeWeights& weights = *options.weights;
+  const auto* seedvr2 = dynamic_cast<const VaeModel*>(&model);
+  const auto* wan = dynamic_cast<const WanModel*>(&model);
+  if (weights.family != model.family() || (seedvr2 && !(weights.config == seedvr2->config())) ||
+      (wan && !(weights.wan == wan->config()))) {
+    return invalid_argument("exact tiling: TileOptions::weights (" + weights.describe() +
+                            ") do not match the model");
   }
   if (options.spec.tile_h < 1 || options.spec.tile_w < 1) {
     return invalid_argument("exact tiling: tile " + std::to_string(options.spec.tile_w) + "x" +
                             std::to_string(options.spec.tile_h) + " px is empty");
   }
   const auto t0 = Clock::now();
-  const VaeConfig& cfg = model.config();
-  const int tf = cfg.temporal_factor(), sf = cfg.spatial_factor();
+  const int tf = model.temporal_factor(), sf = model.spatial_factor();
   const Shape& s = input.shape();
   if (s.rank() != 5 || s[0] != 1 || s[2] < 1 || (encode && (s[2] - 1) % tf != 0)) {
     return invalid_argument(std::string(encode ? "encode needs a [1, 3, 4n+1, H, W] video"
@@ -412,8 +417,9 @@ Result<HostTensor> run_exact(VaeModel& model, const HostTensor& input, const Til
                                  options.exact_keep_weights};
   ExactTilingBackend tiles(model.backend(), exact, options.weights);
   tiles.set_frame(full_h, full_w);
-  SEEDVAE_ASSIGN_OR_RETURN(VaeModel tiled, VaeModel::create(tiles, *options.weights));
-  tiled.set_telemetry(model.telemetry());
+  SEEDVAE_ASSIGN_OR_RETURN(std::unique_ptr<VideoVae> made, make_video_vae(tiles, weights));
+  VideoVae& tiled = *made;
+  if (seedvr2) tiled.set_telemetry(seedvr2->telemetry());
   const int64_t latents = encode ? (s[2] - 1) / tf + 1 : s[2];
   auto ranges = plan_chunks(latents, stream.chunk_latents);
   if (encode) {
@@ -428,14 +434,20 @@ Result<HostTensor> run_exact(VaeModel& model, const HostTensor& input, const Til
     report->mode = TilingMode::kExact;
     report->chunks = static_cast<int64_t>(ranges.size());
   }
-  SEEDVAE_ASSIGN_OR_RETURN(const int64_t per_chunk,
-                           exact_steps_per_chunk(cfg, encode, full_h, full_w, exact));
+  SEEDVAE_ASSIGN_OR_RETURN(
+      const int64_t per_chunk,
+      wan ? exact_steps_per_chunk(weights.wan, encode, full_h, full_w, exact)
+          : exact_steps_per_chunk(weights.config, encode, full_h, full_w, exact));
   ExactTilingBackend::Hooks th;
   th.cancel = hooks.cancel;
   th.progress = hooks.progress;
   th.stage = encode ? "encode exact" : "decode exact";
   th.steps_total = per_chunk * static_cast<int64_t>(ranges.size());
-  th.final_weight = encode ? "encoder.conv_out.weight" : "decoder.conv_out.weight";
+  // the output layer: its tiles are the run's (Wan: the head's last convolution)
+  th.final_weight = wan ? (encode ? "encoder.head.2.weight" : "decoder.head.2.weight")
+                        : (encode ? "encoder.conv_out.weight" : "decoder.conv_out.weight");
+  th.spatial_factor = sf;
+  th.output_scale = wan && !encode ? wan->config().patch_size : 1;
   th.report = report;
   if (tile_hooks) th.on_tile = tile_hooks->on_tile;
   tiles.set_hooks(std::move(th));
@@ -499,12 +511,13 @@ Result<HostTensor> run_off(VideoVae& model, const HostTensor& input, const Strea
 
 }  // namespace
 
-// The SeedVR2 network behind `model` for the tiling modes that need it.
-Result<VaeModel*> seedvr2_model(VideoVae& model, std::string_view mode) {
+// The SeedVR2 network behind `model` for blend tiling, which reproduces SeedVR2's reference
+// tiling (its blending, overlaps and layout).
+Result<VaeModel*> seedvr2_model(VideoVae& model) {
   if (auto* m = dynamic_cast<VaeModel*>(&model)) return m;
-  return unsupported(std::string(mode) + " tiling runs SeedVR2 VAEs only; a " +
-                     std::string(family_name(model.family())) + " VAE runs untiled" +
-                     (mode == "blend" ? " or with exact tiling" : ""));
+  return unsupported("blend tiling is SeedVR2's reference tiling; a " +
+                     std::string(family_name(model.family())) +
+                     " VAE runs untiled or with exact tiling (--tiling exact)");
 }
 
 Result<HostTensor> tiled_decode(VideoVae& model, const HostTensor& latent,
@@ -521,10 +534,10 @@ Result<HostTensor> tiled_decode(VideoVae& model, const HostTensor& latent,
   if (options.mode == TilingMode::kOff) {
     return run_off(model, latent, stream, hooks, tile_hooks, false);
   }
-  SEEDVAE_ASSIGN_OR_RETURN(VaeModel * m, seedvr2_model(model, tiling_mode_name(options.mode)));
   if (options.mode == TilingMode::kExact) {
-    return run_exact(*m, latent, options, stream, hooks, tile_hooks, false);
+    return run_exact(model, latent, options, stream, hooks, tile_hooks, false);
   }
+  SEEDVAE_ASSIGN_OR_RETURN(VaeModel * m, seedvr2_model(model));
   return run_blend({*m, latent, options, stream, hooks, tile_hooks, false});
 }
 
@@ -544,10 +557,10 @@ Result<HostTensor> tiled_encode(VideoVae& model, const HostTensor& video,
   if (options.mode == TilingMode::kOff) {
     return run_off(model, video, stream, hooks, tile_hooks, true);
   }
-  SEEDVAE_ASSIGN_OR_RETURN(VaeModel * m, seedvr2_model(model, tiling_mode_name(options.mode)));
   if (options.mode == TilingMode::kExact) {
-    return run_exact(*m, video, options, stream, hooks, tile_hooks, true);
+    return run_exact(model, video, options, stream, hooks, tile_hooks, true);
   }
+  SEEDVAE_ASSIGN_OR_RETURN(VaeModel * m, seedvr2_model(model));
   return run_blend({*m, video, options, stream, hooks, tile_hooks, true});
 }
 

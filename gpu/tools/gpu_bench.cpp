@@ -212,13 +212,18 @@ void write_json(const Args& a, const Json& j) {
   f << j.dump(2) << "\n";
 }
 
+// --config: a synthetic_weights() name ("real" by default; "tiny", "wan21-real", ...).
 VaeWeights load_weights_for(const Args& a) {
   const std::string cfg = a.get("--config", "real");
   const auto t0 = Clock::now();
-  VaeWeights w = synthetic_weights(cfg == "tiny" ? "tiny" : "real").value();
+  auto w = synthetic_weights(cfg);
+  if (!w) {
+    std::fprintf(stderr, "%s\n", w.status().to_string().c_str());
+    std::exit(2);
+  }
   std::fprintf(stderr, "weights: synthetic %s (%.1f s)\n", cfg.c_str(),
                std::chrono::duration<double>(Clock::now() - t0).count());
-  return w;
+  return std::move(*w);
 }
 
 // --size WxH (default 512x512).

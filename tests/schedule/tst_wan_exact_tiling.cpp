@@ -95,7 +95,7 @@ class tst_WanExactTiling : public QObject {
     QFETCH(int, tile_h);
     QFETCH(int, tile_w);
     const WanConfig cfg = config_of(config);
-    const WanWeights weights = synthesize_wan_weights(cfg, wan_reference_seed(cfg.family, false));
+    const VaeWeights weights = synthesize_wan_weights(cfg, wan_reference_seed(cfg.family, false));
     const int64_t H = 64, W = 80;
     const HostTensor video = synthetic_video(9, H, W, 1);
     WanStreamOptions options;            // upstream's chunking, latent normalised, clamp
