@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/base/file_lock.h"
 #include "core/io/output_path.h"
 
 namespace seedvae {
@@ -137,6 +138,23 @@ fs::path JobQueue::default_path() {
   return fs::path(home != nullptr ? home : ".") / ".local" / "share" / "seedvae" / "queue.json";
 }
 
+namespace {
+
+// A job whose runner ended while it ran: queued again (it resumes from its checkpoint, if any).
+void mark_interrupted(QueuedJob& job) {
+  job.state = QueueState::kQueued;
+  job.phase.clear();
+  job.message = "interrupted";
+}
+
+}  // namespace
+
+void JobQueue::requeue_interrupted() {
+  for (QueuedJob& j : jobs_) {
+    if (j.state == QueueState::kRunning) mark_interrupted(j);
+  }
+}
+
 Result<JobQueue> JobQueue::load(const fs::path& path) {
   JobQueue q;
   q.path_ = path;
@@ -150,12 +168,12 @@ Result<JobQueue> JobQueue::load(const fs::path& path) {
     return corrupt_data("the queue " + path.string() + " is no seedvae queue file (" + kFormat +
                         ")");
   }
+  // A job marked running is running while a runner holds the lock (run_queue).
+  const bool runner_running = FileLock::is_held(runner_lock_path(path));
   for (const Json& o : j["jobs"]) {
     SEEDVAE_ASSIGN_OR_RETURN(QueuedJob job, from_json_job(o, path));
-    if (job.state == QueueState::kRunning) {  // its process ended while it ran
-      job.state = QueueState::kQueued;
-      job.phase.clear();
-      job.message = "interrupted";
+    if (job.state == QueueState::kRunning && !runner_running) {  // its runner ended meanwhile
+      mark_interrupted(job);
     }
     if (job.state == QueueState::kQueued && !job.output.empty()) {
       if (auto at = checkpoint_frame(job.output)) {
@@ -298,8 +316,27 @@ class QueueProgress final : public ProgressSink {
 
 }  // namespace
 
+fs::path runner_lock_path(const fs::path& queue) {
+  fs::path p = queue;
+  p += ".runner.lock";
+  return p;
+}
+
 Result<int64_t> run_queue(const fs::path& path, Session& session, const QueueRunHooks& hooks) {
   if (!hooks.load_weights) return invalid_argument("run_queue needs a weights loader");
+  std::error_code ec;
+  if (!path.parent_path().empty()) fs::create_directories(path.parent_path(), ec);
+  auto lock = FileLock::try_acquire(runner_lock_path(path));
+  if (!lock) {
+    if (lock.status().code() != StatusCode::kInvalidArgument) return lock.take_status();
+    return invalid_argument("another runner is running the queue " + path.string() +
+                            "; one runner at a time");
+  }
+  // This is the only runner: a job still marked running was left by one that ended.
+  SEEDVAE_TRY(JobQueue::update(path, [](JobQueue& q) {
+    q.requeue_interrupted();
+    return Status::ok();
+  }));
   int64_t ran = 0;
   for (;;) {
     if (hooks.cancel) SEEDVAE_TRY(hooks.cancel->check());

@@ -59,7 +59,8 @@ class JobQueue {
   // $SEEDVAE_QUEUE_FILE, else $XDG_DATA_HOME/seedvae/queue.json, else
   // ~/.local/share/seedvae/queue.json (%APPDATA%\seedvae\queue.json on Windows).
   static std::filesystem::path default_path();
-  // A missing file is an empty queue; a job found running (its process ended) is queued again.
+  // A missing file is an empty queue. A job marked running stays so while a runner holds the
+  // queue's runner lock (runner_lock_path); otherwise its runner ended and it is queued again.
   static Result<JobQueue> load(const std::filesystem::path& path);
   // Loads, applies `change`, writes back atomically (the parent folder is created).
   static Status update(const std::filesystem::path& path,
@@ -78,6 +79,8 @@ class JobQueue {
   Status resume(int64_t id);                  // paused, failed or cancelled -> queued
   // The first queued job.
   QueuedJob* next_queued();
+  // Every job marked running queued again, "interrupted" (a runner starting: none runs).
+  void requeue_interrupted();
 
  private:
   std::filesystem::path path_;
@@ -95,9 +98,14 @@ struct QueueRunHooks {
   double save_interval_s = 2.0;  // how often a running job's progress is written to the file
 };
 
+// "<queue>.runner.lock": held by the queue's runner while it runs (core/base/file_lock.h).
+std::filesystem::path runner_lock_path(const std::filesystem::path& queue);
+
 // Runs the queued jobs of the file at `path` one after another in `session`, until none is
 // queued or the cancel is requested (then kCancelled; the stopped job is queued again). A failed
-// job does not stop the run. Returns how many jobs ran.
+// job does not stop the run. One runner per queue: it holds the runner lock, and a second
+// runner (another process, or the studio beside the CLI) is refused (kInvalidArgument). Returns
+// how many jobs ran.
 Result<int64_t> run_queue(const std::filesystem::path& path, Session& session,
                           const QueueRunHooks& hooks);
 

@@ -2,13 +2,15 @@
 // the options table writes them), reorder / remove / pause / resume, a failing job followed by
 // one that runs, and a queue stopped mid-job and "restarted" (its file reloaded, the job found
 // running as a killed process leaves it) whose stopped job resumes from its checkpoint and
-// writes the bytes of an uninterrupted run. The demo model on the CPU backend, in process.
+// writes the bytes of an uninterrupted run; one runner at a time (the runner lock). The demo model
+// on the CPU backend, in process.
 #include <QtTest>
 
 #include <fstream>
 #include <iterator>
 
 #include "app/backends.h"
+#include "core/base/file_lock.h"
 #include "core/pipeline/job_queue.h"
 #include "core/vae/state_dict.h"
 #include "tests/support/job_test_util.h"
@@ -217,6 +219,40 @@ class tst_JobQueue : public QObject {
     QVERIFY(session.run(spec, {}, r).is_ok());
     QVERIFY(file_bytes(out) == file_bytes(ref));
     QCOMPARE(r.quality->psnr_db, q->find(first)->psnr_db);
+  }
+
+  // One runner per queue: while one holds the runner lock, a job it marked running reads as
+  // running (not "interrupted") and a second runner is refused; once it lets go, the job reads as
+  // interrupted and a new runner re-queues and runs it.
+  void oneRunnerAtATime() {
+    const fs::path file = dir() / "locked.json";
+    int64_t id = 0;
+    QVERIFY(JobQueue::update(file, [&](JobQueue& q) {
+              id = q.add(sample_job(dir() / "locked.mkv", 9));
+              q.find(id)->state = QueueState::kRunning;
+              return Status::ok();
+            }).is_ok());
+    Session session([](const RunOptions& o) { return app::make_backend(o); });
+    {
+      auto held = FileLock::try_acquire(runner_lock_path(file));  // another runner
+      QVERIFY2(held.is_ok(), held.status().to_string().c_str());
+      auto q = JobQueue::load(file);
+      QVERIFY(q.is_ok());
+      QCOMPARE(q->find(id)->state, QueueState::kRunning);
+      QVERIFY(!q->remove(id).is_ok());  // the CLI's check: not while it runs
+      auto ran = run_queue(file, session, hooks());
+      QCOMPARE(ran.status().code(), StatusCode::kInvalidArgument);
+      QVERIFY2(ran.status().message().find("another runner") != std::string::npos,
+               ran.status().to_string().c_str());
+    }
+    auto q = JobQueue::load(file);
+    QVERIFY(q.is_ok());
+    QCOMPARE(q->find(id)->state, QueueState::kQueued);
+    QCOMPARE(q->find(id)->message, std::string("interrupted"));
+    auto ran = run_queue(file, session, hooks());
+    QVERIFY2(ran.is_ok(), ran.status().to_string().c_str());
+    QCOMPARE(*ran, int64_t{1});
+    QVERIFY(!FileLock::is_held(runner_lock_path(file)));
   }
 };
 
