@@ -385,7 +385,7 @@ struct StageDevice {
 Result<std::vector<StageDevice>> stage_device_times(Backend& b, const VaeWeights& w,
                                                     const BenchOptions& bo, int runs) {
   std::vector<StageDevice> out;
-  if (runs <= 0) return out;
+  if (runs <= 0 || w.is_wan()) return out;  // WanModel has no stage telemetry
   SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(b, w));
   const VaeConfig& c = w.config;
   const int f = c.temporal_factor(), sf = c.spatial_factor();
