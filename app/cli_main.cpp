@@ -317,8 +317,8 @@ Result<JobResult> run_job(JobSpec job, const ModelArgs& mo) {
   job.options = mo.run;
   SEEDVAE_ASSIGN_OR_RETURN(job.weights, mo.load());
   if (!mo.quiet) {
-    std::cerr << "weights: " << job.weights->source << " (" << job.weights->describe()
-              << ", " << job.weights->parameter_count() << " parameters)\n";
+    std::cerr << "weights: " << job.weights->source << " (" << job.weights->describe() << ", "
+              << job.weights->parameter_count() << " parameters)\n";
   }
   Session session(make_backend);
   JobCallbacks cb;
@@ -1152,7 +1152,8 @@ int cli_main(int argc, char** argv) {
     bench_o.decode = !bench_no_decode;
     return cmd_bench(bench_mo, bench_o, bench_size, bench_out);
   }
-  if (enc->parsed()) return cmd_encode(enc_in, enc_mo, enc_out, enc_sample, enc_seed, enc_dit, enc_raw);
+  if (enc->parsed())
+    return cmd_encode(enc_in, enc_mo, enc_out, enc_sample, enc_seed, enc_dit, enc_raw);
   if (dec->parsed()) return cmd_decode(dec_in, dec_mo, dec_out, dec_fps);
   if (rt->parsed()) return cmd_roundtrip(rt_in, rt_mo, rt_out, rt_restart);
   if (queue->parsed()) {

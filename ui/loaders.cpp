@@ -48,12 +48,12 @@ Result<WeightsInfo> load_weights_info(const WeightsSpec& spec) {
     if (!made) return made.take_status();
     w = std::make_shared<VaeWeights>(std::move(*made));
     info.synthetic = true;
-    info.source =
-        QStringLiteral("built-in: %1 synthetic %2 weights (%3; a trained demo model "
-                       "replaces the SeedVR2 ones when installed)")
-            .arg(QString::fromUtf8(family_name(w->family).data(),
-                                   static_cast<qsizetype>(family_name(w->family).size())),
-                 spec.builtin, QString::fromStdString(w->source));
+    info.source = QStringLiteral(
+                      "built-in: %1 synthetic %2 weights (%3; a trained demo model "
+                      "replaces the SeedVR2 ones when installed)")
+                      .arg(QString::fromUtf8(family_name(w->family).data(),
+                                             static_cast<qsizetype>(family_name(w->family).size())),
+                           spec.builtin, QString::fromStdString(w->source));
     info.sha256 = QString::fromStdString(fp16_digest(*w));
   } else {
     auto loaded = load_weights(spec.path.toStdString());

@@ -60,15 +60,15 @@ QString from_fs_path(const std::filesystem::path& path);
 // Built-in weights are the synthetic tiny configuration until a trained demo model ships (then
 // `path` points to it and `builtin` names it).
 struct WeightsSpec {
-  QString path;                              // empty: built-in
+  QString path;  // empty: built-in
   // a synthetic recipe: "tiny", "real", "wan21-tiny", ... (synthetic_weight_names())
   QString builtin = QStringLiteral("tiny");
   bool is_builtin() const { return path.isEmpty(); }
   QString display_name() const;
 };
 // The weights as a queued job names them (QueuedJob::weights, core/pipeline/job_queue.h; the
-// CLI's rules): a checkpoint's absolute path, or "synthetic:<name>" (synthetic_weight_names()) for the
-// built-in synthetic weights; and back. (An empty name, the built-in default of a job the CLI
+// CLI's rules): a checkpoint's absolute path, or "synthetic:<name>" (synthetic_weight_names()) for
+// the built-in synthetic weights; and back. (An empty name, the built-in default of a job the CLI
 // queued without weights, is default_weights_spec() in ui/loaders.h.)
 std::string queue_weights(const WeightsSpec& spec);
 WeightsSpec weights_spec_from_queue(const std::string& weights);

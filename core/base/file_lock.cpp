@@ -30,8 +30,8 @@ intptr_t open_lock_file(const std::filesystem::path& path, bool create) {
 bool lock(intptr_t h) {
 #ifdef _WIN32
   OVERLAPPED o{};
-  return LockFileEx(reinterpret_cast<HANDLE>(h), LOCKFILE_EXCLUSIVE_LOCK | LOCKFILE_FAIL_IMMEDIATELY,
-                    0, 1, 0, &o) != 0;
+  return LockFileEx(reinterpret_cast<HANDLE>(h),
+                    LOCKFILE_EXCLUSIVE_LOCK | LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, &o) != 0;
 #else
   return ::flock(static_cast<int>(h), LOCK_EX | LOCK_NB) == 0;
 #endif

@@ -96,10 +96,10 @@ double median(std::vector<double> v) {
 // A family's network with shape-only parameters on a dry-run backend.
 Result<std::unique_ptr<VideoVae>> dry_model(CountingBackend& cb, const VaeWeights& weights) {
   if (weights.is_wan()) {
-    SEEDVAE_ASSIGN_OR_RETURN(WanModel m,
-                             WanModel::create(cb, weights.wan, [&](const std::string&, const Shape& s) {
-                               return Result<Tensor>(cb.declare_weight(s));
-                             }));
+    SEEDVAE_ASSIGN_OR_RETURN(
+        WanModel m, WanModel::create(cb, weights.wan, [&](const std::string&, const Shape& s) {
+          return Result<Tensor>(cb.declare_weight(s));
+        }));
     return std::unique_ptr<VideoVae>(std::make_unique<WanModel>(std::move(m)));
   }
   SEEDVAE_ASSIGN_OR_RETURN(VaeModel m,
@@ -234,9 +234,8 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
     if (tiles.mode != TilingMode::kOff) {
       // The tile the runs used: resolved as encode_clip/decode_clip resolve it (with a budget,
       // the planner's choice).
-      SEEDVAE_ASSIGN_OR_RETURN(
-          const TileOptions to,
-          tile_options(o.run, weights, enc, o.height, o.width, o.frames, nullptr));
+      SEEDVAE_ASSIGN_OR_RETURN(const TileOptions to, tile_options(o.run, weights, enc, o.height,
+                                                                  o.width, o.frames, nullptr));
       const TileSpec& spec = to.spec;
       op.tile_w = spec.tile_w;
       op.tile_h = spec.tile_h;
@@ -259,8 +258,8 @@ Result<bool> choose_bench_schedule(BenchOptions& o, const VaeWeights& weights,
                                    const Backend& backend) {
   if (weights.is_wan()) return false;
   SEEDVAE_ASSIGN_OR_RETURN(ScheduleChoice c,
-                           choose_schedule(o.run, weights.config, o.encode, o.decode, o.height, o.width,
-                                           o.frames, backend.memory_stats().budget_bytes));
+                           choose_schedule(o.run, weights.config, o.encode, o.decode, o.height,
+                                           o.width, o.frames, backend.memory_stats().budget_bytes));
   if (c.note.empty()) return false;
   const bool remake = backend_key(c.options) != backend_key(o.run);
   o.run = c.options;

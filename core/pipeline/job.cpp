@@ -1026,10 +1026,9 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     const int64_t h = encodes ? frame_h : r.plan.padded_height;
     const int64_t w = encodes ? frame_w : r.plan.padded_width;
     const int64_t t = encodes ? 17 : r.plan.padded_frames;
-    SEEDVAE_ASSIGN_OR_RETURN(
-        ScheduleChoice choice,
-        choose_schedule(o, weights.config, encodes, decodes, h, w, t,
-                        backend->memory_stats().budget_bytes));
+    SEEDVAE_ASSIGN_OR_RETURN(ScheduleChoice choice,
+                             choose_schedule(o, weights.config, encodes, decodes, h, w, t,
+                                             backend->memory_stats().budget_bytes));
     if (!choice.note.empty()) {
       o = choice.options;
       schedule_note = choice.note;

@@ -72,12 +72,12 @@ Result<VaeWeights> load_weights(const std::filesystem::path& path) {
   bool first = true;
   for (const std::string& name : names) {
     // SeedVR2's .pth spells some attention tensors the legacy way; Wan's names are the file's.
-    SEEDVAE_ASSIGN_OR_RETURN(TensorView v, w.is_wan() ? file.get(name) : resolve_tensor(file, name));
+    SEEDVAE_ASSIGN_OR_RETURN(TensorView v,
+                             w.is_wan() ? file.get(name) : resolve_tensor(file, name));
     if (v.dtype != DType::kF16 && v.dtype != DType::kBF16 && v.dtype != DType::kF32) {
-      return unsupported(path.string() + ": tensor " + v.name + " is " +
-                         std::string(dtype_name(v.dtype)) + "; " +
-                         std::string(family_name(w.family)) +
-                         " checkpoints are read in fp16, bf16 or fp32");
+      return unsupported(
+          path.string() + ": tensor " + v.name + " is " + std::string(dtype_name(v.dtype)) + "; " +
+          std::string(family_name(w.family)) + " checkpoints are read in fp16, bf16 or fp32");
     }
     // Mixed files are legal safetensors; report the widest dtype.
     if (first || dtype_size(v.dtype) > dtype_size(w.dtype)) w.dtype = v.dtype;
@@ -156,7 +156,7 @@ HostTensor synthesize_tensor(const std::string& name, const Shape& shape, uint64
 }  // namespace
 
 const std::vector<std::string>& synthetic_weight_names() {
-  static const std::vector<std::string> kNames{"tiny",      "real",       "wan21-tiny",
+  static const std::vector<std::string> kNames{"tiny",       "real",       "wan21-tiny",
                                                "wan21-real", "wan22-tiny", "wan22-real"};
   return kNames;
 }
@@ -200,7 +200,8 @@ Status save_weights(const std::filesystem::path& path, const VaeWeights& weights
   size_t i = 0;
   for (const auto& [name, t] : weights.tensors) list.push_back({name, &converted[i++]});
   // Wan files carry no configuration: the names and shapes are all there is to it (identify).
-  auto meta = weights.is_wan() ? std::map<std::string, std::string>{} : weights.config.to_metadata();
+  auto meta =
+      weights.is_wan() ? std::map<std::string, std::string>{} : weights.config.to_metadata();
   meta["format"] = "pt";
   meta.merge(extra_metadata);
   return write_safetensors(path, list, meta);

@@ -51,7 +51,9 @@ class tst_WanJobs : public QObject {
   QTemporaryDir dir_;
   Session session_{[](const RunOptions& o) { return app::make_backend(o); }};
 
-  fs::path path(const std::string& name) const { return fs::path(dir_.path().toStdString()) / name; }
+  fs::path path(const std::string& name) const {
+    return fs::path(dir_.path().toStdString()) / name;
+  }
 
   static std::shared_ptr<const VaeWeights> weights(const char* name) {
     auto w = synthetic_weights(name);
