@@ -43,6 +43,24 @@ constexpr Phase kDecode{0.35, 0.60};
 constexpr Phase kMetrics{0.95, 0.05};
 constexpr Phase kWrite{0.95, 0.05};  // a queued job's output file being finished
 
+// One progress report: `done` of `total` within phase `p`, as the fraction of the whole and an
+// ETA (which needs some measured work to extrapolate from).
+ProgressUpdate progress_update(quint64 id, const QString& slot, const QString& stage, Phase p,
+                               qint64 done, qint64 total, Clock::time_point t0) {
+  ProgressUpdate u;
+  u.run_id = id;
+  u.slot = slot;
+  u.stage = stage;
+  u.done = done;
+  u.total = total;
+  u.fraction = std::clamp(p.base + p.weight * (total > 0 ? static_cast<double>(done) / total : 0.0),
+                          0.0, 1.0);
+  u.elapsed_s = seconds_since(t0);
+  const double f = u.fraction;
+  u.eta_s = f >= 0.08 && f < 1.0 ? u.elapsed_s * (1.0 - f) / f : (f >= 1.0 ? 0.0 : -1.0);
+  return u;
+}
+
 // ProgressSink on the engine thread -> throttled queued signals.
 class RunProgress final : public ProgressSink {
  public:
@@ -63,21 +81,9 @@ class RunProgress final : public ProgressSink {
 
  private:
   void send(const QString& stage, qint64 done, qint64 total, bool force) {
-    const double f = std::clamp(
-        phase_.base + phase_.weight * (total > 0 ? static_cast<double>(done) / total : 0.0), 0.0,
-        1.0);
-    if (!throttle_.should_send(f, force || stage != last_stage_)) return;
+    const ProgressUpdate u = progress_update(id_, slot_, stage, phase_, done, total, t0_);
+    if (!throttle_.should_send(u.fraction, force || stage != last_stage_)) return;
     last_stage_ = stage;
-    ProgressUpdate u;
-    u.run_id = id_;
-    u.slot = slot_;
-    u.stage = stage;
-    u.done = done;
-    u.total = total;
-    u.fraction = f;
-    u.elapsed_s = seconds_since(t0_);
-    // The ETA needs some measured work to extrapolate from.
-    u.eta_s = f >= 0.08 && f < 1.0 ? u.elapsed_s * (1.0 - f) / f : (f >= 1.0 ? 0.0 : -1.0);
     emit worker_->progress(u);
   }
 
@@ -114,19 +120,11 @@ class QueueJobProgress final : public ProgressSink {
 
  private:
   void send(const QString& stage, Phase p, qint64 done, qint64 total) {
-    const double f = std::clamp(
-        p.base + p.weight * (total > 0 ? static_cast<double>(done) / total : 0.0), 0.0, 1.0);
-    if (!throttle_.should_send(f, stage != last_stage_ || done >= total)) return;
+    const ProgressUpdate u =
+        progress_update(static_cast<quint64>(id_), QStringLiteral("queue job %1").arg(id_), stage,
+                        p, done, total, t0_);
+    if (!throttle_.should_send(u.fraction, stage != last_stage_ || done >= total)) return;
     last_stage_ = stage;
-    ProgressUpdate u;
-    u.run_id = static_cast<quint64>(id_);
-    u.slot = QStringLiteral("queue job %1").arg(id_);
-    u.stage = stage;
-    u.done = done;
-    u.total = total;
-    u.fraction = f;
-    u.elapsed_s = seconds_since(t0_);
-    u.eta_s = f >= 0.08 && f < 1.0 ? u.elapsed_s * (1.0 - f) / f : (f >= 1.0 ? 0.0 : -1.0);
     emit worker_->queueProgress(u);
   }
 

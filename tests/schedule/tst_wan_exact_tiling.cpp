@@ -12,6 +12,7 @@
 #include "core/cpu/cpu_backend.h"
 #include "core/schedule/exact_tiling.h"
 #include "core/schedule/wan_stream.h"
+#include "tests/support/synthetic_video.h"
 
 using namespace seedvae;
 
@@ -27,25 +28,7 @@ WanConfig config_of(const QString& name) {
   return name == "wan21" ? WanConfig::wan21_tiny() : WanConfig::wan22_tiny();
 }
 
-// A smooth moving pattern plus a little noise in (-1, 1).
-HostTensor synthetic_video(int64_t frames, int64_t h, int64_t w, uint64_t seed) {
-  HostTensor t(DType::kF32, Shape{1, 3, frames, h, w});
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-0.05f, 0.05f);
-  float* p = t.data<float>();
-  for (int64_t c = 0; c < 3; ++c) {
-    for (int64_t f = 0; f < frames; ++f) {
-      for (int64_t y = 0; y < h; ++y) {
-        for (int64_t x = 0; x < w; ++x) {
-          const double v = 0.6 * std::sin(0.11 * x + 0.07 * y + 0.3 * f + c) *
-                           std::cos(0.05 * y - 0.13 * x * (c + 1) / 3.0);
-          *p++ = static_cast<float>(v) + u(rng);
-        }
-      }
-    }
-  }
-  return t;
-}
+using test::synthetic_video;
 
 double max_abs_diff(const HostTensor& a, const HostTensor& b) {
   auto d = compare(a, b);
