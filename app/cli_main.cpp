@@ -219,7 +219,8 @@ struct ModelArgs {
         return shared(std::move(w));
       }
     }
-    SEEDVAE_ASSIGN_OR_RETURN(VaeWeights w, synthetic_weights(synthetic));
+    SEEDVAE_ASSIGN_OR_RETURN(VaeWeights w,
+                             synthetic_weights(synthetic.empty() ? "tiny" : synthetic));
     return shared(std::move(w));
   }
 };
