@@ -343,6 +343,11 @@ Result<JobResult> run_job(JobSpec job, const ModelArgs& mo) {
   if (!mo.quiet) {
     std::cerr << "backend: " << r.backend_name << "\n";
     if (!r.plan_note.empty()) std::cerr << "plan: " << r.plan_note << "\n";
+    for (const JobResult::DeviceShare& d : r.device_shares) {
+      std::cerr << "device " << d.backend << ": units " << d.units << ", busy "
+                << static_cast<int64_t>(d.busy_ms) << " ms, peak "
+                << static_cast<int64_t>(mib(d.memory.peak_bytes)) << " MiB live\n";
+    }
   }
   for (const std::string& w : r.warnings) std::cerr << "seedvae: warning: " << w << "\n";
   return r;
@@ -858,6 +863,9 @@ int cmd_bench(const ModelArgs& mo, BenchOptions bo, const std::string& size,
   auto weights = mo.load();
   if (!weights) return fail(weights.status());
   if (Status s = check_bench_run(bo, **weights, output); !s) return fail(s);
+  if (auto devices = parse_devices(bo.run.devices); devices && !devices->empty()) {
+    bo.run.device = devices->front();  // the first of several devices runs the encode
+  }
   auto backend = make_backend(bo.run);
   if (!backend) return fail(backend.status());
   // The automatic schedule, as a job chooses it; a new backend when the offload turns on.
@@ -874,7 +882,7 @@ int cmd_bench(const ModelArgs& mo, BenchOptions bo, const std::string& size,
               << bo.width << "x" << bo.height << "x" << bo.frames << ", " << describe(bo.run)
               << "\n";
   }
-  auto r = run_bench(**backend, **weights, bo);
+  auto r = run_bench(**backend, **weights, bo, make_backend);
   if (!r) return fail(r.status());
   const std::string j = bench_json(*r, (*weights)->source);
   if (!output.empty()) {
@@ -898,6 +906,14 @@ int cmd_bench(const ModelArgs& mo, BenchOptions bo, const std::string& size,
                   static_cast<long long>(op.tile_h), static_cast<long long>(op.tiles));
     }
     std::printf("\n");
+    for (const auto& d : op.devices) {
+      std::printf("  device %s: units %s, busy %.1f ms, peak %.0f MiB live", d.backend.c_str(),
+                  d.units.c_str(), d.busy_ms, mib(d.peak_bytes));
+      if (d.device_level_bytes() >= 0) {
+        std::printf(", %.0f MiB device level", mib(d.device_level_bytes()));
+      }
+      std::printf("\n");
+    }
   }
   for (const auto& s : r->stages) {
     std::printf("  %-7s %-28s %9.1f ms %9.2f GFLOP %8.1f GFLOP/s\n", s.op.c_str(), s.stage.c_str(),

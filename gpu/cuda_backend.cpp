@@ -385,6 +385,8 @@ CudaBackendReport CudaBackend::report() const {
   r.download_alloc_ms = download_alloc_ms_;
   r.device_ms = device_ms_;
   r.upload_bytes = upload_bytes_;
+  r.import_bytes = import_bytes_;
+  r.import_ms = import_ms_;
   r.async_downloads = async_downloads_;
   r.graphs_captured = graphs_captured_;
   r.graphs_discarded = graphs_discarded_;

@@ -151,6 +151,10 @@ struct CudaBackendReport {
   // times prefetched state was dropped from the device to make room (it comes back when read)
   int64_t prefetch_evictions = 0;
   int64_t upload_bytes = 0, download_bytes = 0;
+  // Activations copied in from other devices (Backend::import_tensor) and the host wall time of
+  // those copies.
+  int64_t import_bytes = 0;
+  double import_ms = 0;
   int64_t async_downloads = 0;  // download_frames_async calls (async tiles)
   // CUDA graphs: recordings kept, recordings discarded, launches, and the captures' memory pool.
   int64_t graphs_captured = 0, graphs_discarded = 0, graph_launches = 0, graph_pool_bytes = 0;

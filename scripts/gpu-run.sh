@@ -26,7 +26,7 @@
 # e.g. "--lean-convs"), EXTRA_BENCH ('|'-separated bench argument lists for the extra phase,
 # e.g. "--size 1920x1080 --offload-state --offload-window-mib 256"), SMALL_CARD ('|'-separated
 # "GiB:bench arguments": the bench with only GiB of the card left free by a helper process),
-# TESTS (which GPU tests the tests phase runs, default "ops model telemetry allocator"),
+# TESTS (which GPU tests the tests phase runs, default "ops model telemetry allocator multi"),
 # EXTRA_REPEATS (timed runs of each extra bench, default 3).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,7 +44,7 @@ if [ "${1:-}" = "dist" ]; then
   # The device tool carries the repository's tracked files (~26 MB, the demo model is 19.7 MB of
   # them) and the dist within 64 MiB, so the binaries travel xz-compressed (15 -> ~4 MB) and are
   # unpacked on the GPU machine. DIST_CLI=0 leaves out the CLI (only the `cli` phase needs it).
-  bins="gpu/seedvae_gpu_bench gpu/tests/test_gpu_backend_ops gpu/tests/test_gpu_model gpu/tests/test_gpu_telemetry gpu/tests/test_gpu_allocator"
+  bins="gpu/seedvae_gpu_bench gpu/tests/test_gpu_backend_ops gpu/tests/test_gpu_model gpu/tests/test_gpu_telemetry gpu/tests/test_gpu_allocator gpu/tests/test_gpu_multi"
   [ "${DIST_CLI:-1}" = 0 ] || bins="app/seedvae $bins"
   for b in $bins; do
     if [ -f "$BUILD/$b" ]; then
@@ -143,7 +143,7 @@ if phase info; then
   tail -1 "$LOGS/rates.log"
 fi
 
-want_test() { case " ${TESTS:-ops model telemetry allocator} " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+want_test() { case " ${TESTS:-ops model telemetry allocator multi} " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 if phase tests; then
   if want_test ops; then
     step test_ops 300 "$BIN/test_gpu_backend_ops"
@@ -161,6 +161,10 @@ if phase tests; then
   if want_test allocator; then
     step test_allocator 60 "$BIN/test_gpu_allocator"
     grep -E "^(FAIL|PASS|SKIP)|passed,|FAILED" "$LOGS/test_allocator.log" | head -10
+  fi
+  if want_test multi; then  # two or more cards (77: skipped on one)
+    step test_multi 240 "$BIN/test_gpu_multi"
+    grep -E "^(FAIL|PASS|SKIP)|passed,|FAILED|identical|DIFFERENT|failing" "$LOGS/test_multi.log" | head -20
   fi
 fi
 
@@ -249,7 +253,7 @@ if phase extra; then
     step "bench_extra_$tag" 240 "$BIN/seedvae_gpu_bench" bench --precision bf16 \
       --repeats "${EXTRA_REPEATS:-3}" --warmup 1 \
       $v --json "$WORK/bench_extra_$tag.json"
-    grep -E "^(encode|decode|memory)|error" "$LOGS/bench_extra_$tag.log"
+    grep -E "^(encode|decode|memory)|^  (device|pipeline)|error" "$LOGS/bench_extra_$tag.log"
   done
 fi
 

@@ -4,6 +4,11 @@
 
 namespace seedvae {
 
+Result<Tensor> Backend::import_tensor(Backend& from, const Tensor& src) {
+  SEEDVAE_ASSIGN_OR_RETURN(HostTensor host, from.download(src));
+  return upload(host);
+}
+
 Status Backend::download_frames(const Tensor& t, HostTensor& dst, int64_t frame_offset) {
   SEEDVAE_TRY(check_download_frames(t.shape, dst, frame_offset));
   SEEDVAE_ASSIGN_OR_RETURN(HostTensor part, download(t));

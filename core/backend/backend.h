@@ -109,6 +109,15 @@ class Backend {
                                                                      HostTensor& dst,
                                                                      int64_t frame_offset);
 
+  // Copies `src`, an activation of `from` -- another backend, usually of this kind on another
+  // device, owned by another thread -- into a new tensor of this backend with the same values
+  // (the pipelined decode hands each chunk's activation from one device to the next). `from`'s
+  // thread must have finished the work that writes src (Backend::synchronize) and must neither
+  // use nor release src until this returns. The default copies through host memory with
+  // from.download() on this thread, which suits a backend whose download reads only the tensor
+  // (the CPU backend); the CUDA backend copies device to device (peer to peer between cards).
+  virtual Result<Tensor> import_tensor(Backend& from, const Tensor& src);
+
   // ---- ops (shapes: x [N, C, T, H, W]) ------------------------------------------------------
   // y = conv3d(x, w) + b, w [Cout, Cin, kT, kH, kW], no temporal padding. With
   // p.model_output a 16-bit backend returns y in fp32 (y.dtype).
@@ -207,6 +216,10 @@ class Backend {
   // ---- synchronisation and telemetry --------------------------------------------------------
   // Waits for all queued work (no-op on the CPU backend).
   virtual Status synchronize() { return Status::ok(); }
+  // Writes what the backend has tuned so far (the CUDA backend: its cuDNN autotune choices) where
+  // backends made later load it, so that they run the same algorithms -- the pipelined decode's
+  // devices then compute what this one would. Nothing to do by default.
+  virtual Status save_tuning() { return Status::ok(); }
   virtual MemoryStats memory_stats() const = 0;
   virtual void reset_peak() = 0;
   // Device-wide used bytes, callable from any thread while the owner runs (the CUDA backend reads

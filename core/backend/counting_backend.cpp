@@ -141,6 +141,7 @@ Tensor CountingBackend::make(Shape shape, const char* op, std::optional<DType> d
   counters_->label = std::string(op) + " " + shape.to_string();
   const DType dt = dtype.value_or(dtype_);
   const int64_t bytes = shape.numel() * dtype_size(dt);
+  made_bytes_ += static_cast<double>(bytes);
   Tensor t;
   t.shape = std::move(shape);
   t.dtype = dt;

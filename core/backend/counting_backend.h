@@ -113,8 +113,11 @@ class CountingBackend final : public Backend {
   // last reset_flops(). add_flops() adds work done elsewhere (exact tiling runs one tile of a
   // layer here and accounts for the others).
   double flops() const { return flops_; }
-  void reset_flops() { flops_ = 0; }
+  void reset_flops() { flops_ = made_bytes_ = 0; }
   void add_flops(double f) { flops_ += f; }
+  // Bytes of the tensors the ops made since the last reset_flops(): a proxy for the memory
+  // traffic of the elementwise work (the pipelined decode's cost model).
+  double made_bytes() const { return made_bytes_; }
   // Causal state offloaded to the host now and at its peak (BackendMemoryModel::offload_state).
   int64_t offloaded_bytes() const;
   int64_t offloaded_peak_bytes() const;
@@ -138,6 +141,7 @@ class CountingBackend final : public Backend {
   BackendMemoryModel model_;
   int64_t weight_element_bytes_;
   double flops_ = 0;
+  double made_bytes_ = 0;
   std::shared_ptr<Counters> counters_;
 };
 

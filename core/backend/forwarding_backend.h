@@ -30,6 +30,13 @@ class ForwardingBackend : public Backend {
                                                              int64_t frame_offset) override {
     return inner_.download_frames_async(t, dst, frame_offset);
   }
+  Status save_tuning() override { return inner_.save_tuning(); }
+  // The source's innermost backend, so the inner backend sees its own kind (CUDA: peer copies).
+  Result<Tensor> import_tensor(Backend& from, const Tensor& src) override {
+    Backend* f = &from;
+    while (auto* w = dynamic_cast<ForwardingBackend*>(f)) f = &w->inner_;
+    return inner_.import_tensor(*f, src);
+  }
   Result<Tensor> conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
                         const Conv3dParams& p) override {
     return inner_.conv3d(x, w, b, p);

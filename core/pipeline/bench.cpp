@@ -16,6 +16,7 @@
 #include "core/base/thread_name.h"
 #include "core/pipeline/job.h"
 #include "core/pipeline/prediction.h"
+#include "core/schedule/pipeline_decode.h"
 #include "core/schedule/streaming.h"
 #include "core/vae/vae_model.h"
 #include "core/vae/wan_model.h"
@@ -93,28 +94,12 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// A family's network with shape-only parameters on a dry-run backend.
-Result<std::unique_ptr<VideoVae>> dry_model(CountingBackend& cb, const VaeWeights& weights) {
-  if (weights.is_wan()) {
-    SEEDVAE_ASSIGN_OR_RETURN(
-        WanModel m, WanModel::create(cb, weights.wan, [&](const std::string&, const Shape& s) {
-          return Result<Tensor>(cb.declare_weight(s));
-        }));
-    return std::unique_ptr<VideoVae>(std::make_unique<WanModel>(std::move(m)));
-  }
-  SEEDVAE_ASSIGN_OR_RETURN(VaeModel m,
-                           VaeModel::create(cb, weights.config, [&](const VaeConfig::Param& p) {
-                             return Result<Tensor>(cb.declare_weight(p.shape));
-                           }));
-  return std::unique_ptr<VideoVae>(std::make_unique<VaeModel>(std::move(m)));
-}
-
 // Per-stage analytic FLOPs of one op: the network (of `weights`' family and configuration; the
 // values are not read) on a dry-run backend.
 Result<std::map<std::string, double>> stage_flops(const VaeWeights& weights, bool encode,
                                                   const Shape& input, int chunk) {
   CountingBackend cb;
-  SEEDVAE_ASSIGN_OR_RETURN(std::unique_ptr<VideoVae> model, dry_model(cb, weights));
+  SEEDVAE_ASSIGN_OR_RETURN(std::unique_ptr<VideoVae> model, make_dry_video_vae(cb, weights));
   VideoVae& m = *model;
   std::map<std::string, double> out;
   double last = 0;
@@ -164,7 +149,8 @@ Result<double> count_flops(const WanConfig& config, bool encode, int frames, int
   return total_flops(shapes, encode, frames, height, width, chunk_latents);
 }
 
-Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const BenchOptions& o) {
+Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const BenchOptions& o,
+                              const BenchBackendFactory& make_backend) {
   const int f = weights.temporal_factor(), s = weights.spatial_factor();
   if (o.frames < 1 || (o.frames - 1) % f != 0 || o.width % s || o.height % s) {
     return invalid_argument("bench needs 4n+1 frames and a size that is a multiple of " +
@@ -177,14 +163,37 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
   r.config = weights.describe();
   SEEDVAE_ASSIGN_OR_RETURN(std::unique_ptr<VideoVae> made, make_video_vae(backend, weights));
   VideoVae& model = *made;
-  // A network without stage telemetry (Wan) gets no per-stage run.
-  const int staged_runs = weights.is_wan() ? 0 : 1;
   const int latents = (o.frames - 1) / f + 1;
+  // Several devices: the decode is pipelined over them, their engines made once for every run.
+  SEEDVAE_ASSIGN_OR_RETURN(const std::vector<int> devices, parse_devices(o.run.devices));
+  std::unique_ptr<PipelinedDecoder> pipeline;
+  PipelinePlan plan;
+  if (devices.size() >= 2 && o.decode) {
+    if (!make_backend)
+      return invalid_argument("this benchmark cannot make other devices' backends");
+    SEEDVAE_ASSIGN_OR_RETURN(const std::vector<int> cuts, parse_pipeline_cuts(o.run.pipeline_cuts));
+    SEEDVAE_ASSIGN_OR_RETURN(
+        plan, plan_pipeline(weights, static_cast<int>(devices.size()), o.height / s, o.width / s,
+                            stream_options(o.run), cuts, backend.activation_dtype()));
+    const PipelineStageFactory make = [&](int share) -> Result<PipelineStage> {
+      RunOptions d = o.run;
+      d.device = devices[static_cast<size_t>(share)];
+      PipelineStage stage;
+      SEEDVAE_ASSIGN_OR_RETURN(stage.backend, make_backend(d));
+      SEEDVAE_ASSIGN_OR_RETURN(stage.model, make_video_vae(*stage.backend, weights));
+      return stage;
+    };
+    SEEDVAE_ASSIGN_OR_RETURN(pipeline, PipelinedDecoder::create(model, make, plan.shares()));
+  }
   for (const bool enc : {true, false}) {
     if ((enc && !o.encode) || (!enc && !o.decode)) continue;
     const Shape in = enc ? Shape{1, 3, o.frames, o.height, o.width}
                          : Shape{1, weights.latent_channels(), latents, o.height / s, o.width / s};
     const HostTensor x = random_input(in, enc ? 1 : 2);
+    const bool piped = pipeline && !enc;
+    // A network without stage telemetry (Wan) gets no per-stage run, nor a pipelined decode
+    // (its telemetry is only the first device's).
+    const int staged_runs = weights.is_wan() || piped ? 0 : 1;
     SEEDVAE_ASSIGN_OR_RETURN(auto flops, stage_flops(weights, enc, in, o.run.chunk_latents));
     BenchOpResult op;
     op.op = enc ? "encode" : "decode";
@@ -207,9 +216,23 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
       th.report = &tiles;
       std::string note;
       const auto t0 = Clock::now();
-      auto out = enc ? encode_clip(model, weights, x, o.run, {}, &th, &note)
-                     : decode_clip(model, weights, x, o.run, {}, &th, &note);
+      PipelineStats ps;
+      auto out = enc     ? encode_clip(model, weights, x, o.run, {}, &th, &note)
+                 : piped ? pipeline->decode(plan, x, stream_options(o.run), {}, &ps)
+                         : decode_clip(model, weights, x, o.run, {}, &th, &note);
       if (!out) return out.take_status();
+      if (piped && measured) {
+        op.pipeline = plan.describe();
+        op.devices.clear();
+        for (size_t d = 0; d < ps.backends.size(); ++d) {
+          PipelinePlan one = plan;
+          one.bounds = {plan.bounds[d], plan.bounds[d + 1]};
+          const MemoryStats& m = ps.memory[d];
+          op.devices.push_back({ps.backends[d], one.describe(), ps.busy_ms[d], ps.import_ms[d],
+                                ps.imported_bytes[d], m.peak_bytes, m.peak_reserved_bytes,
+                                m.fixed_bytes});
+        }
+      }
       SEEDVAE_TRY(backend.synchronize());
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       model.set_telemetry(nullptr);
@@ -272,6 +295,20 @@ std::string bench_json(const BenchResult& r, const std::string& weights_source) 
   auto mib_or_null = [](int64_t bytes) {
     return bytes < 0 ? Json(nullptr) : Json(static_cast<double>(bytes) / (1 << 20));
   };
+  auto devices_json = [&](const std::vector<BenchOpResult::Device>& devices) {
+    Json a = Json::array();
+    for (const auto& d : devices) {
+      a.push_back({{"backend", d.backend},
+                   {"units", d.units},
+                   {"busy_ms", d.busy_ms},
+                   {"import_ms", d.import_ms},
+                   {"imported_mib", static_cast<double>(d.imported_bytes) / (1 << 20)},
+                   {"peak_mib", static_cast<double>(d.peak_bytes) / (1 << 20)},
+                   {"reserved_peak_mib", mib_or_null(d.reserved_peak_bytes)},
+                   {"device_level_mib", mib_or_null(d.device_level_bytes())}});
+    }
+    return a;
+  };
   const BenchOptions& o = r.options;
   Json j{{"backend", r.backend}, {"config", r.config},   {"weights", weights_source},
          {"width", o.width},     {"height", o.height},   {"frames", o.frames},
@@ -302,6 +339,8 @@ std::string bench_json(const BenchResult& r, const std::string& weights_source) 
          {"budget_mib", op.budget_bytes > 0 ? mib_or_null(op.budget_bytes) : Json(nullptr)},
          {"host_peak_mib", mib_or_null(op.host_peak_bytes)},
          {"runs_ms", op.runs_ms},
+         {"pipeline", op.pipeline},
+         {"devices", devices_json(op.devices)},
          {"tiling",
           {{"mode", op.tiling},
            {"tile", {{"w", op.tile_w}, {"h", op.tile_h}}},

@@ -7,6 +7,9 @@
 // synchronisation; GPU backends add event times).
 #pragma once
 
+#include <algorithm>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -59,6 +62,22 @@ struct BenchOpResult {
   int64_t tile_w = 0, tile_h = 0, overlap_w = 0, overlap_h = 0;
   int64_t tiles = 1;      // tiles per chunk (exact: of the output layer)
   std::string plan_note;  // what the memory budget chose
+  // A decode pipelined over several devices (RunOptions::devices), the last timed run: each
+  // device's share of the decoder, busy time and peaks (device level: the allocator's reserve at
+  // its peak plus the context and library handles).
+  struct Device {
+    std::string backend;
+    std::string units;
+    double busy_ms = 0;
+    double import_ms = 0;  // of busy_ms: copying the activations in from the device before
+    int64_t imported_bytes = 0;
+    int64_t peak_bytes = 0, reserved_peak_bytes = -1, fixed_bytes = -1;
+    int64_t device_level_bytes() const {
+      return reserved_peak_bytes < 0 ? -1 : reserved_peak_bytes + std::max<int64_t>(0, fixed_bytes);
+    }
+  };
+  std::vector<Device> devices;
+  std::string pipeline;  // PipelinePlan::describe()
 };
 
 struct BenchResult {
@@ -69,8 +88,13 @@ struct BenchResult {
   std::vector<BenchStage> stages;
 };
 
+// `backend` runs the ops (the first device of options.run.devices, when given). A decode over
+// several devices makes the other devices' backends with `make_backend` (RunOptions::device set
+// to each), once for all runs.
+using BenchBackendFactory = std::function<Result<std::unique_ptr<Backend>>(const RunOptions&)>;
 Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights,
-                              const BenchOptions& options);
+                              const BenchOptions& options,
+                              const BenchBackendFactory& make_backend = {});
 
 // The automatic schedule of the benchmark's ops, as a job would choose it (choose_schedule,
 // core/pipeline/prediction.h) within the device budget of `backend`: updates options.run and

@@ -21,6 +21,7 @@
 #include "core/media/sample_clip.h"
 #include "core/media/video_io.h"
 #include "core/pipeline/prediction.h"
+#include "core/schedule/pipeline_decode.h"
 #include "core/schedule/planner.h"
 #include "core/schedule/streaming.h"
 #include "core/vae/wan_model.h"
@@ -404,8 +405,16 @@ struct Session::State {
   std::string backend_key;
   std::unique_ptr<VideoVae> model;  // the weights' family's network
   std::shared_ptr<const VaeWeights> model_weights;
+  // The other devices of a pipelined decode, kept for the next job with the same engine,
+  // devices and weights (destroyed before the model, its first share).
+  std::unique_ptr<PipelinedDecoder> pipeline;
+  std::string pipeline_key;
 
   Status ensure_engine(const RunOptions& o, const std::shared_ptr<const VaeWeights>& weights);
+  // The decode of z pipelined over `devices` (the first: this session's engine, `first`).
+  Status decode_pipelined(VideoVae& first, const VaeWeights& weights, const HostTensor& z,
+                          const RunOptions& o, const std::vector<int>& devices,
+                          const StreamHooks& hooks, JobResult& r);
   Status run(const JobSpec& job, const JobCallbacks& cb, JobResult& r);
 };
 
@@ -418,6 +427,7 @@ Session::~Session() {
 }
 
 void Session::release() {
+  s_->pipeline.reset();
   s_->model.reset();
   s_->model_weights.reset();
   s_->backend.reset();
@@ -431,6 +441,7 @@ Backend* Session::backend() const {
 Status Session::State::ensure_engine(const RunOptions& o,
                                      const std::shared_ptr<const VaeWeights>& weights) {
   const std::string key = seedvae::backend_key(o);
+  if (!backend || key != backend_key || model_weights != weights) pipeline.reset();
   if (!backend || key != backend_key) {
     model.reset();  // the model's tensors live on the old backend
     model_weights.reset();
@@ -445,6 +456,50 @@ Status Session::State::ensure_engine(const RunOptions& o,
     model_weights = weights;
   }
   return Status::ok();
+}
+
+Status Session::State::decode_pipelined(VideoVae& first, const VaeWeights& weights,
+                                        const HostTensor& z, const RunOptions& o,
+                                        const std::vector<int>& devices, const StreamHooks& hooks,
+                                        JobResult& r) {
+  const StreamOptions stream = stream_options(o);
+  SEEDVAE_ASSIGN_OR_RETURN(const std::vector<int> cuts, parse_pipeline_cuts(o.pipeline_cuts));
+  SEEDVAE_ASSIGN_OR_RETURN(const PipelinePlan plan,
+                           plan_pipeline(weights, static_cast<int>(devices.size()), z.shape()[3],
+                                         z.shape()[4], stream, cuts, backend->activation_dtype()));
+  // each device's engine, made on its own thread as the session's was
+  const std::string key = seedvae::backend_key(o) + "|devices " + o.devices;
+  if (!pipeline || key != pipeline_key) {
+    pipeline.reset();
+    // each device's engine, made on its own thread as the session's was (copies: the workers
+    // keep the factory)
+    PipelineStageFactory make = [make_backend = make_backend, o, devices,
+                                 weights = model_weights](int share) -> Result<PipelineStage> {
+      RunOptions d = o;
+      d.device = devices[static_cast<size_t>(share)];
+      PipelineStage stage;
+      SEEDVAE_ASSIGN_OR_RETURN(stage.backend, make_backend(d));
+      SEEDVAE_ASSIGN_OR_RETURN(stage.model, make_video_vae(*stage.backend, *weights));
+      return stage;
+    };
+    SEEDVAE_ASSIGN_OR_RETURN(pipeline,
+                             PipelinedDecoder::create(first, std::move(make), plan.shares()));
+    pipeline_key = key;
+  }
+  PipelineStats stats;
+  const Status st = pipeline->decode(plan, z, stream, hooks, &stats).status();
+  if (!st.is_ok()) pipeline.reset();  // a device may be in an error state: make them anew
+  for (size_t i = 0; i < stats.backends.size(); ++i) {
+    JobResult::DeviceShare share;
+    share.backend = stats.backends[i];
+    share.busy_ms = stats.busy_ms[i];
+    share.memory = stats.memory[i];
+    PipelinePlan one = plan;
+    one.bounds = {plan.bounds[i], plan.bounds[i + 1]};
+    share.units = one.describe();
+    r.device_shares.push_back(std::move(share));
+  }
+  return st;
 }
 
 namespace {
@@ -959,6 +1014,10 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     if (cb.on_phase) cb.on_phase(p);
   };
   if (cb.cancel) SEEDVAE_TRY(cb.cancel->check());
+  // several devices: the session's engine is the first one's; the decode is pipelined
+  SEEDVAE_ASSIGN_OR_RETURN(const std::vector<int> devices, parse_devices(o.devices));
+  if (!devices.empty()) o.device = devices.front();
+  const bool pipelined = devices.size() >= 2;
   SEEDVAE_TRY(ensure_engine(o, job.weights));
   r.weights_source = weights.source;
   const bool encodes = job.kind != JobKind::kDecode;
@@ -1030,6 +1089,11 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
                              choose_schedule(o, weights.config, encodes, decodes, h, w, t,
                                              backend->memory_stats().budget_bytes));
     if (!choice.note.empty()) {
+      if (pipelined && choice.options.tiling != "off") {
+        return out_of_memory("the decode does not fit the device budget untiled (" + choice.note +
+                             "), and spatial tiles run on one device: raise "
+                             "--budget, or decode on one device");
+      }
       o = choice.options;
       schedule_note = choice.note;
       SEEDVAE_TRY(ensure_engine(o, job.weights));  // a new backend when the offload turns on
@@ -1065,7 +1129,7 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   // (with the options the automatic schedule chose: one that turned to tiling is not resumable)
   JobSpec effective = job;
   effective.options = o;
-  if (resumable(effective)) {
+  if (!pipelined && resumable(effective)) {
     ResumableRun run{job, cb, r, o, m, *backend, phase, trim_heap};
     SEEDVAE_TRY(run.run());
     if (!schedule_note.empty()) {
@@ -1196,8 +1260,12 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     if (encodes) {
       SEEDVAE_ASSIGN_OR_RETURN(to_decode, as_decoded(weights, latent));
     }
-    SEEDVAE_TRY(
-        decode_clip(m, weights, encodes ? to_decode : *job.latent, o, hooks, &th, &note).status());
+    const HostTensor& z = encodes ? to_decode : *job.latent;
+    if (pipelined) {
+      SEEDVAE_TRY(decode_pipelined(m, weights, z, o, devices, hooks, r));
+    } else {
+      SEEDVAE_TRY(decode_clip(m, weights, z, o, hooks, &th, &note).status());
+    }
     to_decode = {};
     if (r.plan_note.empty()) r.plan_note = note;
     r.decode_s = engine_seconds(seconds_since(td) - sink_s, *backend, device_before);

@@ -160,6 +160,15 @@ struct JobResult {
   // What the user should know about the input or output that did not stop the job (a
   // truncated input, an output format that stores another size).
   std::vector<std::string> warnings;
+  // A decode pipelined over several devices (RunOptions::devices): each device's share of the
+  // decoder's units, its backend, its busy time and its memory statistics at the end (peaks).
+  struct DeviceShare {
+    std::string backend;
+    std::string units;  // "0-14 (decoder.conv_in .. decoder.up_blocks.2.resnets.1)"
+    double busy_ms = 0;
+    MemoryStats memory;
+  };
+  std::vector<DeviceShare> device_shares;
   int64_t weight_bytes = 0;  // the backend's bytes after the model was created
   int64_t peak_bytes = 0;    // the backend allocator's peak during the job (weights included)
   int64_t predicted_peak_bytes = -1;  // JobSpec::predict

@@ -146,6 +146,33 @@ const std::vector<OptionSpec>& table() {
          .minimum = 0,
          .maximum = 64,
          .backends = kCudaBackend});
+    add({.key = "devices",
+         .flag = "--devices",
+         .label = "Devices",
+         .group = OptionGroup::kEngine,
+         .kind = OptionKind::kText,
+         .help = "Decode on several GPUs of this host, e.g. 0,1: the decoder is cut into one "
+                 "share per device, and chunk k runs on the second device while the first "
+                 "starts chunk k + 1 (a pipeline; activations pass peer to peer). The output is "
+                 "one device's, bit for bit. Untiled SeedVR2 decodes; an encode runs on the first "
+                 "device. Empty: one device (--device).",
+         .member = &RunOptions::devices,
+         .not_applicable = [](const RunOptions& o) -> std::string {
+           return o.tiling != "off" ? "spatial tiling runs on one device" : "";
+         }});
+    add({.key = "pipeline_cuts",
+         .flag = "--pipeline-cuts",
+         .label = "Pipeline cuts",
+         .group = OptionGroup::kEngine,
+         .kind = OptionKind::kText,
+         .help = "With --devices: the first decoder unit of every device after the first (e.g. "
+                 "14 for two devices; `seedvae bench` reports the units and each device's busy "
+                 "time). Empty: a cut balanced by the cost model.",
+         .member = &RunOptions::pipeline_cuts,
+         .not_applicable = [](const RunOptions& o) -> std::string {
+           auto d = parse_devices(o.devices);
+           return d.is_ok() && d->size() >= 2 ? "" : "needs --devices with two or more devices";
+         }});
     add({.key = "threads",
          .flag = "--threads",
          .label = "CPU threads",
@@ -689,12 +716,63 @@ Status validate_tile_sizes(const RunOptions& o) {
 
 }  // namespace
 
+namespace {
+
+Result<std::vector<int>> parse_index_list(std::string_view text, std::string_view flag, int most) {
+  std::vector<int> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find(',', at);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view item = text.substr(at, end - at);
+    int v = -1;
+    const auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || p != item.data() + item.size() || v < 0 || v > most) {
+      return invalid_argument(std::string(flag) + " " + std::string(text) +
+                              ": give indices from 0 to " + std::to_string(most) +
+                              " separated by commas");
+    }
+    out.push_back(v);
+    at = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<int>> parse_devices(std::string_view text) {
+  SEEDVAE_ASSIGN_OR_RETURN(std::vector<int> d, parse_index_list(text, "--devices", 64));
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (std::find(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(i), d[i]) !=
+        d.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return invalid_argument("--devices " + std::string(text) + ": device " +
+                              std::to_string(d[i]) + " is listed twice");
+    }
+  }
+  return d;
+}
+
+Result<std::vector<int>> parse_pipeline_cuts(std::string_view text) {
+  return parse_index_list(text, "--pipeline-cuts", 1 << 16);
+}
+
 Status validate(const RunOptions& o) {
   for (const OptionSpec& s : table()) {
     RunOptions copy;
     SEEDVAE_TRY(set_option(copy, s, option_value(o, s)));
   }
   SEEDVAE_TRY(validate_tile_sizes(o));
+  SEEDVAE_ASSIGN_OR_RETURN(const std::vector<int> devices, parse_devices(o.devices));
+  SEEDVAE_ASSIGN_OR_RETURN(const std::vector<int> cuts, parse_pipeline_cuts(o.pipeline_cuts));
+  if (devices.size() >= 2 && o.tiling != "off") {
+    return invalid_argument("--devices " + o.devices + " with --tiling " + o.tiling +
+                            ": spatial tiles run on one device; use --tiling off or one device");
+  }
+  if (!cuts.empty() && cuts.size() + 1 != std::max<size_t>(devices.size(), 1)) {
+    return invalid_argument("--pipeline-cuts " + o.pipeline_cuts +
+                            ": give one cut fewer than "
+                            "the devices of --devices");
+  }
   if (o.lean_convs && o.cuda_graphs) {
     return invalid_argument(
         "--lean-convs and --cuda-graphs do not combine: recorded chunks update "

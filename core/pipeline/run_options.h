@@ -38,7 +38,13 @@ struct RunOptions : CudaSwitches {
   // ---- engine ----
   std::string backend = "cpu";  // cpu | cuda
   int device = 0;               // CUDA device index
-  int threads = 0;              // CPU threads, 0 = automatic
+  // Devices of a pipelined decode, "0,1,..." (core/schedule/pipeline_decode.h); empty or one
+  // index: one device (`device`, or that index).
+  std::string devices;
+  // Where the pipelined decode cuts the decoder: the first unit of every device after the
+  // first, "14" or "11,13,16"; empty: the cost model's balanced cut.
+  std::string pipeline_cuts;
+  int threads = 0;  // CPU threads, 0 = automatic
   std::string precision = "fp32";
   bool fp8_numerics = false;  // convolution operands rounded to e4m3 (core/backend/fp8_numerics.h)
   // ---- temporal streaming (StreamOptions, ChunkOptions) ----
@@ -134,6 +140,11 @@ std::string format_option_value(const OptionValue& value);
 bool option_is_default(const RunOptions& o, const OptionSpec& spec);
 // Why `spec` does not apply to `o`: another backend, or its not_applicable rule. Empty: applies.
 std::string option_not_applicable(const RunOptions& o, const OptionSpec& spec);
+
+// RunOptions::devices as indices ({} when empty) and RunOptions::pipeline_cuts as unit indices
+// ({} when empty); malformed lists are refused.
+Result<std::vector<int>> parse_devices(std::string_view text);
+Result<std::vector<int>> parse_pipeline_cuts(std::string_view text);
 
 // The device-level budget in bytes (RunOptions::budget_gb; 0 when none was given).
 int64_t budget_bytes(const RunOptions& options);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace seedvae {
@@ -117,6 +118,14 @@ class VaeModel::Pass {
   // otherwise.
   Result<bool> update_memory_in_place(const std::string& key, const Tensor& src, int64_t begin);
 
+  // ---- a share of the decoder (ChunkOptions::first_unit / end_unit) ----
+  // Whether `unit` runs in this call: every unit of the whole decoder, and every name that is not
+  // a decoder unit (the encoder's). Notes that a unit ran (observe).
+  bool runs(const std::string& unit);
+  // Whether any unit of [first, units) runs (the full-frame-rate tail, whose pieces are not cut
+  // for nothing).
+  bool any_runs_from(const std::string& first) const;
+
   // ---- telemetry and observers ----
   Status observe(std::string_view block, const Tensor& t);
   void start_stage_clock();
@@ -131,6 +140,7 @@ class VaeModel::Pass {
   const bool capturing_;       // recording a graph: no stage telemetry
   const bool in_place_state_;  // graphs: causal memory is updated in place
   bool piece_stage_ = false;   // inside in_pieces() with chunked upsampling on
+  bool unit_ran_ = false;      // a unit ran since the last observe() (a share of the decoder)
   std::chrono::steady_clock::time_point stage_start_;
   int64_t stage_span_ = -1;  // Backend::begin_device_span handle of the running stage
 };
@@ -167,6 +177,19 @@ Result<VaeModel> VaeModel::create(Backend& backend, const VaeConfig& config,
   m.backend_ = &backend;
   m.graphs_ = std::make_unique<GraphCache>(backend);
   m.config_ = config;
+  m.units_.push_back("decoder.conv_in");
+  for (const char* u : {"resnets.0", "attentions.0", "resnets.1"}) {
+    m.units_.push_back(std::string("decoder.mid_block.") + u);
+  }
+  for (int l = 0; l < config.levels(); ++l) {
+    const std::string p = "decoder.up_blocks." + std::to_string(l);
+    for (int j = 0; j < config.layers_per_block + 1; ++j) {
+      m.units_.push_back(p + ".resnets." + std::to_string(j));
+    }
+    if (l < config.levels() - 1) m.units_.push_back(p + ".upsamplers.0");
+  }
+  m.units_.push_back("decoder.conv_out");  // with conv_norm_out
+  for (size_t i = 0; i < m.units_.size(); ++i) m.unit_index_[m.units_[i]] = static_cast<int>(i);
   for (const auto& p : config.parameters()) {
     SEEDVAE_ASSIGN_OR_RETURN(Tensor t, make(p));
     if (t.shape != p.shape) {
@@ -307,12 +330,32 @@ Result<Tensor> VaeModel::decode_chunk(const Tensor& z, CausalState& state,
 
 // A stage ends here and the next one starts (VaeModel::end_stage).
 Status VaeModel::Pass::observe(std::string_view block, const Tensor& t) {
+  // a share of the decoder reports only the blocks it ran (a part of)
+  if (!opt_.whole_decoder() && !std::exchange(unit_ran_, false)) return Status::ok();
   if (m_.telemetry_ && !capturing_) {
     SEEDVAE_ASSIGN_OR_RETURN(stage_start_,
                              m_.end_stage(block, opt_.chunk, opt_.tile, stage_start_, stage_span_));
     stage_span_ = b_.begin_device_span();
   }
   return m_.observer_ ? m_.observer_(block, t) : Status::ok();
+}
+
+bool VaeModel::Pass::runs(const std::string& unit) {
+  if (!opt_.whole_decoder()) {
+    const auto it = m_.unit_index_.find(unit);
+    if (it != m_.unit_index_.end() &&
+        (it->second < opt_.first_unit || (opt_.end_unit >= 0 && it->second >= opt_.end_unit))) {
+      return false;
+    }
+  }
+  unit_ran_ = true;
+  return true;
+}
+
+bool VaeModel::Pass::any_runs_from(const std::string& first) const {
+  if (opt_.whole_decoder()) return true;
+  const auto it = m_.unit_index_.find(first);
+  return it == m_.unit_index_.end() || opt_.end_unit < 0 || it->second < opt_.end_unit;
 }
 
 void VaeModel::Pass::start_stage_clock() {
@@ -381,20 +424,32 @@ Result<Tensor> VaeModel::Pass::encode(const Tensor& x) {
 Result<Tensor> VaeModel::Pass::decode(const Tensor& z) {
   // z: [1, 16, t, h, w]
   const auto& c = config();
-  if (z.shape.rank() != 5 || z.shape[1] != c.latent_channels) {
+  const int units = static_cast<int>(m_.units_.size());
+  if (opt_.first_unit < 0 || opt_.first_unit >= units || opt_.end_unit > units ||
+      (opt_.end_unit >= 0 && opt_.end_unit <= opt_.first_unit)) {
+    return invalid_argument("decoder units [" + std::to_string(opt_.first_unit) + ", " +
+                            std::to_string(opt_.end_unit) + ") of " + std::to_string(units));
+  }
+  if (z.shape.rank() != 5 || (opt_.first_unit == 0 && z.shape[1] != c.latent_channels)) {
     return invalid_argument("decoder input must be [1, " + std::to_string(c.latent_channels) +
                             ", t, h, w], got " + z.shape.to_string());
   }
   start_stage_clock();
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor h, causal_conv(z, "decoder.conv_in", 1, 1, false));
+  Tensor h = z;
+  if (runs("decoder.conv_in")) {
+    SEEDVAE_ASSIGN_OR_RETURN(h, causal_conv(z, "decoder.conv_in", 1, 1, false));
+  }
   SEEDVAE_TRY(observe("decoder.conv_in", h));
   SEEDVAE_ASSIGN_OR_RETURN(h, mid_block(h, "decoder.mid_block"));
   SEEDVAE_TRY(observe("decoder.mid_block", h));
-  for (int l = 0; l < c.levels() && c.decoder_temporal_up(l); ++l) {
+  int l = 0;
+  for (; l < c.levels() && c.decoder_temporal_up(l); ++l) {
     SEEDVAE_ASSIGN_OR_RETURN(h, up_block(std::move(h), l));
   }
-  SEEDVAE_ASSIGN_OR_RETURN(
-      h, in_pieces(std::move(h), [&](Tensor piece) { return decoder_tail(std::move(piece)); }));
+  if (any_runs_from("decoder.up_blocks." + std::to_string(l) + ".resnets.0")) {
+    SEEDVAE_ASSIGN_OR_RETURN(
+        h, in_pieces(std::move(h), [&](Tensor piece) { return decoder_tail(std::move(piece)); }));
+  }
   state_.started = true;
   return h;
 }
@@ -440,7 +495,10 @@ Result<Tensor> VaeModel::Pass::decoder_tail(Tensor h) {
   for (; l < c.levels(); ++l) {
     SEEDVAE_ASSIGN_OR_RETURN(h, up_block(std::move(h), l));
   }
-  SEEDVAE_ASSIGN_OR_RETURN(h, norm_conv(std::move(h), "decoder.conv_norm_out", "decoder.conv_out"));
+  if (runs("decoder.conv_out")) {
+    SEEDVAE_ASSIGN_OR_RETURN(h,
+                             norm_conv(std::move(h), "decoder.conv_norm_out", "decoder.conv_out"));
+  }
   SEEDVAE_TRY(observe("decoder.conv_out", h));
   return h;
 }
@@ -452,7 +510,7 @@ Result<Tensor> VaeModel::Pass::up_block(Tensor h, int l) {
   for (int j = 0; j < c.layers_per_block + 1; ++j) {
     SEEDVAE_ASSIGN_OR_RETURN(h, resnet(std::move(h), p + ".resnets." + std::to_string(j)));
   }
-  if (l < c.levels() - 1) {
+  if (l < c.levels() - 1 && runs(p + ".upsamplers.0")) {
     SEEDVAE_ASSIGN_OR_RETURN(h,
                              upsample(std::move(h), p + ".upsamplers.0", c.decoder_temporal_up(l)));
   }
@@ -463,6 +521,7 @@ Result<Tensor> VaeModel::Pass::up_block(Tensor h, int l) {
 Result<Tensor> VaeModel::Pass::mid_block(const Tensor& x, const std::string& p) {
   SEEDVAE_ASSIGN_OR_RETURN(Tensor h, resnet(x, p + ".resnets.0"));
   const std::string a = p + ".attentions.0";
+  if (!runs(a)) return resnet(h, p + ".resnets.1");
   AttentionWeights aw;
   aw.norm_weight = w(a + ".group_norm.weight");
   aw.norm_bias = w(a + ".group_norm.bias");
@@ -482,6 +541,7 @@ Result<Tensor> VaeModel::Pass::mid_block(const Tensor& x, const std::string& p) 
 
 // ResnetBlock3D: SiLU(GN) -> conv1 -> SiLU(GN) -> conv2, plus the (1x1x1) shortcut of the raw x.
 Result<Tensor> VaeModel::Pass::resnet(Tensor x, const std::string& p) {
+  if (!runs(p)) return x;
   const bool projected = w(p + ".conv_shortcut.weight").defined();
   Tensor shortcut;
   if (projected && opt_.lean_convs && p.rfind("decoder.", 0) == 0) {
@@ -810,7 +870,9 @@ Result<Tensor> VaeModel::graphed(std::string_view coder, const Tensor& x, Causal
   GraphCache& cache = *graphs_;
   const std::string layout = state_layout(state);
   const std::string shape_layout = std::string(coder) + x.shape.to_string() + "|pieces " +
-                                   std::to_string(options.hires_chunk_frames) + "|" + layout;
+                                   std::to_string(options.hires_chunk_frames) + "|units " +
+                                   std::to_string(options.first_unit) + "-" +
+                                   std::to_string(options.end_unit) + "|" + layout;
   const std::string addresses = state_addresses(*backend_, state);
   const std::string key = shape_layout + "|" + addresses;
   const int64_t frames = x.shape[2];

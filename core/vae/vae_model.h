@@ -50,6 +50,7 @@ class VaeModel final : public VideoVae {
   int spatial_factor() const override { return config_.spatial_factor(); }
   int temporal_factor() const override { return config_.temporal_factor(); }
   int64_t decoder_reach() const override;
+  std::vector<std::string> decoder_units() const override { return units_; }
   void set_observer(BlockObserver observer) override { observer_ = std::move(observer); }
   // Per-block timing and memory (synchronises the backend after each block while installed; the
   // device time comes from Backend::begin_device_span/end_device_span, core/base/telemetry.h).
@@ -123,6 +124,8 @@ class VaeModel final : public VideoVae {
 
   Backend* backend_ = nullptr;
   VaeConfig config_;
+  std::vector<std::string> units_;         // decoder_units()
+  std::map<std::string, int> unit_index_;  // position in units_
   std::map<std::string, Tensor> weights_;
   BlockObserver observer_;
   TelemetrySink* telemetry_ = nullptr;

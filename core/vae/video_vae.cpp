@@ -1,5 +1,6 @@
 #include "core/vae/video_vae.h"
 
+#include "core/backend/counting_backend.h"
 #include "core/vae/state_dict.h"
 #include "core/vae/vae_model.h"
 #include "core/vae/wan_model.h"
@@ -26,6 +27,22 @@ Result<std::unique_ptr<VideoVae>> make_video_vae(Backend& backend, const VaeWeig
     return std::unique_ptr<VideoVae>(std::make_unique<WanModel>(std::move(m)));
   }
   SEEDVAE_ASSIGN_OR_RETURN(VaeModel m, VaeModel::create(backend, weights));
+  return std::unique_ptr<VideoVae>(std::make_unique<VaeModel>(std::move(m)));
+}
+
+Result<std::unique_ptr<VideoVae>> make_dry_video_vae(CountingBackend& backend,
+                                                     const VaeWeights& weights) {
+  if (weights.is_wan()) {
+    SEEDVAE_ASSIGN_OR_RETURN(
+        WanModel m, WanModel::create(backend, weights.wan, [&](const std::string&, const Shape& s) {
+          return Result<Tensor>(backend.declare_weight(s));
+        }));
+    return std::unique_ptr<VideoVae>(std::make_unique<WanModel>(std::move(m)));
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(
+      VaeModel m, VaeModel::create(backend, weights.config, [&](const VaeConfig::Param& p) {
+        return Result<Tensor>(backend.declare_weight(p.shape));
+      }));
   return std::unique_ptr<VideoVae>(std::make_unique<VaeModel>(std::move(m)));
 }
 

@@ -74,6 +74,16 @@ struct ChunkOptions {
   // Labels of the telemetry samples of this call (the scheduler's chunk and tile index).
   int64_t chunk = -1;
   int64_t tile = -1;
+  // A share of the decoder (the pipelined decode over several devices,
+  // core/schedule/pipeline_decode.h): only the units [first_unit, end_unit) of decoder_units()
+  // run; the chunk's input is then the activation before unit first_unit, and the result the
+  // activation after unit end_unit - 1. The defaults run the whole decoder. Each unit updates
+  // only its own causal memory, so the shares of one chunk run one after another -- on one
+  // backend or on several -- compute what the whole decoder computes, op for op.
+  int first_unit = 0;
+  int end_unit = -1;  // -1: to the last unit
+
+  bool whole_decoder() const { return first_unit == 0 && end_unit < 0; }
 };
 
 // Called after each top-level block ("encoder.down_blocks.2", "decoder.conv_out", ...) with its
@@ -117,6 +127,10 @@ class VideoVae {
   // each convolution's taps: a stretch of a clip decoded from decoder_reach() latent frames
   // earlier gives the whole-clip decode's frames of that stretch (core/schedule/segments.h).
   virtual int64_t decoder_reach() const = 0;
+  // The decoder's units in the order they run (a resnet, an attention, an upsampler, the input and
+  // output convolutions: "decoder.up_blocks.2.resnets.1"), the points a pipelined decode may cut
+  // it at (ChunkOptions::first_unit / end_unit). Empty: the decoder runs whole only.
+  virtual std::vector<std::string> decoder_units() const { return {}; }
 
   // x: [1, 3, T, H, W] video; first chunk (state.started == false) T = 4k+1, later chunks 4k.
   // Returns the moments [1, 2z, t, H/s, W/s] (mean = first half), un-normalised.
@@ -142,5 +156,10 @@ class VideoVae {
 // The network of the weights' family on `backend` (which must outlive it): VaeModel for SeedVR2,
 // WanModel for Wan2.1 / Wan2.2, every parameter uploaded.
 Result<std::unique_ptr<VideoVae>> make_video_vae(Backend& backend, const VaeWeights& weights);
+// The same network on a dry-run backend: every parameter declared by its shape (the values are
+// not read), for FLOP counts and the planner's and the pipeline's cost models.
+class CountingBackend;
+Result<std::unique_ptr<VideoVae>> make_dry_video_vae(CountingBackend& backend,
+                                                     const VaeWeights& weights);
 
 }  // namespace seedvae

@@ -264,6 +264,9 @@ class CudaBackend final : public Backend {
   Status download_frames(const Tensor& t, HostTensor& dst, int64_t frame_offset) override;
   Result<std::unique_ptr<PendingCopy>> download_frames_async(const Tensor& t, HostTensor& dst,
                                                              int64_t frame_offset) override;
+  // Peer to peer from another CUDA backend of the same layout (any device, this one included);
+  // a pending bias comes along and is added where the source would have added it.
+  Result<Tensor> import_tensor(Backend& from, const Tensor& src) override;
 
   // ---- ops (conv.cpp, attention.cpp, ops.cpp) ----------------------------------------------
   Result<Tensor> conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
@@ -304,6 +307,7 @@ class CudaBackend final : public Backend {
   uintptr_t address_of(const Tensor& t) const override;
 
   Status synchronize() override;
+  Status save_tuning() override;
   MemoryStats memory_stats() const override;
   void reset_peak() override { alloc_->reset_peak(); }
   std::function<int64_t()> device_memory_probe() const override;
@@ -487,6 +491,9 @@ class CudaBackend final : public Backend {
   void* pinned_[2] = {nullptr, nullptr};
   cudaEvent_t pinned_ev_[2] = {nullptr, nullptr};
   int64_t upload_bytes_ = 0, download_bytes_ = 0;
+  int64_t import_bytes_ = 0;
+  double import_ms_ = 0;
+  std::vector<int> peers_;  // devices whose memory this one reads directly (peer access on)
   std::string attention_kernel_;
   bool capturing_ = false;
   std::map<int64_t, cudaGraphExec_t> graphs_;

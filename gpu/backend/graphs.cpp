@@ -98,6 +98,11 @@ Status CudaBackend::synchronize() {
   return Status::ok();
 }
 
+Status CudaBackend::save_tuning() {
+  SEEDVAE_TRY(check_thread("save_tuning"));
+  return conv_->save_cache();
+}
+
 MemoryStats CudaBackend::memory_stats() const {
   MemoryStats m;
   const AllocatorStats a = alloc_->stats();

@@ -36,6 +36,62 @@ Result<Tensor> CudaBackend::upload_weight(const HostTensor& host, std::string_vi
   return upload_impl(host, true, "upload_weight(" + std::string(name) + ")");
 }
 
+Result<Tensor> CudaBackend::import_tensor(Backend& from, const Tensor& src) {
+  SEEDVAE_TRY(check_thread("import_tensor"));
+  auto* other = dynamic_cast<CudaBackend*>(&from);
+  if (other == nullptr) return Backend::import_tensor(from, src);  // a host backend's tensor
+  const auto t0 = std::chrono::steady_clock::now();
+  auto* s = dynamic_cast<CudaStorage*>(src.storage.get());
+  if (s == nullptr || s->kind != Kind::kActivation || src.shape.rank() != 5) {
+    return invalid_argument("import_tensor: " + str(src.shape) +
+                            " is not a 5-D activation of a CUDA backend");
+  }
+  if (!s->block) {
+    return invalid_argument("import_tensor: " + str(src.shape) +
+                            " is offloaded to host memory on its own device");
+  }
+  const Layout layout = opt_.channels_last ? Layout::kNDHWC : Layout::kNCDHW;
+  if (s->layout != layout) {
+    return invalid_argument(
+        "import_tensor: the two backends store activations in different "
+        "layouts (channels-last on one of them only)");
+  }
+  const int peer = other->opt_.device;
+  if (peer != opt_.device && std::find(peers_.begin(), peers_.end(), peer) == peers_.end()) {
+    int can = 0;
+    SEEDVAE_CUDA_TRY(cudaDeviceCanAccessPeer(&can, opt_.device, peer), "cudaDeviceCanAccessPeer");
+    if (can) {
+      const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+      if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
+        return cuda_status(e, "cudaDeviceEnablePeerAccess(" + std::to_string(peer) + ")");
+      }
+      cudaGetLastError();  // "already enabled" is sticky otherwise
+    }
+    peers_.push_back(peer);  // without peer access the driver stages the copy through the host
+  }
+  SEEDVAE_ASSIGN_OR_RETURN(Tensor t, new_activation(src.shape, 2, "import_tensor", src.dtype));
+  const size_t bytes = static_cast<size_t>(src.shape.numel() * dtype_size(src.dtype));
+  SEEDVAE_CUDA_TRY(
+      cudaMemcpyPeerAsync(storage(t)->ptr(), opt_.device, s->ptr(), peer, bytes, stream_),
+      "import_tensor: peer copy of " + str(src.shape) + " from device " + std::to_string(peer));
+  if (s->pending_bias) {
+    const int64_t c = src.shape[1];
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor bias, new_plain(Shape{c}, DType::kF32, Kind::kVector,
+                                                    Layout::kNCDHW, "import_tensor bias"));
+    SEEDVAE_CUDA_TRY(cudaMemcpyPeerAsync(storage(bias)->ptr(), opt_.device, s->pending_bias, peer,
+                                         static_cast<size_t>(c) * sizeof(float), stream_),
+                     "import_tensor: peer copy of a pending bias");
+    storage(t)->pending_bias = static_cast<const float*>(storage(bias)->ptr());
+    storage(t)->bias_owner = bias.storage;
+  }
+  // the source may be released or reused as soon as this returns
+  SEEDVAE_CUDA_TRY(cudaStreamSynchronize(stream_), "import_tensor: synchronise");
+  import_bytes_ += static_cast<int64_t>(bytes);
+  import_ms_ +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return t;
+}
+
 Result<CudaStorage*> CudaBackend::download_source(const Tensor& t, std::string_view op,
                                                   const float** bias_after) {
   const bool half = elem_of(t.dtype) != ElemType::kF32;

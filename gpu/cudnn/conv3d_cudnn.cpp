@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "gpu/allocator.h"
@@ -97,10 +99,26 @@ Status Conv3dCudnn::save_cache() {
   if (!dirty_ || options_.cache_file.empty() || !options_.autotune) return Status::ok();
   std::error_code ec;
   std::filesystem::create_directories(options_.cache_file.parent_path(), ec);
-  const auto tmp = options_.cache_file.string() + ".tmp";
+  // Other backends of this process (the devices of a pipelined decode) or other processes may
+  // have saved choices since this one loaded the file: theirs are kept, ours win, and each
+  // writer has its own temporary file.
+  std::map<std::string, Choice> merged;
+  {
+    std::ifstream in(options_.cache_file);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      std::string key;
+      Choice c;
+      if (std::getline(ls, key, '\t') && (ls >> c.algo >> c.math >> c.workspace)) merged[key] = c;
+    }
+  }
+  for (const auto& [k, c] : choices_) merged[k] = c;
+  const auto tmp = options_.cache_file.string() + ".tmp." +
+                   std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
   {
     std::ofstream out(tmp, std::ios::trunc);
-    for (const auto& [k, c] : choices_) {
+    for (const auto& [k, c] : merged) {
       out << k << '\t' << c.algo << ' ' << c.math << ' ' << c.workspace << '\n';
     }
     if (!out) return io_error("cannot write the cuDNN autotune cache " + tmp);

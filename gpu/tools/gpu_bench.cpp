@@ -435,6 +435,11 @@ int cmd_bench(const Args& a) {
   bo.encode = !a.flag("--no-encode");
   bo.decode = !a.flag("--no-decode");
   const VaeWeights w = load_weights_for(a);
+  if (auto devices = parse_devices(bo.run.devices); devices && !devices->empty()) {
+    bo.run.device = devices->front();  // the first of several devices runs the encode
+    o = cuda_options_from(bo.run, a);
+    if (!o) return fail(o.status());
+  }
   auto b = gpu::create_cuda_backend(*o);
   if (!b) return fail(b.status());
   // The automatic schedule, as a job chooses it; a new backend when the offload turns on.
@@ -450,7 +455,13 @@ int cmd_bench(const Args& a) {
   }
   std::printf("bench: %s, %dx%dx%d, chunk %d\n", (*b)->name().c_str(), bo.width, bo.height,
               bo.frames, bo.run.chunk_latents);
-  auto r = run_bench(**b, w, bo);
+  // the other devices of a pipelined decode, made as this one was
+  const BenchBackendFactory other = [&a](const RunOptions& r) -> Result<std::unique_ptr<Backend>> {
+    SEEDVAE_ASSIGN_OR_RETURN(CudaOptions co, cuda_options_from(r, a));
+    co.device = r.device;
+    return gpu::create_cuda_backend(co);
+  };
+  auto r = run_bench(**b, w, bo, other);
   if (!r) return fail(r.status());
   const Json rep = report_json(**b);  // of run_bench's runs only
   const int stage_runs = a.geti("--stage-device-runs", bo.repeats);
@@ -496,6 +507,26 @@ int cmd_bench(const Args& a) {
                         {"tiling", op.tiling},
                         {"plan", op.plan_note},
                         {"runs_ms", op.runs_ms}});
+    if (!op.devices.empty()) {
+      std::printf("  pipeline %s\n", op.pipeline.c_str());
+      Json dj = Json::array();
+      for (const auto& d : op.devices) {
+        std::printf(
+            "  device %s: busy %.1f ms (import %.1f ms, %.2f GiB), peak %.2f GiB live, %.2f GiB "
+            "device level\n",
+            d.backend.c_str(), d.busy_ms, d.import_ms, gib(d.imported_bytes), gib(d.peak_bytes),
+            gib(d.device_level_bytes()));
+        dj.push_back({{"backend", d.backend},
+                      {"units", d.units},
+                      {"busy_ms", d.busy_ms},
+                      {"import_ms", d.import_ms},
+                      {"imported_gib", gib(d.imported_bytes)},
+                      {"peak_gib", gib(d.peak_bytes)},
+                      {"device_level_gib", gib(d.device_level_bytes())}});
+      }
+      j["ops"].back()["pipeline"] = op.pipeline;
+      j["ops"].back()["devices"] = dj;
+    }
   }
   if (!sd->empty()) {
     std::printf(

@@ -23,6 +23,7 @@
 #include "core/vae/vae_model.h"
 #include "core/vae/wan_model.h"
 #include "gpu/cuda_backend.h"
+#include "tests/gpu/gpu_pipeline.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/gpu_test_data.h"
 
@@ -301,6 +302,47 @@ GPU_TEST(segments_equal_the_whole_clip_on_gpu) {
       expect_identical(std::string("segment from latent ") + std::to_string(s) + " " +
                            std::string(gpu::precision_name(p)),
                        got, Result<HostTensor>(slice_time(whole, fr.begin, fr.end)));
+    }
+  }
+}
+
+// The pipelined decode with every share on device 0 (each share its own backend, activations
+// handed over by Backend::import_tensor's device copy, a convolution's pending bias with them):
+// bit-identical to one backend for every cut into two shares and a cut into three, fp32 and
+// bf16, upstream's chunking and chunked upsampling with lean convolutions.
+GPU_TEST(pipelined_decode_on_one_card_equals_one_backend) {
+  const HostTensor z = test::random_tensor(Shape{1, 16, 4, 4, 6}, 93);
+  for (const Precision p : {Precision::kFp32, Precision::kBf16}) {
+    CudaOptions o = base(p);
+    o.autotune = false;  // the heuristic's algorithms: the same on every backend
+    auto b = gpu::create_cuda_backend(o);
+    CHECK_MSG(b.is_ok(), b.status().to_string());
+    if (!b) continue;
+    REQUIRE_OK(VaeModel m, VaeModel::create(**b, test::tiny_weights()));
+    const int units = static_cast<int>(m.decoder_units().size());
+    StreamOptions pieces{.chunk_latents = 2, .hires_chunk_frames = 2, .lean_convs = true};
+    for (const StreamOptions& so : {StreamOptions{}, pieces}) {
+      REQUIRE_OK(HostTensor want, decode_latent(m, z, so));
+      std::vector<std::vector<int>> cuts;
+      for (int c = 1; c < units; ++c) cuts.push_back({c});
+      cuts.push_back({5, 13});
+      int same = 0;
+      for (const auto& c : cuts) {
+        REQUIRE_OK(PipelinePlan plan, plan_pipeline(test::tiny_weights(),
+                                                    static_cast<int>(c.size()) + 1, 4, 6, so, c));
+        const std::vector<int> devices(c.size() + 1, 0);
+        auto got = decode_latent_pipelined(m, test::cuda_stages(o, test::tiny_weights(), devices),
+                                           plan, z, so);
+        CHECK_MSG(got.is_ok(), got.status().to_string());
+        if (!got) continue;
+        auto d = compare(*got, want);
+        const bool ok = d.is_ok() && d->max_abs == 0.0;
+        CHECK_MSG(ok, std::string(gpu::precision_name(p)) + " " + plan.describe() + ": max abs " +
+                          std::to_string(d ? d->max_abs : -1.0));
+        same += ok;
+      }
+      std::printf("    %s, chunk %d%s: %d of %zu cuts identical\n", gpu::precision_name(p).data(),
+                  so.chunk_latents, so.lean_convs ? " pieces+lean" : "", same, cuts.size());
     }
   }
 }

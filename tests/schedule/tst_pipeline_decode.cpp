@@ -1,0 +1,244 @@
+// The pipelined decode (core/schedule/pipeline_decode.h) on CPU backends, one per share on its own
+// thread: the output equals the single-backend decode bit for bit for every cut of the tiny
+// decoder into two shares and for three shares, with upstream's chunking, longer chunks with the
+// lone head, and chunked upsampling with lean convolutions; the cost model's cut of the real
+// decoder at 1080p balances its shares; a share whose backend fails (at creation or mid-clip)
+// stops every share with its error, and a cancel stops the decode; refusals.
+#include <QtTest>
+
+#include <atomic>
+#include <map>
+#include <random>
+
+#include "core/backend/forwarding_backend.h"
+#include "core/cpu/cpu_backend.h"
+#include "core/schedule/pipeline_decode.h"
+#include "tests/support/tiny_model.h"
+
+using namespace seedvae;
+
+namespace {
+
+HostTensor random_latent(int64_t z, int64_t t, int64_t h, int64_t w, uint32_t seed) {
+  HostTensor x(DType::kF32, Shape{1, z, t, h, w});
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.f, 1.f);
+  for (float& v : x.f32()) v = n(rng);
+  return x;
+}
+
+// A backend whose convolutions fail from the `fail_after`-th call on (a card failing mid-job).
+class FailingBackend final : public ForwardingBackend {
+ public:
+  FailingBackend(std::unique_ptr<Backend> inner, int fail_after)
+      : ForwardingBackend(*inner), owned_(std::move(inner)), left_(fail_after) {}
+  Result<Tensor> conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
+                        const Conv3dParams& p) override {
+    if (left_-- <= 0) return internal_error("injected device failure");
+    return ForwardingBackend::conv3d(x, w, b, p);
+  }
+
+ private:
+  std::unique_ptr<Backend> owned_;
+  int left_;
+};
+
+// Share engines on CPU backends: share `fail_share` gets a backend that fails after
+// `fail_after` convolutions (-1: at creation).
+PipelineStageFactory cpu_stages(const VaeWeights& weights, int fail_share = -1,
+                                int fail_after = 0) {
+  return [&weights, fail_share, fail_after](int index) -> Result<PipelineStage> {
+    if (index == fail_share && fail_after < 0) {
+      return out_of_memory("injected: no memory for the share's engine");
+    }
+    PipelineStage stage;
+    SEEDVAE_ASSIGN_OR_RETURN(stage.backend, create_cpu_backend({.threads = 1}));
+    if (index == fail_share) {
+      stage.backend = std::make_unique<FailingBackend>(std::move(stage.backend), fail_after);
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(stage.model, make_video_vae(*stage.backend, weights));
+    return stage;
+  };
+}
+
+// Share 0's engine, configured as the others (one thread each: oneDNN picks its algorithms by
+// the thread count, and the shares must run the algorithms one backend would).
+Status make_first(test::TinyCpuModel& m, const VaeWeights& weights) {
+  SEEDVAE_ASSIGN_OR_RETURN(m.backend, create_cpu_backend({.threads = 1}));
+  SEEDVAE_ASSIGN_OR_RETURN(VaeModel model, VaeModel::create(*m.backend, weights));
+  m.model.emplace(std::move(model));
+  return Status::ok();
+}
+
+double max_abs_diff(const HostTensor& a, const HostTensor& b) {
+  if (a.shape() != b.shape()) return -1;
+  double m = 0;
+  auto x = a.f32(), y = b.f32();
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(double(x[i]) - double(y[i])));
+  return m;
+}
+
+}  // namespace
+
+class TstPipelineDecode : public QObject {
+  Q_OBJECT
+
+  VaeWeights weights_ = synthesize_weights(VaeConfig::tiny(), 7);
+  HostTensor latent_ = random_latent(16, 6, 4, 4, 3);
+  std::map<std::string, HostTensor> want_;
+
+  // Decodes latent_ whole on `model` and pipelined over `plan`; they must be identical.
+  void check(VideoVae& model, const PipelinePlan& plan, const StreamOptions& options,
+             const std::string& what, const HostTensor* latent = nullptr) {
+    const HostTensor& z = latent ? *latent : latent_;
+    // the single-backend decode, once per latent and options
+    const std::string key = std::to_string(reinterpret_cast<uintptr_t>(&z)) + "/" +
+                            std::to_string(options.chunk_latents) + "/" +
+                            std::to_string(options.lone_head) + "/" +
+                            std::to_string(options.hires_chunk_frames);
+    if (!want_.count(key)) {
+      auto w = decode_latent(model, z, options);
+      QVERIFY2(w.is_ok(), w.status().to_string().c_str());
+      want_[key] = std::move(w).value();
+    }
+    const HostTensor* want = &want_[key];
+    PipelineStats stats;
+    auto got = decode_latent_pipelined(model, cpu_stages(weights_), plan, z, options, {}, &stats);
+    QVERIFY2(got.is_ok(), (what + ": " + got.status().to_string()).c_str());
+    const double d = max_abs_diff(*got, *want);
+    if (d != 0) qWarning("%s (%s): max abs %.3g", what.c_str(), plan.describe().c_str(), d);
+    QVERIFY2(d == 0, (what + ": not bit-identical to one backend").c_str());
+    QCOMPARE(static_cast<int>(stats.busy_ms.size()), plan.shares());
+    for (double ms : stats.busy_ms) QVERIFY(ms > 0);
+  }
+
+ private slots:
+  void units() {
+    test::TinyCpuModel m;
+    QVERIFY(make_first(m, weights_).is_ok());
+    const auto u = m.model->decoder_units();
+    QVERIFY(u.size() > 10);
+    QCOMPARE(QString::fromStdString(u.front()), QString("decoder.conv_in"));
+    QCOMPARE(QString::fromStdString(u[2]), QString("decoder.mid_block.attentions.0"));
+    QCOMPARE(QString::fromStdString(u.back()), QString("decoder.conv_out"));
+    QVERIFY(std::find(u.begin(), u.end(), "decoder.up_blocks.0.upsamplers.0") != u.end());
+  }
+
+  // Every cut of the decoder into two shares, with upstream's chunking.
+  void everyCutOfTwo() {
+    test::TinyCpuModel m;
+    QVERIFY(make_first(m, weights_).is_ok());
+    const StreamOptions options;  // chunks of one latent frame
+    const int n = static_cast<int>(m.model->decoder_units().size());
+    const HostTensor short_latent = random_latent(16, 3, 4, 4, 5);  // three chunks
+    for (int cut = 1; cut < n; ++cut) {
+      auto plan = plan_pipeline(weights_, 2, 4, 4, options, {cut});
+      QVERIFY2(plan.is_ok(), plan.status().to_string().c_str());
+      check(*m.model, *plan, options, "cut " + std::to_string(cut), &short_latent);
+    }
+  }
+
+  void threeSharesAndChunkings() {
+    test::TinyCpuModel m;
+    QVERIFY(make_first(m, weights_).is_ok());
+    StreamOptions lone{.chunk_latents = 2, .lone_head = true};
+    StreamOptions pieces{.chunk_latents = 2, .hires_chunk_frames = 2, .lean_convs = true};
+    for (const StreamOptions& o : {StreamOptions{}, lone, pieces}) {
+      auto plan = plan_pipeline(weights_, 3, 4, 4, o);
+      QVERIFY2(plan.is_ok(), plan.status().to_string().c_str());
+      QCOMPARE(plan->shares(), 3);
+      check(*m.model, *plan, o, "three shares, chunk " + std::to_string(o.chunk_latents));
+    }
+    // the output streamed to a sink in order, nothing gathered
+    std::vector<int64_t> firsts;
+    StreamHooks hooks;
+    hooks.keep_output = false;
+    int64_t frames = 0;
+    hooks.on_chunk = [&](int64_t first, const HostTensor& chunk) {
+      firsts.push_back(first);
+      frames += chunk.shape()[2];
+      return Status::ok();
+    };
+    auto plan = plan_pipeline(weights_, 2, 4, 4, StreamOptions{});
+    QVERIFY(plan.is_ok());
+    auto r = decode_latent_pipelined(*m.model, cpu_stages(weights_), *plan, latent_, {}, hooks);
+    QVERIFY2(r.is_ok(), r.status().to_string().c_str());
+    QVERIFY(r->empty());
+    QCOMPARE(frames, int64_t{(6 - 1) * 4 + 1});
+    QVERIFY(std::is_sorted(firsts.begin(), firsts.end()));
+    QCOMPARE(firsts.front(), int64_t{0});
+  }
+
+  // The cost model's cut of the real decoder at 1080p (dry run): shares of similar cost.
+  void planBalancesTheRealDecoder() {
+    const VaeWeights real = *synthetic_weights("real");
+    for (int shares : {2, 4}) {
+      auto plan = plan_pipeline(real, shares, 135, 240, StreamOptions{});
+      QVERIFY2(plan.is_ok(), plan.status().to_string().c_str());
+      double sum = 0, most = 0;
+      for (double c : plan->share_seconds) {
+        sum += c;
+        most = std::max(most, c);
+      }
+      const double mean = sum / shares;
+      qInfo("%d shares: %s; estimated %.1f ms per chunk, largest share %.2f x the mean", shares,
+            plan->describe().c_str(), sum * 1e3, most / mean);
+      QVERIFY(sum > 0);
+      QVERIFY2(most / mean < 1.3, "the shares are unbalanced");
+    }
+  }
+
+  void refusals() {
+    auto many = plan_pipeline(weights_, 1000, 4, 4, StreamOptions{});
+    QVERIFY(!many.is_ok());
+    auto cuts = plan_pipeline(weights_, 3, 4, 4, StreamOptions{}, {5});
+    QVERIFY(!cuts.is_ok());
+    auto falling = plan_pipeline(weights_, 3, 4, 4, StreamOptions{}, {5, 3});
+    QVERIFY(!falling.is_ok());
+    auto wan = plan_pipeline(*synthetic_weights("wan21-tiny"), 2, 4, 4, StreamOptions{});
+    QVERIFY(!wan.is_ok());
+    QCOMPARE(wan.status().code(), StatusCode::kUnsupported);
+  }
+
+  // A share that cannot make its engine, or whose device fails mid-clip, stops the decode with
+  // its error; a rerun with working devices gives the single-backend result.
+  void failingDeviceStopsTheDecode() {
+    test::TinyCpuModel m;
+    QVERIFY(make_first(m, weights_).is_ok());
+    auto plan = plan_pipeline(weights_, 3, 4, 4, StreamOptions{}, {5, 13});
+    QVERIFY(plan.is_ok());
+    // share 2 (up_blocks.2.resnets.1 on) fails in a later chunk
+    for (const auto& [share, after] :
+         std::vector<std::pair<int, int>>{{1, -1}, {2, -1}, {1, 9}, {2, 16}}) {
+      PipelineStats stats;
+      auto r = decode_latent_pipelined(*m.model, cpu_stages(weights_, share, after), *plan, latent_,
+                                       {}, {}, &stats);
+      QVERIFY(!r.is_ok());
+      const std::string msg = r.status().to_string();
+      qInfo("share %d failing after %d convolutions: %s", share, after, msg.c_str());
+      QVERIFY(msg.find("device share " + std::to_string(share)) != std::string::npos);
+      QVERIFY(msg.find("injected") != std::string::npos);
+    }
+    check(*m.model, *plan, StreamOptions{}, "after failures");
+  }
+
+  void cancelStopsEveryShare() {
+    test::TinyCpuModel m;
+    QVERIFY(make_first(m, weights_).is_ok());
+    auto plan = plan_pipeline(weights_, 2, 4, 4, StreamOptions{});
+    QVERIFY(plan.is_ok());
+    CancelToken cancel;
+    StreamHooks hooks;
+    hooks.cancel = &cancel;
+    hooks.on_chunk = [&](int64_t, const HostTensor&) {
+      cancel.request();
+      return Status::ok();
+    };
+    auto r = decode_latent_pipelined(*m.model, cpu_stages(weights_), *plan, latent_, {}, hooks);
+    QVERIFY(!r.is_ok());
+    QCOMPARE(r.status().code(), StatusCode::kCancelled);
+  }
+};
+
+QTEST_GUILESS_MAIN(TstPipelineDecode)
+#include "tst_pipeline_decode.moc"
