@@ -510,11 +510,12 @@ int cmd_encode(const InputArgs& in, const ModelArgs& mo, const std::string& outp
 }
 
 int cmd_decode(const std::string& input, const ModelArgs& mo, const std::string& output,
-               double fps_override) {
+               double fps_override, bool restart) {
   auto file = read_latent_file(input);
   if (!file) return fail(file.status());
   JobSpec job;
   job.kind = JobKind::kDecode;
+  job.restart = restart;
   job.latent = std::make_shared<const HostTensor>(std::move(file->latent));
   job.latent_path = input;
   job.latent_plan = file->plan;
@@ -529,7 +530,9 @@ int cmd_decode(const std::string& input, const ModelArgs& mo, const std::string&
                {"decode_seconds", r->decode_s},
                {"ms_per_frame", 1000 * r->decode_s / static_cast<double>(r->plan.padded_frames)},
                {"peak_backend_mib", mib(r->peak_bytes)},
-               {"warnings", r->warnings}};
+               {"warnings", r->warnings},
+               {"checkpointed", r->checkpointed},
+               {"resumed_at_frame", r->resumed_at_frame}};
   if (mo.json) {
     print_json(j);
   } else {
@@ -1028,6 +1031,10 @@ int cli_main(int argc, char** argv) {
                   "output video (.mp4/.mov/.mkv/.avi) or image-sequence directory")
       ->required();
   dec->add_option("--fps", dec_fps, "frame rate of the output (default: from the latent)");
+  bool dec_restart = false;
+  dec->add_flag("--restart", dec_restart,
+                "discard a checkpoint of this output (<output>.seedvae-resume) and start over "
+                "instead of resuming it");
 
   auto* rt =
       app.add_subcommand("roundtrip", "encode and decode a video; report PSNR/SSIM, time, memory");
@@ -1155,7 +1162,7 @@ int cli_main(int argc, char** argv) {
   }
   if (enc->parsed())
     return cmd_encode(enc_in, enc_mo, enc_out, enc_sample, enc_seed, enc_dit, enc_raw);
-  if (dec->parsed()) return cmd_decode(dec_in, dec_mo, dec_out, dec_fps);
+  if (dec->parsed()) return cmd_decode(dec_in, dec_mo, dec_out, dec_fps, dec_restart);
   if (rt->parsed()) return cmd_roundtrip(rt_in, rt_mo, rt_out, rt_restart);
   if (queue->parsed()) {
     if (qadd->parsed()) return cmd_queue_add(qadd, qa_in, qa_mo, qa_preset, qa_out, q_file);
