@@ -332,6 +332,16 @@ Result<LatentFile> read_latent_file(const std::filesystem::path& path) {
   return out;
 }
 
+Status read_decode_latent(const std::filesystem::path& path, JobSpec& job) {
+  SEEDVAE_ASSIGN_OR_RETURN(LatentFile file, read_latent_file(path));
+  job.latent = std::make_shared<const HostTensor>(std::move(file.latent));
+  job.latent_path = path;
+  job.latent_plan = file.plan;
+  job.latent_family = file.family;
+  job.latent_fps = file.fps;
+  return Status::ok();
+}
+
 Status write_latent_file(const std::filesystem::path& path, const HostTensor& latent_in,
                          const media::PadPlan& plan, double fps, const VaeWeights& weights,
                          LatentSpace space) {

@@ -282,6 +282,9 @@ struct LatentFile {
   std::optional<VaeFamily> family;
 };
 Result<LatentFile> read_latent_file(const std::filesystem::path& path);
+// Reads the latent file `path` into a decode job: its latent, plan, family and frame rate, and
+// `path` as the job's latent_path.
+Status read_decode_latent(const std::filesystem::path& path, JobSpec& job);
 // Writes the raw `latent` in `space` with the plan, fps, the weights' family and source in the
 // metadata. kInvalidArgument for a space of another family (DiT for Wan, Wan's for SeedVR2).
 Status write_latent_file(const std::filesystem::path& path, const HostTensor& latent,

@@ -90,17 +90,12 @@ class tst_Resume : public QObject {
       JobResult r;
       SEEDVAE_TRY(run(e, r));
     }
-    SEEDVAE_ASSIGN_OR_RETURN(LatentFile file, read_latent_file(latent));
     JobSpec d = job(output, codec);
     d.kind = JobKind::kDecode;
     d.weights = w;
     d.options.bit_depth = std::string_view("8");  // (a literal trips GCC 12's -Wrestrict)
     d.input = {};
-    d.latent = std::make_shared<const HostTensor>(std::move(file.latent));
-    d.latent_path = latent;
-    d.latent_plan = file.plan;
-    d.latent_family = file.family;
-    d.latent_fps = file.fps;
+    SEEDVAE_TRY(read_decode_latent(latent, d));
     return d;
   }
 
