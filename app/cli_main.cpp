@@ -515,16 +515,12 @@ int cmd_encode(const InputArgs& in, const ModelArgs& mo, const std::string& outp
 }
 
 int cmd_decode(const std::string& input, const ModelArgs& mo, const std::string& output,
-               double fps_override) {
-  auto file = read_latent_file(input);
-  if (!file) return fail(file.status());
+               double fps_override, bool restart) {
   JobSpec job;
   job.kind = JobKind::kDecode;
-  job.latent = std::make_shared<const HostTensor>(std::move(file->latent));
-  job.latent_path = input;
-  job.latent_plan = file->plan;
-  job.latent_family = file->family;
-  job.latent_fps = fps_override > 0 ? fps_override : file->fps;
+  job.restart = restart;
+  if (Status st = read_decode_latent(input, job); !st) return fail(st);
+  if (fps_override > 0) job.latent_fps = fps_override;
   job.output = output;
   auto r = run_job(std::move(job), mo);
   if (!r) return fail(r.status());
@@ -534,7 +530,9 @@ int cmd_decode(const std::string& input, const ModelArgs& mo, const std::string&
                {"decode_seconds", r->decode_s},
                {"ms_per_frame", 1000 * r->decode_s / static_cast<double>(r->plan.padded_frames)},
                {"peak_backend_mib", mib(r->peak_bytes)},
-               {"warnings", r->warnings}};
+               {"warnings", r->warnings},
+               {"checkpointed", r->checkpointed},
+               {"resumed_at_frame", r->resumed_at_frame}};
   if (mo.json) {
     print_json(j);
   } else {
@@ -611,6 +609,7 @@ std::filesystem::path queue_file(const std::string& given) {
 
 Json queued_json(const QueuedJob& j) {
   return Json{{"id", j.id},
+              {"kind", std::string(queued_kind_name(j.kind))},
               {"state", std::string(queue_state_name(j.state))},
               {"input", j.input.empty() ? "sample clip" : j.input},
               {"output", j.output},
@@ -630,9 +629,10 @@ Json queued_json(const QueuedJob& j) {
 }
 
 // `queue add`: the job's settings are the preset file's (--settings), with the run options given on
-// the command line over them.
+// the command line over them. A round trip of the input, or with `latent` a decode of that file.
 int cmd_queue_add(CLI::App* sub, const InputArgs& in, const ModelArgs& mo,
-                  const std::string& preset, const std::string& output, const std::string& qfile) {
+                  const std::string& preset, const std::string& output, const std::string& latent,
+                  const std::string& qfile) {
   auto input = in.job_input();
   if (!input) return fail(input.status());
   QueuedJob job;
@@ -658,7 +658,12 @@ int cmd_queue_add(CLI::App* sub, const InputArgs& in, const ModelArgs& mo,
   }
   if (Status st = validate(job.options); !st) return fail(st);
   std::error_code ec;
-  if (!input->is_sample()) job.input = std::filesystem::absolute(input->path, ec).string();
+  if (!latent.empty()) {
+    job.kind = JobKind::kDecode;
+    job.input = std::filesystem::absolute(latent, ec).string();
+  } else if (!input->is_sample()) {
+    job.input = std::filesystem::absolute(input->path, ec).string();
+  }
   if (!output.empty()) job.output = std::filesystem::absolute(output, ec).string();
   job.first_frame = input->first_frame;
   job.max_frames = input->max_frames;
@@ -673,14 +678,9 @@ int cmd_queue_add(CLI::App* sub, const InputArgs& in, const ModelArgs& mo,
   } else if (!mo.synthetic.empty()) {
     job.weights = "synthetic:" + mo.synthetic;
   }
-  // The output's checks now, so that a job that cannot write fails when added, not hours later.
-  if (!job.output.empty()) {
-    if (Status st =
-            check_output_against(job.output, JobKind::kRoundTrip, job.job_input(), job.weights);
-        !st) {
-      return fail(st);
-    }
-  }
+  // The latent's and the output's checks now, so that a job that cannot run fails when added,
+  // not hours later.
+  if (Status st = check_queued_job(job); !st) return fail(st);
   int64_t id = 0;
   const auto path = queue_file(qfile);
   if (Status st = JobQueue::update(path,
@@ -710,8 +710,9 @@ int cmd_queue_list(const std::string& qfile, bool json) {
   }
   if (q->jobs().empty()) std::cout << "the queue " << q->path().string() << " is empty\n";
   for (const QueuedJob& j : q->jobs()) {
-    std::printf("%3lld  %-9s %s -> %s", static_cast<long long>(j.id),
+    std::printf("%3lld  %-9s %s%s -> %s", static_cast<long long>(j.id),
                 std::string(queue_state_name(j.state)).c_str(),
+                j.kind == JobKind::kDecode ? "decode " : "",
                 j.input.empty() ? "sample clip" : j.input.c_str(),
                 j.output.empty() ? "(no output)" : j.output.c_str());
     if (j.state == QueueState::kRunning && !j.phase.empty()) {
@@ -722,8 +723,9 @@ int cmd_queue_list(const std::string& qfile, bool json) {
       std::printf("]");
     }
     if (j.state == QueueState::kDone) {
-      std::printf("  %lld frames, %.1f ms/frame, peak %.0f MiB, PSNR %.2f dB",
-                  static_cast<long long>(j.frames), j.ms_per_frame, mib(j.peak_bytes), j.psnr_db);
+      std::printf("  %lld frames, %.1f ms/frame, peak %.0f MiB", static_cast<long long>(j.frames),
+                  j.ms_per_frame, mib(j.peak_bytes));
+      if (j.kind == JobKind::kRoundTrip) std::printf(", PSNR %.2f dB", j.psnr_db);
     }
     if (!j.message.empty()) std::printf("  (%s)", j.message.c_str());
     std::printf("\n");
@@ -760,20 +762,24 @@ int cmd_queue_run(const std::string& qfile, bool quiet) {
   };
   hooks.on_start = [&](const QueuedJob& j) {
     if (!quiet) {
-      std::cerr << "job " << j.id << ": " << (j.input.empty() ? "sample clip" : j.input) << " -> "
+      std::cerr << "job " << j.id << ": " << (j.kind == JobKind::kDecode ? "decode " : "")
+                << (j.input.empty() ? "sample clip" : j.input) << " -> "
                 << (j.output.empty() ? "(no output)" : j.output) << " (" << describe(j.options)
                 << ")\n";
     }
   };
   hooks.on_end = [&](const QueuedJob& j) {
     if (j.state == QueueState::kDone) {
-      std::printf(
-          "job %lld done: %lld frames, %.1f ms/frame, peak %.0f MiB, PSNR %.2f dB, SSIM %.4f%s\n",
-          static_cast<long long>(j.id), static_cast<long long>(j.frames), j.ms_per_frame,
-          mib(j.peak_bytes), j.psnr_db, j.ssim,
-          j.resumed_at_frame > 0
-              ? (", resumed at frame " + std::to_string(j.resumed_at_frame)).c_str()
-              : "");
+      char quality[64] = "";
+      if (j.kind == JobKind::kRoundTrip) {
+        std::snprintf(quality, sizeof quality, ", PSNR %.2f dB, SSIM %.4f", j.psnr_db, j.ssim);
+      }
+      std::printf("job %lld done: %lld frames, %.1f ms/frame, peak %.0f MiB%s%s\n",
+                  static_cast<long long>(j.id), static_cast<long long>(j.frames), j.ms_per_frame,
+                  mib(j.peak_bytes), quality,
+                  j.resumed_at_frame > 0
+                      ? (", resumed at frame " + std::to_string(j.resumed_at_frame)).c_str()
+                      : "");
     } else {
       std::printf("job %lld %s: %s\n", static_cast<long long>(j.id),
                   std::string(queue_state_name(j.state)).c_str(), j.message.c_str());
@@ -1044,6 +1050,10 @@ int cli_main(int argc, char** argv) {
                   "output video (.mp4/.mov/.mkv/.avi) or image-sequence directory")
       ->required();
   dec->add_option("--fps", dec_fps, "frame rate of the output (default: from the latent)");
+  bool dec_restart = false;
+  dec->add_flag("--restart", dec_restart,
+                "discard a checkpoint of this output (<output>.seedvae-resume) and start over "
+                "instead of resuming it");
 
   auto* rt =
       app.add_subcommand("roundtrip", "encode and decode a video; report PSNR/SSIM, time, memory");
@@ -1068,12 +1078,22 @@ int cli_main(int argc, char** argv) {
   queue->require_subcommand(1);
   InputArgs qa_in;
   ModelArgs qa_mo;
-  std::string qa_out, qa_preset;
-  auto* qadd =
-      queue->add_subcommand("add", "queue a round trip (input, weights, settings, output, frames)");
+  std::string qa_out, qa_preset, qa_latent;
+  auto* qadd = queue->add_subcommand(
+      "add",
+      "queue a round trip (input, weights, settings, output, frames) or a decode (--decode)");
   qa_in.add_to(qadd);
   qa_mo.add_to(qadd, kAllOptionGroups);
-  qadd->add_option("-o,--output", qa_out, "the reconstruction (a video file or frame directory)");
+  qadd->add_option("-o,--output", qa_out,
+                   "the reconstruction or the decoded video (a video file or frame directory)");
+  auto* qa_decode = qadd->add_option("--decode", qa_latent,
+                                     "queue a decode of this latent (.safetensors, as `seedvae "
+                                     "encode` writes it) instead of a round trip");
+  qa_decode->check(CLI::ExistingFile);
+  for (const char* frames_option :
+       {"video", "--sample-clip", "--first", "--frames", "--stride", "--size"}) {
+    qa_decode->excludes(qadd->get_option(frames_option));
+  }
   qadd->add_option("--settings", qa_preset,
                    "the settings of a preset file (the studio's JSON); run options given here "
                    "override it")
@@ -1171,10 +1191,12 @@ int cli_main(int argc, char** argv) {
   }
   if (enc->parsed())
     return cmd_encode(enc_in, enc_mo, enc_out, enc_sample, enc_seed, enc_dit, enc_raw);
-  if (dec->parsed()) return cmd_decode(dec_in, dec_mo, dec_out, dec_fps);
+  if (dec->parsed()) return cmd_decode(dec_in, dec_mo, dec_out, dec_fps, dec_restart);
   if (rt->parsed()) return cmd_roundtrip(rt_in, rt_mo, rt_out, rt_restart);
   if (queue->parsed()) {
-    if (qadd->parsed()) return cmd_queue_add(qadd, qa_in, qa_mo, qa_preset, qa_out, q_file);
+    if (qadd->parsed()) {
+      return cmd_queue_add(qadd, qa_in, qa_mo, qa_preset, qa_out, qa_latent, q_file);
+    }
     if (qlist->parsed()) return cmd_queue_list(q_file, ql_json);
     if (qrun->parsed()) return cmd_queue_run(q_file, qr_quiet);
     for (const auto& [name, c] : qedits) {

@@ -33,8 +33,10 @@ QString qstr(const std::string& s) {
   return QString::fromStdString(s);
 }
 
+// The input's name; a decode's latent file as "decode <name>".
 QString job_input_name(const QueuedJob& j) {
-  return input_display_name(j.job_input());
+  const QString name = input_display_name(j.job_input());
+  return j.kind == JobKind::kDecode ? QStringLiteral("decode %1").arg(name) : name;
 }
 
 // "frames 10–58, stride 2" (empty for the whole clip).
@@ -477,15 +479,11 @@ void QueuePanel::edit(int64_t id, std::function<Status(JobQueue&, int64_t& id)> 
 }
 
 Status QueuePanel::addJob(QueuedJob job) {
-  // The output's checks now (the CLI's `queue add` makes the same), so that a job that cannot
-  // write fails when added, not when its turn comes.
-  if (!job.output.empty()) {
-    const Status st =
-        check_output_against(job.output, JobKind::kRoundTrip, job.job_input(), job.weights);
-    if (!st.is_ok()) {
-      showEditResult(st, {});
-      return st;
-    }
+  // The job's checks now (the CLI's `queue add` makes the same), so that a job that cannot run
+  // fails when added, not when its turn comes.
+  if (const Status st = check_queued_job(job); !st.is_ok()) {
+    showEditResult(st, {});
+    return st;
   }
   edit(
       0,

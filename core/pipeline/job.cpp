@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <new>
@@ -332,6 +333,16 @@ Result<LatentFile> read_latent_file(const std::filesystem::path& path) {
   return out;
 }
 
+Status read_decode_latent(const std::filesystem::path& path, JobSpec& job) {
+  SEEDVAE_ASSIGN_OR_RETURN(LatentFile file, read_latent_file(path));
+  job.latent = std::make_shared<const HostTensor>(std::move(file.latent));
+  job.latent_path = path;
+  job.latent_plan = file.plan;
+  job.latent_family = file.family;
+  job.latent_fps = file.fps;
+  return Status::ok();
+}
+
 Status write_latent_file(const std::filesystem::path& path, const HostTensor& latent_in,
                          const media::PadPlan& plan, double fps, const VaeWeights& weights,
                          LatentSpace space) {
@@ -367,15 +378,20 @@ std::filesystem::path checkpoint_dir(const std::filesystem::path& output) {
 bool resumable(const JobSpec& job, std::string* why) {
   std::string reason;
   const RunOptions& o = job.options;
-  if (job.kind != JobKind::kRoundTrip) {
-    reason = "only a round trip is resumable";
+  const bool decode = job.kind == JobKind::kDecode;
+  if (job.kind == JobKind::kEncode) {
+    reason = "an encode writes a latent file in one piece";
   } else if (job.output.empty()) {
     reason = "no output file";
   } else if (o.checkpoint_chunks <= 0) {
     reason = "checkpoints off";
+  } else if (decode && o.tiling != "off") {
+    reason = "a tiled decode runs each tile over the whole latent";
   } else if (std::string r = find_option("checkpoint_chunks")->not_applicable(o); !r.empty()) {
     reason = r;
-  } else if (job.sample_latent) {
+  } else if (decode && !job.latent) {
+    reason = "no latent";
+  } else if (!decode && job.sample_latent) {
     reason = "a sampled latent draws its noise over the whole clip";
   } else if (job.keep_original || job.keep_reconstruction) {
     reason = "the frames are kept for the caller";
@@ -634,7 +650,7 @@ HostTensor trim_chunk(const HostTensor& chunk, int64_t k, int64_t height, int64_
   return out;
 }
 
-// ---- resumable round trips -------------------------------------------------------------------
+// ---- resumable jobs ----------------------------------------------------------------------------
 
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -654,17 +670,53 @@ Json file_identity(const fs::path& p) {
   return j;
 }
 
-// The job a checkpoint belongs to: input and frame selection, weights, every setting that can
-// change the output (prefetch and async tiles cannot), the output.
+// A 64-bit digest of a tensor's bytes (FNV-1a over 8-byte words, four lanes): what identifies a
+// decode job's latent, wherever it was read from.
+std::string content_digest(const HostTensor& t) {
+  constexpr uint64_t kPrime = 0x100000001b3ull;
+  uint64_t lane[4] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull, 0x9e3779b97f4a7c15ull,
+                      0xc2b2ae3d27d4eb4full};
+  const auto* p = static_cast<const unsigned char*>(t.raw());
+  const auto n = static_cast<size_t>(t.nbytes());
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int l = 0; l < 4; ++l) {
+      uint64_t w;
+      std::memcpy(&w, p + i + 8 * l, 8);
+      lane[l] = (lane[l] ^ w) * kPrime;
+    }
+  }
+  for (; i < n; ++i) lane[0] = (lane[0] ^ p[i]) * kPrime;
+  uint64_t h = n;
+  for (const uint64_t l : lane) h = (h ^ l) * kPrime;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+// The job a checkpoint belongs to: its kind; a round trip's input and frame selection, or a
+// decode's latent (its contents, the size and frame rate its frames are written at); weights,
+// every setting that can change the output (prefetch and async tiles cannot), the output.
 Json job_fingerprint(const JobSpec& job) {
   Json j;
-  const JobInput& in = job.input;
-  if (in.is_sample()) {
-    j["input"] = Json{{"sample", {in.sample_width, in.sample_height, in.sample_frames}}};
+  if (job.kind == JobKind::kDecode) {
+    j["kind"] = "decode";
+    const HostTensor& z = *job.latent;
+    const media::PadPlan& p = job.latent_plan;
+    j["latent"] = {{"shape", z.shape().dims()},
+                   {"digest", content_digest(z)},
+                   {"size", {p.frames, p.height, p.width}},
+                   {"fps", job.latent_fps}};
   } else {
-    j["input"] = file_identity(in.path);
+    j["kind"] = "round trip";
+    const JobInput& in = job.input;
+    if (in.is_sample()) {
+      j["input"] = Json{{"sample", {in.sample_width, in.sample_height, in.sample_frames}}};
+    } else {
+      j["input"] = file_identity(in.path);
+    }
+    j["frames"] = {in.first_frame, in.max_frames, in.stride, in.resize_width, in.resize_height};
   }
-  j["frames"] = {in.first_frame, in.max_frames, in.stride, in.resize_width, in.resize_height};
   j["weights"] = file_identity(job.weights->source);
   Json opts = Json::parse(to_json(job.options), nullptr, false);
   if (opts.is_object()) {
@@ -678,6 +730,10 @@ Json job_fingerprint(const JobSpec& job) {
 
 // What differs between two fingerprints, for the refusal ("the setting chunk_latents: 1 then 2").
 std::string fingerprint_difference(const Json& saved, const Json& now) {
+  if (saved.value("kind", Json()) != now.value("kind", Json())) {
+    return "the kind of job (" + saved.value("kind", Json()).dump() + " then, " +
+           now.value("kind", Json()).dump() + " now)";
+  }
   for (auto it = now.begin(); it != now.end(); ++it) {
     const Json& old = saved.contains(it.key()) ? saved.at(it.key()) : Json();
     if (old == it.value()) continue;
@@ -696,7 +752,7 @@ std::string fingerprint_difference(const Json& saved, const Json& now) {
 }
 
 struct Checkpoint {
-  int64_t next_frame = 0;      // source frames the encoder has taken
+  int64_t next_frame = 0;      // source frames the encoder has taken (a decode: frames decoded)
   int64_t frames_written = 0;  // reconstruction frames in the closed segments
   int64_t chunks = 0;          // chunks done
   int64_t segments = 0;        // closed segments
@@ -833,8 +889,124 @@ struct ResumableRun {
   Status run();
 };
 
+// A resumable run's chunks: each chunk's latent, from the round trip's source frames through the
+// encoder (its causal state carried on) or sliced from a decode job's latent, and the source
+// frames of the round trip's metrics.
+class ChunkLatents {
+ public:
+  // Opened at checkpoint `ck` (a fresh one: the start).
+  static Result<ChunkLatents> open(const ResumableRun& run, const Checkpoint& ck) {
+    ChunkLatents c;
+    const JobSpec& job = run.job;
+    const RunOptions& o = run.o;
+    const int tf = job.weights->temporal_factor();
+    c.round_trip_ = job.kind == JobKind::kRoundTrip;
+    c.stream_ = stream_options(o);
+    if (c.round_trip_) {
+      SEEDVAE_ASSIGN_OR_RETURN(c.source_,
+                               open_source(job, o, run.r.prefetch, run.cb.cancel, ck.next_frame));
+      SEEDVAE_ASSIGN_OR_RETURN(c.originals_,
+                               open_originals(job.input, run.cb.cancel, ck.next_frame));
+      std::tie(c.first_chunk_, c.chunk_frames_) =
+          media::encoder_chunk_frames(o.chunk_latents, tf, o.lone_head);
+      c.total_ = expected_chunks(c.source_->expected_frames(), o, tf);
+      return c;
+    }
+    c.latent_chunks_ = plan_chunks(job.latent->shape()[2], o.chunk_latents, o.lone_head);
+    c.total_ = std::ssize(c.latent_chunks_);
+    if (ck.chunks > 0) {  // the checkpoint's frame starts its next chunk
+      const bool fits = ck.chunks < c.total_;
+      const int64_t b = fits ? c.latent_chunks_[static_cast<size_t>(ck.chunks)].first : 0;
+      if (!fits || ck.next_frame != (b - 1) * tf + 1) {
+        return corrupt_data("the checkpoint in " + checkpoint_dir(job.output).string() +
+                            " does not fit the latent's chunks; run with --restart to discard it");
+      }
+    }
+    return c;
+  }
+
+  bool round_trip() const { return round_trip_; }
+  double fps(double latent_fps) const { return source_ ? source_->fps() : latent_fps; }
+  int64_t total_chunks() const { return total_; }  // -1: unknown
+
+  // Chunk `chunk`'s latent, raw as the decoder takes it; empty once the input is used up.
+  // `inputs`: the source frames it encoded, or the frames it decodes to.
+  Result<HostTensor> next(ResumableRun& run, CausalState& enc, int64_t chunk, int64_t* inputs) {
+    *inputs = 0;
+    if (!round_trip_) {
+      if (chunk >= total_) return HostTensor{};
+      const auto [b, e] = latent_chunks_[static_cast<size_t>(chunk)];
+      const int64_t tf = run.job.weights->temporal_factor();
+      *inputs = b == 0 ? (e - 1) * tf + 1 : (e - b) * tf;
+      return slice_time(*run.job.latent, b, e);
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor x_host,
+                             source_->next(chunk == 0 ? first_chunk_ : chunk_frames_));
+    const int64_t k = x_host.empty() ? 0 : x_host.shape()[2];
+    if (k == 0) return HostTensor{};
+    *inputs = k;
+    const auto t = Clock::now();
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor x, run.backend.upload(x_host));
+    x_host = {};
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y,
+                             run.m.encode_chunk(x, enc, stream_.chunk_options(chunk, -1)));
+    x = {};
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor moments, run.backend.download(y));
+    y = {};
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor mean, as_decoded(*run.job.weights, moments_mean(moments)));
+    encode_s_ += seconds_since(t);
+    return mean;
+  }
+
+  // Whether the chunk just taken was the last; the clip's size (a round trip's is complete once
+  // the source has finished).
+  bool finished(int64_t chunk) const {
+    return round_trip_ ? source_->finished() : chunk + 1 >= total_;
+  }
+  const media::PadPlan& plan(const JobResult& r) const {
+    return source_ ? source_->plan() : r.plan;
+  }
+
+  // A round trip's metrics of the reconstruction frames `recon` against the source frames.
+  Status compare(media::QualityAccumulator& quality, const HostTensor& recon,
+                 const CancelToken* cancel) {
+    if (!round_trip_) return Status::ok();
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor original, originals_(recon.shape()[2], cancel));
+    if (original.empty() || original.shape() != recon.shape()) {
+      return internal_error("the input read again gave " + original.shape().to_string() +
+                            " for reconstruction frames " + recon.shape().to_string());
+    }
+    return quality.add(recon, original);
+  }
+
+  // After the last chunk: the round trip's reading (timings, the clip's size, warnings).
+  Status finish(JobResult& r) {
+    if (!round_trip_) return Status::ok();
+    if (!source_->finished()) {
+      return internal_error("the frame source did not reach the end of the clip");
+    }
+    const media::PrefetchStats ps = source_->stats();
+    r.read_s = ps.read_seconds;
+    r.read_wait_s = ps.wait_seconds;
+    r.encode_s = std::max(0.0, encode_s_ - r.read_wait_s);
+    r.plan = source_->plan();
+    if (std::string w = source_->warning(); !w.empty()) r.warnings.push_back(std::move(w));
+    source_.reset();
+    return Status::ok();
+  }
+
+ private:
+  bool round_trip_ = false;
+  StreamOptions stream_;
+  std::unique_ptr<media::VideoFrameSource> source_;  // the round trip's
+  media::ChunkProducer originals_;
+  int64_t first_chunk_ = 0, chunk_frames_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> latent_chunks_;  // a decode's
+  int64_t total_ = -1;
+  double encode_s_ = 0;
+};
+
 Status ResumableRun::run() {
-  const VaeWeights& weights = *job.weights;
   const fs::path dir = checkpoint_dir(job.output);
   const Json fingerprint = job_fingerprint(job);
   std::error_code ec;
@@ -864,76 +1036,58 @@ Status ResumableRun::run() {
   } tidy{dir};
 
   // ---- input, metrics, engine state ----
-  SEEDVAE_ASSIGN_OR_RETURN(std::unique_ptr<media::VideoFrameSource> source,
-                           open_source(job, o, r.prefetch, cb.cancel, ck.next_frame));
-  r.fps = source->fps();
-  SEEDVAE_ASSIGN_OR_RETURN(media::ChunkProducer originals,
-                           open_originals(job.input, cb.cancel, ck.next_frame));
+  SEEDVAE_ASSIGN_OR_RETURN(ChunkLatents input, ChunkLatents::open(*this, ck));
+  r.fps = input.fps(r.fps);
   media::QualityAccumulator quality;
   quality.restore(ck.quality);
-  CausalState enc, dec;
+  CausalState enc, dec;  // a decode's encoder state stays empty
   if (resumed) SEEDVAE_TRY(load_states(dir / ck.state_file, backend, enc, dec));
-  SEEDVAE_ASSIGN_OR_RETURN(media::SegmentedClipWriter writer,
-                           media::SegmentedClipWriter::open(
-                               job.output, write_options(o, r.fps, &job.input), dir, cb.cancel));
+  SEEDVAE_ASSIGN_OR_RETURN(
+      media::SegmentedClipWriter writer,
+      media::SegmentedClipWriter::open(
+          job.output, write_options(o, r.fps, input.round_trip() ? &job.input : nullptr), dir,
+          cb.cancel));
   SEEDVAE_TRY(writer.discard_from(ck.segments, ck.frames_written));
 
   const StreamOptions stream = stream_options(o);
-  const auto [first_chunk, chunk_frames] =
-      media::encoder_chunk_frames(o.chunk_latents, weights.temporal_factor(), o.lone_head);
-  const int64_t total_chunks =
-      expected_chunks(source->expected_frames(), o, weights.temporal_factor());
+  const int64_t total_chunks = input.total_chunks();
   auto report = [&](std::string_view stage, int64_t done) {
     if (cb.progress) {
       cb.progress->report(stage, done, total_chunks > 0 ? std::max(total_chunks, done) : done + 1);
     }
   };
-  phase("encode");
-  double encode_s = 0, decode_s = 0, metrics_s = 0, write_s = 0;
+  phase(input.round_trip() ? "encode" : "decode");
+  double decode_s = 0, metrics_s = 0, write_s = 0;
   int64_t frames_in = ck.next_frame, frames_out = ck.frames_written;
   int64_t chunk = ck.chunks;
   int64_t in_segment = 0;  // chunks in the open segment
   for (;; ++chunk) {
     if (cb.cancel) SEEDVAE_TRY(cb.cancel->check());
-    const int64_t want = chunk == 0 ? first_chunk : chunk_frames;
-    SEEDVAE_ASSIGN_OR_RETURN(HostTensor x_host, source->next(want));
-    const int64_t k = x_host.empty() ? 0 : x_host.shape()[2];
-    if (k == 0) break;
-    // encode the chunk, and decode its latent (the posterior mean) at once
+    int64_t inputs = 0;
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor latent, input.next(*this, enc, chunk, &inputs));
+    if (latent.empty()) break;
+    if (input.round_trip()) report("encode", chunk + 1);
+    // decode the chunk's latent, the decoder's causal state carried on
     auto t = Clock::now();
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(x_host));
-    x_host = {};
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, m.encode_chunk(x, enc, stream.chunk_options(chunk, -1)));
-    x = {};
-    SEEDVAE_ASSIGN_OR_RETURN(HostTensor moments, backend.download(y));
-    y = {};
-    SEEDVAE_ASSIGN_OR_RETURN(HostTensor mean, as_decoded(weights, moments_mean(moments)));
-    moments = {};
-    encode_s += seconds_since(t);
-    report("encode", chunk + 1);
-    t = Clock::now();
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor z, backend.upload(mean));
-    mean = {};
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor z, backend.upload(latent));
+    latent = {};
     SEEDVAE_ASSIGN_OR_RETURN(Tensor d, m.decode_chunk(z, dec, stream.chunk_options(chunk, -1)));
     z = {};
     SEEDVAE_ASSIGN_OR_RETURN(HostTensor decoded, backend.download(d));
     d = {};
     decode_s += seconds_since(t);
-    frames_in += k;
-    // the temporal padding (only in the last chunk) is dropped
-    const media::PadPlan& plan = source->plan();
+    frames_in += inputs;
+    const bool last = input.finished(chunk);
+    // the temporal padding (at the end) is dropped; a round trip's clip size is known at its end
+    const media::PadPlan& plan = input.plan(r);
     const int64_t kk = decoded.shape()[2];
-    const int64_t real = source->finished() ? std::min(kk, plan.frames - frames_out) : kk;
+    const int64_t real =
+        input.round_trip() && !last ? kk : std::clamp<int64_t>(plan.frames - frames_out, 0, kk);
     if (real > 0) {
       const HostTensor recon = trim_chunk(decoded, real, plan.height, plan.width);
       decoded = {};
       t = Clock::now();
-      SEEDVAE_ASSIGN_OR_RETURN(HostTensor original, originals(real, cb.cancel));
-      if (original.empty() || original.shape() != recon.shape()) {
-        return internal_error("the input read again gave " + original.shape().to_string() +
-                              " for reconstruction frames " + recon.shape().to_string());
-      }
-      SEEDVAE_TRY(quality.add(recon, original));
+      SEEDVAE_TRY(input.compare(quality, recon, cb.cancel));
       metrics_s += seconds_since(t);
       t = Clock::now();
       if (!writer.in_segment()) SEEDVAE_TRY(writer.begin_segment(ck.segments, frames_out));
@@ -945,7 +1099,7 @@ Status ResumableRun::run() {
     report("decode", chunk + 1);
     trim_heap();
     // a closed segment and a checkpoint every checkpoint_chunks chunks (not after the last)
-    if (++in_segment == o.checkpoint_chunks && !source->finished() && writer.in_segment()) {
+    if (++in_segment == o.checkpoint_chunks && !last && writer.in_segment()) {
       t = Clock::now();
       SEEDVAE_TRY(writer.end_segment());
       const std::string previous = ck.state_file;
@@ -960,25 +1114,18 @@ Status ResumableRun::run() {
       in_segment = 0;
     }
   }
-  if (!source->finished()) {
-    return internal_error("the frame source did not reach the end of the clip");
-  }
-  const media::PrefetchStats ps = source->stats();
-  r.read_s = ps.read_seconds;
-  r.read_wait_s = ps.wait_seconds;
-  r.encode_s = std::max(0.0, encode_s - r.read_wait_s);
+  SEEDVAE_TRY(input.finish(r));
   r.decode_s = decode_s;
   r.metrics_s = metrics_s;
-  r.plan = source->plan();
-  if (std::string w = source->warning(); !w.empty()) r.warnings.push_back(std::move(w));
-  source.reset();
   m.flush_telemetry();
   if (frames_out != r.plan.frames) {
     return internal_error("the resumable run wrote " + std::to_string(frames_out) + " of " +
                           std::to_string(r.plan.frames) + " frames");
   }
-  if (cb.on_input) SEEDVAE_TRY(cb.on_input(InputClip{r.plan, r.fps}));
-  if (auto q = quality.result(); q.is_ok()) r.quality = *q;
+  if (input.round_trip()) {
+    if (cb.on_input) SEEDVAE_TRY(cb.on_input(InputClip{r.plan, r.fps}));
+    if (auto q = quality.result(); q.is_ok()) r.quality = *q;
+  }
 
   // ---- the output: the last segment closed, all of them joined ----
   phase("write");
@@ -1125,7 +1272,7 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     m.set_observer([cancel](std::string_view, const Tensor&) { return cancel->check(); });
   }
 
-  // ---- a resumable round trip: encode and decode chunk by chunk, with checkpoints ----
+  // ---- a resumable round trip or decode: chunk by chunk, with checkpoints ----
   // (with the options the automatic schedule chose: one that turned to tiling is not resumable)
   JobSpec effective = job;
   effective.options = o;

@@ -102,8 +102,8 @@ struct JobSpec {
   std::shared_ptr<media::FrameSpool> keep_original, keep_reconstruction;
   // A resumable job (resumable() below) continues from a checkpoint of the same job it finds
   // beside its output (checkpoint_dir()); `restart` discards that checkpoint and starts over. A
-  // checkpoint of another job (input, weights, settings or frame range differ) is refused
-  // (kInvalidArgument naming what differs) unless `restart`.
+  // checkpoint of another job (kind, input or latent, weights, settings or frame range differ)
+  // is refused (kInvalidArgument naming what differs) unless `restart`.
   bool restart = false;
 };
 
@@ -174,7 +174,7 @@ struct JobResult {
   int64_t predicted_peak_bytes = -1;  // JobSpec::predict
   std::filesystem::path output;       // what was written
   // A resumable job: it wrote checkpoints (checkpoint_dir()), and this run continued one at this
-  // source frame (0: from the start).
+  // frame (a round trip's source frame, a decode's output frame; 0: from the start).
   bool checkpointed = false;
   int64_t resumed_at_frame = 0;
 
@@ -206,23 +206,26 @@ class Session {
 
 // ---- resumable jobs ---------------------------------------------------------------------------
 //
-// A round trip into a video file or an image directory, untiled, streamed in chunks, with the
-// posterior mean as latent and no frames kept (keep_original / keep_reconstruction), runs
-// resumable when options.checkpoint_chunks > 0: each chunk is encoded and at once decoded (the
-// encoder's and the decoder's causal state carried on), so host memory holds a chunk, not the
-// latent of the clip. The output is written in segments of checkpoint_chunks chunks
-// (media::SegmentedClipWriter: each video segment coded by a fresh encoder), and after each
-// segment a checkpoint is committed in checkpoint_dir(output): the two causal states (a
-// .safetensors file), the next source frame, the frames written, the metrics' running sums and a
-// fingerprint of the job. A cancel or failure leaves the last checkpoint and no output file; the
-// same job run again continues after it (the source is read from there, the encoder and decoder
-// resume their state) and writes the same segments, which are joined into the output at the end
-// (a video remuxed with the source's audio, bit-exact): the same bytes as an uninterrupted run.
-// The checkpoint folder is removed once the output is in place.
+// A round trip or a decode into a video file or an image directory, untiled, streamed in chunks,
+// with no frames kept (keep_original / keep_reconstruction) and, for a round trip, the posterior
+// mean as latent, runs resumable when options.checkpoint_chunks > 0. A round trip encodes each
+// chunk and at once decodes it (the encoder's and the decoder's causal state carried on), so
+// host memory holds a chunk, not the latent of the clip; a decode decodes the latent's chunks in
+// turn (the decoder's causal state carried on). The output is written in segments of
+// checkpoint_chunks chunks (media::SegmentedClipWriter: each video segment coded by a fresh
+// encoder), and after each segment a checkpoint is committed in checkpoint_dir(output): the
+// causal states (a .safetensors file), the next frame (a round trip's next source frame, a
+// decode's next output frame), the frames written, a round trip's metrics' running sums and a
+// fingerprint of the job (a decode's latent by its contents). A cancel or failure leaves the
+// last checkpoint and no output file; the same job run again continues after it (a round trip
+// reads its source from there; the encoder and decoder resume their state) and writes the same
+// segments, which are joined into the output at the end (a video remuxed with the source's
+// audio, bit-exact): the same bytes as an uninterrupted run, with the frames of the one-pass
+// run. The checkpoint folder is removed once the output is in place.
 
 // "<output>.seedvae-resume" beside the output (trailing separators of a directory dropped).
 std::filesystem::path checkpoint_dir(const std::filesystem::path& output);
-// Whether the job runs resumable; `why` says why not ("no output file", "tiled", ...).
+// Whether the job runs resumable; `why` says why not ("no output file", "a tiled decode ...").
 bool resumable(const JobSpec& job, std::string* why = nullptr);
 // Whether a checkpoint (of any job) waits beside `output`, and the source frame it stopped at.
 std::optional<int64_t> checkpoint_frame(const std::filesystem::path& output);
@@ -288,6 +291,9 @@ struct LatentFile {
   std::optional<VaeFamily> family;
 };
 Result<LatentFile> read_latent_file(const std::filesystem::path& path);
+// Reads the latent file `path` into a decode job: its latent, plan, family and frame rate, and
+// `path` as the job's latent_path.
+Status read_decode_latent(const std::filesystem::path& path, JobSpec& job);
 // Writes the raw `latent` in `space` with the plan, fps, the weights' family and source in the
 // metadata. kInvalidArgument for a space of another family (DiT for Wan, Wan's for SeedVR2).
 Status write_latent_file(const std::filesystem::path& path, const HostTensor& latent,

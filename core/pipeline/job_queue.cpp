@@ -10,6 +10,7 @@
 
 #include "core/base/file_lock.h"
 #include "core/io/output_path.h"
+#include "core/io/safetensors.h"
 
 namespace seedvae {
 
@@ -35,6 +36,7 @@ std::optional<QueueState> state_from_name(std::string_view n) {
 
 Json to_json_job(const QueuedJob& j) {
   return Json{{"id", j.id},
+              {"kind", std::string(queued_kind_name(j.kind))},
               {"input", j.input},
               {"weights", j.weights},
               {"settings", Json::parse(to_json(j.options))},
@@ -62,6 +64,13 @@ Result<QueuedJob> from_json_job(const Json& o, const fs::path& file) {
   QueuedJob j;
   try {
     j.id = o.at("id").get<int64_t>();
+    const std::string kind = o.value("kind", "roundtrip");
+    if (kind == queued_kind_name(JobKind::kDecode)) {
+      j.kind = JobKind::kDecode;
+    } else if (kind != queued_kind_name(JobKind::kRoundTrip)) {
+      return corrupt_data(file.string() + ": job " + std::to_string(j.id) +
+                          " is of an unknown kind " + kind);
+    }
     j.input = o.value("input", "");
     j.weights = o.value("weights", "");
     std::vector<std::string> warnings;
@@ -103,6 +112,10 @@ Result<QueuedJob> from_json_job(const Json& o, const fs::path& file) {
 
 }  // namespace
 
+std::string_view queued_kind_name(JobKind kind) {
+  return kind == JobKind::kDecode ? "decode" : "roundtrip";
+}
+
 std::string_view queue_state_name(QueueState s) {
   for (const auto& [state, name] : kStates) {
     if (state == s) return name;
@@ -122,6 +135,38 @@ JobInput QueuedJob::job_input() const {
   in.sample_height = sample_height;
   in.sample_frames = sample_frames;
   return in;
+}
+
+Result<JobSpec> QueuedJob::job_spec(std::shared_ptr<const VaeWeights> w) const {
+  JobSpec spec;
+  spec.kind = kind;
+  spec.weights = std::move(w);
+  spec.options = options;
+  spec.output = output;
+  if (kind == JobKind::kDecode) {
+    SEEDVAE_TRY(read_decode_latent(input, spec));
+  } else {
+    spec.input = job_input();
+  }
+  return spec;
+}
+
+Status check_queued_job(const QueuedJob& job) {
+  if (job.kind == JobKind::kDecode) {
+    if (job.input.empty()) return invalid_argument("a decode job needs a latent file");
+    // the header only: a long video's latent is not read now
+    SEEDVAE_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(job.input));
+    auto latent = file.get("latent");
+    if (!latent || latent->shape.rank() != 5) {
+      return invalid_argument(job.input +
+                              " holds no latent [1, C, t, h, w] (a file `seedvae encode` writes)");
+    }
+  } else if (job.kind != JobKind::kRoundTrip) {
+    return invalid_argument("the queue runs round trips and decodes");
+  }
+  if (job.output.empty()) return Status::ok();
+  return check_output_against(job.output, job.kind, job.job_input(), job.weights,
+                              job.kind == JobKind::kDecode ? fs::path(job.input) : fs::path());
 }
 
 fs::path JobQueue::default_path() {
@@ -364,18 +409,14 @@ Result<int64_t> run_queue(const fs::path& path, Session& session, const QueueRun
       auto weights = hooks.load_weights(job.weights);
       if (!weights) {
         st = weights.status();
+      } else if (auto spec = job.job_spec(std::move(*weights)); !spec) {
+        st = spec.status();
       } else {
-        JobSpec spec;
-        spec.kind = JobKind::kRoundTrip;
-        spec.weights = std::move(*weights);
-        spec.options = job.options;
-        spec.input = job.job_input();
-        spec.output = job.output;
         QueueProgress progress(path, job.id, hooks.progress, hooks.save_interval_s);
         JobCallbacks cb;
         cb.cancel = hooks.cancel;
         cb.progress = &progress;
-        st = session.run(spec, cb, r);
+        st = session.run(*spec, cb, r);
       }
     }
     const bool stopped = st.code() == StatusCode::kCancelled;

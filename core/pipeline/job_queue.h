@@ -1,13 +1,15 @@
-// The job queue: round trips (input, weights, settings, output, frame range) kept in a JSON file
-// in the user's data folder, run one after another through Session::run by `seedvae queue run`
-// (and read and edited by `seedvae queue add|list|remove|move|pause|resume`).
+// The job queue: round trips (input, weights, settings, output, frame range) and decodes (a
+// latent file, weights, settings, output) kept in a JSON file in the user's data folder, run one
+// after another through Session::run by `seedvae queue run` (and read and edited by `seedvae queue
+// add|list|remove|move|pause|resume`).
 //
 // The file is the queue: every change loads it, changes it and writes it back atomically
 // (JobQueue::update), so a runner and a second command editing the queue meanwhile (adding,
 // reordering, pausing queued jobs) both keep their changes; a runner re-reads it before every
 // job. A job that fails is marked failed with its message and the next one runs. A job stopped
 // by a cancel, or by the end of the process (a job found "running" on loading), is queued again:
-// a round trip into a video or frame directory resumes from its checkpoint (job.h, resumable()).
+// a round trip or decode into a video or frame directory resumes from its checkpoint (job.h,
+// resumable()).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +33,10 @@ std::string_view queue_state_name(QueueState s);  // "queued", "running", ...
 
 struct QueuedJob {
   int64_t id = 0;
-  std::string input;    // a video, image directory or pattern; empty: the built-in sample clip
+  JobKind kind = JobKind::kRoundTrip;  // a round trip or a decode (no encode)
+  // A round trip's video, image directory or pattern (empty: the built-in sample clip); a
+  // decode's latent file (as `seedvae encode` writes it).
+  std::string input;
   std::string weights;  // a checkpoint file, or "synthetic:<name>" (synthetic_weight_names())
   RunOptions options;   // the settings (a preset's, to_json / run_options_from_json)
   std::string output;   // the reconstruction (video or frame directory); empty: none written
@@ -51,8 +56,18 @@ struct QueuedJob {
   int64_t peak_bytes = 0;
   int64_t resumed_at_frame = 0;  // the last run continued a checkpoint at this frame
 
-  JobInput job_input() const;
+  JobInput job_input() const;  // a round trip's
+  // The job to run: a decode's latent read from its file.
+  Result<JobSpec> job_spec(std::shared_ptr<const VaeWeights> weights) const;
 };
+
+// "roundtrip", "decode" (the queue file's and the CLI's names).
+std::string_view queued_kind_name(JobKind kind);
+
+// What a job is checked for when it is added, so that one that cannot run fails then, not when
+// its turn comes: a decode's latent file holds a latent; the output passes check_output_against
+// (not the input, the latent or the weights; a form the job writes).
+Status check_queued_job(const QueuedJob& job);
 
 class JobQueue {
  public:

@@ -719,6 +719,63 @@ class tst_Cli : public QObject {
     QVERIFY2(sub.err.contains("frobnicate") && sub.err.contains("roundtrip"), qPrintable(sub.err));
   }
 
+  // A decode into a video file stopped by Ctrl-C leaves its checkpoint and no output; the same
+  // command run again resumes from it (and says so) and writes the bytes of an uninterrupted
+  // decode.
+  void decodeResumesAfterCtrlC() {
+#ifdef Q_OS_UNIX
+    const Run e = run({"encode", "--sample-clip", "--size", "192x128", "--frames", "25",
+                       "--synthetic", "tiny", "-o", path("resume.safetensors"), "-q"});
+    QVERIFY2(e.code == 0, qPrintable(e.err));
+    const QStringList decode{
+        "decode", path("resume.safetensors"), "--synthetic", "tiny",  "--codec",
+        "ffv1",   "--checkpoint-every",       "1",           "--json"};
+    const fs::path out = tmp_ / "resumed.mkv";
+    QProcess p;
+    p.start(QStringLiteral(SEEDVAE_CLI_PATH), decode + QStringList{"-o", path("resumed.mkv")});
+    QVERIFY(p.waitForStarted());
+    // 6 chunks (5 + 5 x 4 frames): interrupt once two are written
+    QElapsedTimer t;
+    t.start();
+    QByteArray err;
+    while (!err.contains("decode 2/") && t.elapsed() < 120000) {
+      p.waitForReadyRead(100);
+      err += p.readAllStandardError();
+    }
+    ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+    QVERIFY(p.waitForFinished(120000));
+    err += p.readAllStandardError();
+    QCOMPARE(p.exitCode(), 130);
+    static const QRegularExpression stopped(QStringLiteral("resumes from frame (\\d+)"));
+    const QRegularExpressionMatch m = stopped.match(QString::fromUtf8(err));
+    QVERIFY2(m.hasMatch(), err.constData());
+    const int at = m.captured(1).toInt();
+    QVERIFY(at >= 5 && at < 25);
+    QVERIFY(!fs::exists(out));
+    QVERIFY(fs::exists(tmp_ / "resumed.mkv.seedvae-resume"));
+
+    const Run again = run(decode + QStringList{"-o", path("resumed.mkv")});
+    QVERIFY2(again.code == 0, qPrintable(again.err));
+    QVERIFY2(again.err.contains("resuming from the checkpoint"), qPrintable(again.err));
+    const QJsonObject j = QJsonDocument::fromJson(again.out.toUtf8()).object();
+    QVERIFY(j.value("checkpointed").toBool());
+    QCOMPARE(j.value("resumed_at_frame").toInt(), at);
+    QCOMPARE(j.value("frames").toInt(), 25);
+    QVERIFY(!fs::exists(tmp_ / "resumed.mkv.seedvae-resume"));
+
+    const Run ref = run(decode + QStringList{"-o", path("uninterrupted.mkv")});
+    QVERIFY2(ref.code == 0, qPrintable(ref.err));
+    QCOMPARE(QJsonDocument::fromJson(ref.out.toUtf8()).object().value("resumed_at_frame").toInt(),
+             0);
+    const std::string a = read_bytes(out), b = read_bytes(tmp_ / "uninterrupted.mkv");
+    QVERIFY(!a.empty());
+    QVERIFY2(a == b, "the resumed decode differs from the uninterrupted one");
+    QVERIFY(no_temporaries(tmp_));
+#else
+    QSKIP("SIGINT delivery is POSIX-only");
+#endif
+  }
+
   void ctrlCCancelsAndLeavesNoFile() {
 #ifdef Q_OS_UNIX
     QProcess p;

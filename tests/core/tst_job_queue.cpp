@@ -2,8 +2,9 @@
 // the options table writes them), reorder / remove / pause / resume, a failing job followed by
 // one that runs, and a queue stopped mid-job and "restarted" (its file reloaded, the job found
 // running as a killed process leaves it) whose stopped job resumes from its checkpoint and
-// writes the bytes of an uninterrupted run; one runner at a time (the runner lock). The demo model
-// on the CPU backend, in process.
+// writes the bytes of an uninterrupted run, for a round trip and for a decode of a latent file;
+// the checks of a job added (a decode's latent, the output); one runner at a time (the runner
+// lock). The demo model on the CPU backend, in process.
 #include <QtTest>
 
 #include <fstream>
@@ -95,6 +96,7 @@ class tst_JobQueue : public QObject {
     QCOMPARE(ra->stride, 2);
     QCOMPARE(ra->resize_width, 640);
     QCOMPARE(ra->state, QueueState::kQueued);
+    QCOMPARE(ra->kind, JobKind::kRoundTrip);
 
     // edits through the file, as the CLI makes them
     QVERIFY(JobQueue::update(file, [&](JobQueue& x) { return x.move(ic, 0); }).is_ok());
@@ -122,6 +124,32 @@ class tst_JobQueue : public QObject {
     QCOMPARE(JobQueue::update(bad, [](JobQueue&) { return Status::ok(); }).code(),
              StatusCode::kCorruptData);
     QCOMPARE(file_bytes(bad), std::string("{\"jobs\": 3}"));
+
+    // a decode job keeps its kind; a kind the queue does not run is refused
+    const fs::path kinds = dir() / "kinds.json";
+    QueuedJob dj = sample_job(dir() / "d.mkv", 21);
+    dj.kind = JobKind::kDecode;
+    dj.input = "/latents/clip.safetensors";
+    int64_t id_decode = 0;
+    QVERIFY(JobQueue::update(kinds, [&](JobQueue& x) {
+              x.add(sample_job(dir() / "rt.mkv", 21));
+              id_decode = x.add(dj);
+              return Status::ok();
+            }).is_ok());
+    auto k = JobQueue::load(kinds);
+    QVERIFY(k.is_ok());
+    QCOMPARE(k->jobs()[0].kind, JobKind::kRoundTrip);
+    QCOMPARE(k->find(id_decode)->kind, JobKind::kDecode);
+    QCOMPARE(k->find(id_decode)->input, dj.input);
+    std::string text = file_bytes(kinds);
+    const size_t at = text.find("\"decode\"");
+    QVERIFY(at != std::string::npos);
+    text.replace(at, 8, "\"encode\"");
+    std::ofstream(kinds, std::ios::binary | std::ios::trunc) << text;
+    const auto refused = JobQueue::load(kinds);
+    QCOMPARE(refused.status().code(), StatusCode::kCorruptData);
+    QVERIFY2(refused.status().message().find("unknown kind") != std::string::npos,
+             refused.status().to_string().c_str());
   }
 
   void failedJobDoesNotStopTheQueue() {
@@ -219,6 +247,99 @@ class tst_JobQueue : public QObject {
     QVERIFY(session.run(spec, {}, r).is_ok());
     QVERIFY(file_bytes(out) == file_bytes(ref));
     QCOMPARE(r.quality->psnr_db, q->find(first)->psnr_db);
+  }
+
+  // The latent a decode job reads: the sample clip (48x40, 45 frames) encoded with the demo model.
+  fs::path latent_file() {
+    const fs::path latent = dir() / "latent.safetensors";
+    if (fs::exists(latent)) return latent;
+    auto w = load_weights(SEEDVAE_DEMO_WEIGHTS);
+    if (!w) qFatal("%s", w.status().to_string().c_str());
+    JobSpec e;
+    e.kind = JobKind::kEncode;
+    e.weights = std::make_shared<const VaeWeights>(std::move(*w));
+    e.options.threads = 2;
+    e.input.sample_width = 48;
+    e.input.sample_height = 40;
+    e.input.sample_frames = 45;
+    e.output = latent;
+    Session session([](const RunOptions& o) { return app::make_backend(o); });
+    JobResult r;
+    if (Status st = session.run(e, {}, r); !st) qFatal("%s", st.to_string().c_str());
+    return latent;
+  }
+
+  // A decode job is checked when added: its latent file must hold a latent, and its output must
+  // not be the latent or a form it cannot write.
+  void decodeJobIsCheckedWhenAdded() {
+    QueuedJob j = sample_job(dir() / "decoded.mkv", 21);
+    j.kind = JobKind::kDecode;
+    j.input = latent_file().string();
+    const Status ok = check_queued_job(j);
+    QVERIFY2(ok.is_ok(), ok.to_string().c_str());
+    QueuedJob not_latent = j;
+    not_latent.input = (dir() / "not_a_latent.safetensors").string();
+    std::ofstream(not_latent.input) << "not a tensor file";
+    QVERIFY(!check_queued_job(not_latent).is_ok());
+    QueuedJob onto_latent = j;
+    onto_latent.output = j.input;
+    QCOMPARE(check_queued_job(onto_latent).code(), StatusCode::kInvalidArgument);
+    QueuedJob no_latent = j;
+    no_latent.input.clear();
+    QCOMPARE(check_queued_job(no_latent).code(), StatusCode::kInvalidArgument);
+  }
+
+  // A queued decode of a latent file stopped after 4 chunks stays queued with its checkpoint
+  // (after 3 chunks: frame 13); run again, it resumes there and writes the bytes of the same
+  // decode run uninterrupted.
+  void decodeJobResumes() {
+    const fs::path file = dir() / "decode.json";
+    const fs::path out = dir() / "decoded_long.mkv", ref = dir() / "decoded_ref.mkv";
+    QueuedJob j = sample_job(out, 45);
+    j.kind = JobKind::kDecode;
+    j.input = latent_file().string();
+    int64_t id = 0;
+    QVERIFY(JobQueue::update(file, [&](JobQueue& q) {
+              id = q.add(j);
+              return Status::ok();
+            }).is_ok());
+    Session session([](const RunOptions& o) { return app::make_backend(o); });
+    {
+      CancelToken cancel;
+      CancelAfter stop(cancel, 4);
+      auto ran = run_queue(file, session, hooks(&cancel, &stop));
+      QCOMPARE(ran.status().code(), StatusCode::kCancelled);
+      auto q = JobQueue::load(file);
+      QVERIFY(q.is_ok());
+      QCOMPARE(q->find(id)->state, QueueState::kQueued);
+      QVERIFY2(q->find(id)->message.find("checkpoint at frame 13") != std::string::npos,
+               q->find(id)->message.c_str());
+      QVERIFY(!fs::exists(out));
+    }
+    auto ran = run_queue(file, session, hooks());
+    QVERIFY2(ran.is_ok(), ran.status().to_string().c_str());
+    QCOMPARE(*ran, int64_t{1});
+    auto q = JobQueue::load(file);
+    QVERIFY(q.is_ok());
+    const QueuedJob* done = q->find(id);
+    QCOMPARE(done->state, QueueState::kDone);
+    QCOMPARE(done->resumed_at_frame, int64_t{13});
+    QCOMPARE(done->frames, int64_t{45});
+    QCOMPARE(done->psnr_db, 0.0);  // nothing to compare a decode with
+
+    QueuedJob uninterrupted = j;
+    uninterrupted.output = ref.string();
+    auto w = load_weights(j.weights);
+    QVERIFY(w.is_ok());
+    auto spec = uninterrupted.job_spec(std::make_shared<const VaeWeights>(std::move(*w)));
+    QVERIFY2(spec.is_ok(), spec.status().to_string().c_str());
+    QCOMPARE(spec->kind, JobKind::kDecode);
+    JobResult r;
+    const Status st = session.run(*spec, {}, r);
+    QVERIFY2(st.is_ok(), st.to_string().c_str());
+    QVERIFY(r.checkpointed);
+    QVERIFY(!file_bytes(ref).empty());
+    QVERIFY(file_bytes(out) == file_bytes(ref));
   }
 
   // One runner per queue: while one holds the runner lock, a job it marked running reads as

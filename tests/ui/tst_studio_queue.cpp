@@ -3,7 +3,8 @@
 // panel's reorder, remove, pause and resume reach the file and the CLI's edits reach the panel; a
 // queue of a failing job (a missing input) and a good one runs on the engine thread while
 // interactive runs wait, and shows failed, then done with its results; Stop leaves the running
-// job queued; the A/B panel queues the picked slot's settings over the whole input.
+// job queued; a decode the CLI queues shows and runs in the panel; the A/B panel queues the
+// picked slot's settings over the whole input.
 #include <QAction>
 #include <QDialog>
 #include <QDialogButtonBox>
@@ -352,6 +353,52 @@ class tst_StudioQueue : public QObject {
              jobs.front().message.c_str());
     QCOMPARE(cell(panel, id, 1), QString("queued"));
     QVERIFY(panel->findChild<QPushButton*>("queueRun")->isEnabled());
+  }
+
+  // A decode the CLI queues (`queue add --decode LATENT`) shows in the panel as "decode <latent>"
+  // and runs there: done with its frames and no PSNR (nothing to compare with). The frame
+  // options do not go with --decode.
+  void decodeJobFromTheCli() {
+    QDir().mkpath(QFileInfo(queue_file_).absolutePath());  // watched from the start
+    auto w = ready_window("decode");
+    QueuePanel* panel = w->queuePanel();
+    RunController* c = w->controller();
+    auto cli = [](const QStringList& args) {
+      QProcess p;
+      p.start(QStringLiteral(SEEDVAE_CLI_PATH), args);
+      p.waitForFinished(60000);
+      return std::make_pair(
+          p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+          QString::fromUtf8(p.readAllStandardOutput() + p.readAllStandardError()));
+    };
+    const QString latent = dir_.filePath("queued_latent.safetensors");
+    auto [code, text] = cli({"encode", "--sample-clip", "--size", "32x32", "--frames", "5",
+                             "--synthetic", "tiny", "-o", latent, "-q"});
+    QVERIFY2(code == 0, qPrintable(text));
+    const QString out = dir_.filePath("decoded.mkv");
+    std::tie(code, text) = cli({"queue", "add", "--decode", latent, "--frames", "5", "-o", out});
+    QVERIFY2(code == 2, qPrintable(text));  // a frame option with --decode
+    std::tie(code, text) = cli({"queue", "add", "--decode", latent, "-o", out, "--synthetic",
+                                "tiny", "--threads", "1", "--json"});
+    QVERIFY2(code == 0, qPrintable(text));
+    const std::vector<QueuedJob> added = file_jobs();
+    QCOMPARE(added.size(), size_t{1});
+    const int64_t id = added.front().id;
+    QCOMPARE(added.front().kind, JobKind::kDecode);
+    QTRY_VERIFY_WITH_TIMEOUT(cell(panel, id, 2).startsWith("decode queued_latent"), 10000);
+
+    QSignalSpy finished(c, &RunController::queueFinished);
+    click(panel, "queueRun");
+    QVERIFY(finished.wait(60000));
+    QVERIFY(finished.first().at(1).toString().isEmpty());
+    const std::vector<QueuedJob> jobs = file_jobs();
+    QCOMPARE(jobs.size(), size_t{1});
+    QVERIFY2(jobs.front().state == QueueState::kDone, jobs.front().message.c_str());
+    QCOMPARE(jobs.front().frames, int64_t{5});
+    QVERIFY(QFileInfo::exists(out));
+    QTRY_COMPARE_WITH_TIMEOUT(cell(panel, id, 1), QString("done"), 10000);
+    QVERIFY2(cell(panel, id, 5).contains("5 frames") && !cell(panel, id, 5).contains("PSNR"),
+             qPrintable(cell(panel, id, 5)));
   }
 
   // After an A/B, "Enqueue winner…" queues the picked slot's compared settings over every frame
