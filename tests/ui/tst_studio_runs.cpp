@@ -502,6 +502,67 @@ class tst_StudioRuns : public QObject {
     QVERIFY(root.value("runs").toArray().at(1).toObject().value("tiles").toArray().size() >= 4);
   }
 
+  // The headless A/B with each slot's own weights (--weights-a, --weights-b): B takes A's settings
+  // (a comparison of weights) and the report names each side's family. With blend tiling on both
+  // (--preset, --preset-b) the Wan slot is refused: the report still shows the SeedVR2 slot, and
+  // the exit code says the A/B is incomplete.
+  void headlessAbAcrossFamilies() {
+    StudioOptions o = headless_ab("headless-families", 32, 5);
+    o.weights_a = "synthetic:wan21-tiny";
+    o.weights_b = "synthetic:tiny";
+    o.no_video = true;
+    auto read_json = [](const QString& dir) {
+      QFile json(dir + "/report.json");
+      if (!json.open(QIODevice::ReadOnly)) return QJsonObject();
+      return QJsonDocument::fromJson(json.readAll()).object();
+    };
+    auto read_md = [](const QString& dir) {
+      QFile md(dir + "/report.md");
+      return md.open(QIODevice::ReadOnly) ? QString::fromUtf8(md.readAll()) : QString();
+    };
+    {
+      HeadlessJob job(std::make_shared<CpuCatalog>(), o);
+      QSignalSpy done(&job, &HeadlessJob::finished);
+      job.start();
+      QVERIFY(done.wait(300000));
+      QCOMPARE(done.first().first().toInt(), 0);
+    }
+    QJsonArray runs = read_json(o.output).value("runs").toArray();
+    QCOMPARE(runs.size(), 2);
+    QCOMPARE(runs.at(0).toObject().value("family").toString(), QString("Wan2.1"));
+    QCOMPARE(runs.at(0).toObject().value("weights_spec").toString(),
+             QString("synthetic:wan21-tiny"));
+    QCOMPARE(runs.at(1).toObject().value("family").toString(), QString("SeedVR2"));
+    QVERIFY(!runs.at(1).toObject().contains("tiles"));  // B ran with A's (untiled) settings
+    QVERIFY(read_md(o.output).contains("A and B ran on different weights"));
+
+    RunOptions blend;
+    blend.tiling = "blend";
+    blend.tile = {64, 64};
+    blend.overlap = {16, 16};
+    const QString preset = dir_.filePath("blend-preset.json");
+    QString error;
+    QVERIFY2(SettingsStore::write_preset_file(preset, "blend", blend, &error), qPrintable(error));
+    StudioOptions refused = headless_ab("headless-refused", 96, 5);
+    refused.weights_a = "synthetic:wan21-tiny";
+    refused.preset = refused.preset_b = preset;
+    refused.no_video = true;
+    {
+      HeadlessJob job(std::make_shared<CpuCatalog>(), refused);
+      QSignalSpy done(&job, &HeadlessJob::finished);
+      job.start();
+      QVERIFY(done.wait(300000));
+      QCOMPARE(done.first().first().toInt(), 1);
+    }
+    runs = read_json(refused.output).value("runs").toArray();
+    QCOMPARE(runs.size(), 2);
+    QVERIFY(runs.at(0).toObject().value("status").toString() != "done");
+    QCOMPARE(runs.at(1).toObject().value("status").toString(), QString("done"));
+    QVERIFY(runs.at(1).toObject().value("tiles").toArray().size() >= 4);
+    const QString md = read_md(refused.output);
+    QVERIFY2(md.contains("blend tiling is SeedVR2"), qPrintable(md.left(2000)));
+  }
+
   // A headless A/B interrupted after A (SIGINT lands between the runs) exits with 130, the
   // cancelled code, not 1: A did not fail.
   void headlessAbCancelledBetweenRuns() {
@@ -797,6 +858,19 @@ class tst_StudioRuns : public QObject {
     QCOMPARE(screenshot_file_name("ab", QSize(1920, 1080)), QString("studio-ab-1920x1080.png"));
     QVERIFY(!parse_studio_options({"seedvae-studio", "--screenshot-size", "large"}, &msg, &code));
     QCOMPARE(code, 2);
+    // Per-slot weights: a checkpoint or synthetic:NAME; an unknown built-in name is refused.
+    auto per_slot =
+        parse_studio_options({"seedvae-studio", "--ab", "--weights-a", "synthetic:wan21-tiny",
+                              "--weights-b", "/x/vae.safetensors"},
+                             &msg, &code);
+    QVERIFY(per_slot.has_value());
+    QCOMPARE(slot_weights_option(per_slot->weights_a)->builtin, QString("wan21-tiny"));
+    QCOMPARE(slot_weights_option(per_slot->weights_b)->path, QString("/x/vae.safetensors"));
+    QVERIFY(!slot_weights_option(QString()));
+    QVERIFY(
+        !parse_studio_options({"seedvae-studio", "--weights-b", "synthetic:huge"}, &msg, &code));
+    QCOMPARE(code, 2);
+    QVERIFY2(msg.contains("wan21-tiny"), qPrintable(msg));
     const RunOptions b = demo_b_settings(RunOptions(), 256, 256);
     QCOMPARE(b.tiling, std::string("blend"));
     QCOMPARE(b.tile.width, int64_t{128});
