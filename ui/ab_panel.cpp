@@ -1,5 +1,6 @@
 #include "ui/ab_panel.h"
 
+#include <QComboBox>
 #include <QGridLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -8,8 +9,20 @@
 #include <QTableWidget>
 #include <QToolButton>
 #include <QVBoxLayout>
+#include <tuple>
+
+#include "core/vae/state_dict.h"
 
 namespace seedvae::ui {
+
+namespace {
+
+// What an entry of a slot's weights list stands for (Qt::UserRole + 1); Qt::UserRole holds the
+// weights as a queued job names them (queue_weights()).
+enum WeightsEntry { kLoadedModel, kBuiltin, kCheckpoint, kBrowse };
+constexpr int kKindRole = Qt::UserRole + 1;
+
+}  // namespace
 
 AbPanel::AbPanel(QWidget* parent) : QWidget(parent) {
   auto* root = new QVBoxLayout(this);
@@ -31,10 +44,46 @@ AbPanel::AbPanel(QWidget* parent) : QWidget(parent) {
     grid->addWidget(apply, row, 3);
     connect(take, &QPushButton::clicked, this, [this, slot] { emit takeCurrentRequested(slot); });
     connect(apply, &QPushButton::clicked, this, [this, slot] { emit applySlotRequested(slot); });
-    return label;
+    // The slot's weights: the loaded model's, a built-in recipe, or a checkpoint of any family.
+    auto* combo = new QComboBox(this);
+    combo->setObjectName(QStringLiteral("weights") + slot);
+    combo->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    combo->setMinimumContentsLength(12);
+    combo->setToolTip(
+        tr("The weights slot %1 runs on: the loaded model (Input and weights panel), a built-in "
+           "synthetic recipe or another checkpoint (SeedVR2, Wan2.1 or Wan2.2). Other weights are "
+           "read on the engine thread before the slot's run and freed after it.")
+            .arg(slot));
+    combo->addItem(tr("weights: the loaded model"));
+    combo->setItemData(0, QString(), Qt::UserRole);
+    combo->setItemData(0, kLoadedModel, kKindRole);
+    for (const std::string& n : synthetic_weight_names()) {
+      combo->addItem(tr("weights: built-in synthetic %1").arg(QString::fromStdString(n)));
+      combo->setItemData(combo->count() - 1, QString::fromStdString("synthetic:" + n),
+                         Qt::UserRole);
+      combo->setItemData(combo->count() - 1, kBuiltin, kKindRole);
+    }
+    combo->addItem(tr("weights: checkpoint file…"));
+    combo->setItemData(combo->count() - 1, kBrowse, kKindRole);
+    grid->addWidget(combo, row + 1, 1, 1, 3);
+    connect(combo, &QComboBox::activated, this, [this, slot, combo](int index) {
+      const int kind = combo->itemData(index, kKindRole).toInt();
+      if (kind == kBrowse) {
+        showWeights(combo, slotWeights(slot));  // until a file is chosen
+        emit browseWeightsRequested(slot);
+        return;
+      }
+      std::optional<WeightsSpec> w;
+      if (kind != kLoadedModel) {
+        w = weights_spec_from_queue(combo->itemData(index, Qt::UserRole).toString().toStdString());
+      }
+      (slot == QLatin1String("A") ? a_weights_ : b_weights_) = w;
+      emit slotWeightsChanged(slot);
+    });
+    return std::pair{label, combo};
   };
-  a_label_ = make_slot(QStringLiteral("A"), 0);
-  b_label_ = make_slot(QStringLiteral("B"), 1);
+  std::tie(a_label_, a_weights_combo_) = make_slot(QStringLiteral("A"), 0);
+  std::tie(b_label_, b_weights_combo_) = make_slot(QStringLiteral("B"), 2);
   grid->setColumnStretch(1, 1);
   root->addLayout(grid);
   auto* buttons = new QHBoxLayout();
@@ -51,8 +100,8 @@ AbPanel::AbPanel(QWidget* parent) : QWidget(parent) {
   enqueue_->setObjectName(QStringLiteral("enqueueWinner"));
   enqueue_->setText(tr("Enqueue winner…"));
   enqueue_->setToolTip(
-      tr("Queue the slot you pick, with the settings it was compared with, over the whole input "
-         "video (the Queue panel)"));
+      tr("Queue the slot you pick, with the settings and weights it was compared with, over the "
+         "whole input video (the Queue panel)"));
   enqueue_->setPopupMode(QToolButton::InstantPopup);
   enqueue_->setMenu(new QMenu(enqueue_));
   buttons->addWidget(run_);
@@ -89,6 +138,48 @@ RunOptions AbPanel::slotSettings(const QString& slot) const {
   return slot == QLatin1String("A") ? a_ : b_;
 }
 
+void AbPanel::setSlotWeights(const QString& slot, const std::optional<WeightsSpec>& weights) {
+  (slot == QLatin1String("A") ? a_weights_ : b_weights_) = weights;
+  showWeights(weightsCombo(slot), weights);
+}
+
+std::optional<WeightsSpec> AbPanel::slotWeights(const QString& slot) const {
+  return slot == QLatin1String("A") ? a_weights_ : b_weights_;
+}
+
+QComboBox* AbPanel::weightsCombo(const QString& slot) const {
+  return slot == QLatin1String("A") ? a_weights_combo_ : b_weights_combo_;
+}
+
+void AbPanel::showWeights(QComboBox* combo, const std::optional<WeightsSpec>& weights) {
+  const QSignalBlocker block(combo);
+  const QString key = weights ? QString::fromStdString(queue_weights(*weights)) : QString();
+  int index = weights ? -1 : 0;
+  for (int i = 0; i < combo->count() && index < 0; ++i) {
+    if (combo->itemData(i, kKindRole).toInt() == kBuiltin &&
+        combo->itemData(i, Qt::UserRole).toString() == key) {
+      index = i;
+    }
+  }
+  if (index < 0) {
+    // A checkpoint: one entry, the latest one picked, just before "checkpoint file…".
+    int entry = -1;
+    for (int i = 0; i < combo->count(); ++i) {
+      if (combo->itemData(i, kKindRole).toInt() == kCheckpoint) entry = i;
+    }
+    if (entry < 0) {
+      entry = combo->count() - 1;
+      combo->insertItem(entry, QString());
+      combo->setItemData(entry, kCheckpoint, kKindRole);
+    }
+    combo->setItemText(entry, tr("weights: %1").arg(weights->short_name()));
+    combo->setItemData(entry, key, Qt::UserRole);
+    combo->setItemData(entry, key, Qt::ToolTipRole);
+    index = entry;
+  }
+  combo->setCurrentIndex(index);
+}
+
 void AbPanel::setResult(const AbComparison& ab) {
   result_ = ab;
   const QVector<AbRow> rows = ab_table_rows(ab, true);
@@ -119,19 +210,24 @@ void AbPanel::clearResult() {
   updateEnqueueMenu();
 }
 
-// One entry per slot with the numbers to choose by; only a finished A/B has a winner to pick.
+// One entry per slot with the numbers to choose by; a cancelled A/B has no winner to pick.
+// (A slot that failed — options its family refuses, weights that did not load — has no entry; the
+// other one keeps its own.)
 void AbPanel::updateEnqueueMenu() {
   QMenu* menu = enqueue_->menu();
   menu->clear();
-  const bool ok = result_ && result_->ok;
-  enqueue_->setEnabled(ok);
-  if (!ok) return;
+  const bool any = result_ && !result_->cancelled && (result_->a.ok || result_->b.ok);
+  enqueue_->setEnabled(any);
+  if (!any) return;
   for (const RunSummary* run : {&result_->a, &result_->b}) {
-    QAction* a = menu->addAction(tr("%1 for the whole video: %2 — %3 ms/frame, peak %4, PSNR %5 dB")
-                                     .arg(run->slot, settings_label(run->settings))
-                                     .arg(run->ms_per_frame, 0, 'f', 1)
-                                     .arg(format_bytes(run->peak_bytes))
-                                     .arg(run->vs_original.psnr_db, 0, 'f', 2));
+    if (!run->ok) continue;
+    QAction* a = menu->addAction(
+        tr("%1 for the whole video: %2, %3 — %4 ms/frame, peak %5, "
+           "PSNR %6 dB")
+            .arg(run->slot, run->weights.short_name(), settings_label(run->settings))
+            .arg(run->ms_per_frame, 0, 'f', 1)
+            .arg(format_bytes(run->peak_bytes))
+            .arg(run->vs_original.psnr_db, 0, 'f', 2));
     a->setObjectName(QStringLiteral("enqueue") + run->slot);
     a->setData(run->slot);
     connect(a, &QAction::triggered, this,

@@ -253,6 +253,7 @@ EngineWorker::EngineWorker(std::shared_ptr<const BackendCatalog> catalog,
   idle_timer_ = new QTimer(this);
   idle_timer_->setSingleShot(true);
   connect(idle_timer_, &QTimer::timeout, this, [this] {
+    slot_weights_.reset();
     if (session_.backend() == nullptr) return;
     session_.release();
     catalog_->release_idle();  // the card's context too
@@ -278,7 +279,36 @@ EngineWorker::~EngineWorker() {
 }
 
 void EngineWorker::release() {
+  slot_weights_.reset();
   session_.release();
+}
+
+void EngineWorker::releaseSlotWeights() {
+  if (!slot_weights_) return;
+  slot_weights_.reset();
+  slot_spec_ = WeightsSpec();
+  // The model made from them, with its backend (the session has no model-only release; the next
+  // run makes both anew, which its time per frame does not count).
+  session_.release();
+}
+
+Result<std::shared_ptr<const VaeWeights>> EngineWorker::slotWeights(const WeightsSpec& spec) {
+  if (slot_weights_ && same_weights(slot_spec_, spec)) return slot_weights_;
+  slot_weights_.reset();
+  session_.release();
+  std::shared_ptr<const VaeWeights> w;
+  if (spec.is_builtin()) {
+    auto made = synthetic_weights(spec.builtin.toStdString());
+    if (!made) return made.status().with_context("built-in weights");
+    w = std::make_shared<const VaeWeights>(std::move(*made));
+  } else {
+    auto loaded = load_weights(to_fs_path(spec.path));
+    if (!loaded) return loaded.take_status();  // (its message names the file)
+    w = std::make_shared<const VaeWeights>(std::move(*loaded));
+  }
+  slot_weights_ = w;
+  slot_spec_ = spec;
+  return w;
 }
 
 void EngineWorker::probeDevices(const QString& backend) {
@@ -294,6 +324,7 @@ void EngineWorker::run(const RunRequest& request) {
   summary.store = request.store;
   summary.input_name = input_display_name(request.input);
   summary.input = request.input;
+  summary.weights = request.weights_spec;
   emit runStarted(request.id, request.slot);
   const auto t0 = Clock::now();
   Status st;
@@ -307,6 +338,8 @@ void EngineWorker::run(const RunRequest& request) {
   summary.cancelled = st.code() == StatusCode::kCancelled;
   if (!st.is_ok()) summary.error = qstr(st.to_string());
   summary.process_peak_bytes = process_peak_resident_bytes();
+  // A slot's own weights go with the run (load, run, release), unless the next run uses them.
+  if (!request.weights && !request.keep_weights) releaseSlotWeights();
   if (summary.cancelled && request.cancel) {
     summary.cancel_done_s = request.cancel->seconds_since_request();
   }
@@ -319,18 +352,17 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   RunProgress progress(this, req.id, req.slot, t0);
   progress.phase(QStringLiteral("prepare"), kRead);
 
-  // ---- weights ----
+  // ---- weights: the loaded model's, or the slot's own read here (cancel takes effect once
+  // the file is read) ----
   std::shared_ptr<const VaeWeights> weights = req.weights;
   if (!weights) {
-    if (req.weights_spec.is_builtin()) {
-      SEEDVAE_ASSIGN_OR_RETURN(weights, builtinWeights(req.weights_spec.builtin));
-    } else {
-      auto w = load_weights(req.weights_spec.path.toStdString());
-      if (!w) return w.take_status();
-      weights = std::make_shared<VaeWeights>(std::move(*w));
-    }
+    progress.phase(QStringLiteral("load weights"), kRead);
+    if (req.cancel) SEEDVAE_TRY(req.cancel->check());
+    SEEDVAE_ASSIGN_OR_RETURN(weights, slotWeights(req.weights_spec));
+    if (req.cancel) SEEDVAE_TRY(req.cancel->check());
   }
   sum.weights_source = qstr(weights->source);
+  sum.family = qstr(family_name(weights->family));
 
   // ---- the job ----
   JobSpec job;
@@ -465,13 +497,15 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
 namespace {
 
 // A against B, read back from their spools a few frames at a time: PSNR/SSIM of A vs B, and
-// when exactly one of them is tiled, core's seam metrics of the tiled one against the other.
+// when exactly one of them is tiled (on the same weights), core's seam metrics of the tiled one
+// against the other. Both reconstructions are of the same input frames at its size: each run
+// removed its own model's padding (SeedVR2 pads to multiples of 8, Wan2.2 of 16).
 Status compare_runs(const RunSummary& a, const RunSummary& b, AbComparison& ab) {
   if (!a.reconstruction || !b.reconstruction ||
       !(a.reconstruction->shape() == b.reconstruction->shape())) {
     return invalid_argument("A and B reconstructions differ in shape");
   }
-  const bool seams = a.tiled() != b.tiled();
+  const bool seams = a.tiled() != b.tiled() && same_weights(a.weights, b.weights);
   const RunSummary& tiled = a.tiled() ? a : b;
   // Seam figures need the tiled run's rectangles over its whole (unpadded) frame.
   const bool seam_figures = seams && tiled.tile_report && tiled.width == tiled.padded_width &&

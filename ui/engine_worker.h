@@ -44,6 +44,9 @@ class EngineWorker : public QObject {
   // (core/pipeline/job_queue.h, run_queue), until none is queued or `cancel` is requested: the
   // studio's queue runs where its interactive runs do, on the one thread that owns the engine.
   void runQueue(const QString& path, std::shared_ptr<CancelToken> cancel);
+  // Frees an A/B slot's own weights kept for the next run (RunRequest::keep_weights) and the
+  // model made from them: the controller calls it when that run does not come (a cancelled A/B).
+  void releaseSlotWeights();
   // Frees the model and the backend (on this thread) before the thread ends.
   void release();
 
@@ -70,6 +73,10 @@ class EngineWorker : public QObject {
   Status execute(const RunRequest& request, RunSummary& summary);
   // The synthetic weights of that name (synthetic_weight_names()), made once while in use.
   Result<std::shared_ptr<const VaeWeights>> builtinWeights(const QString& name);
+  // The weights a request names but does not carry (an A/B slot's own checkpoint or built-in
+  // recipe), read here on the engine thread. The session's model goes first, so the engine never
+  // holds two slots' models, nor a slot's model beside another slot's weights being read.
+  Result<std::shared_ptr<const VaeWeights>> slotWeights(const WeightsSpec& spec);
   void busy();  // work starts: no idle release meanwhile
   void idle();  // work ended: the idle release starts counting
 
@@ -81,6 +88,9 @@ class EngineWorker : public QObject {
   Session session_;
   std::shared_ptr<const VaeWeights> builtin_weights_;
   QString builtin_name_;
+  // An A/B slot's own weights while its run (and with keep_weights the next one) uses them.
+  std::shared_ptr<const VaeWeights> slot_weights_;
+  WeightsSpec slot_spec_;
   QTimer* idle_timer_ = nullptr;  // a child: it moves to the worker's thread with it
   // Seconds of idleness after a run after which the worker frees the model and the backend --
   // for CUDA the device memory and context -- so other applications get the card back; the next

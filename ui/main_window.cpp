@@ -322,24 +322,29 @@ MainWindow::MainWindow(std::shared_ptr<const BackendCatalog> catalog,
     settings_panel_->setSettings(ab_panel_->slotSettings(slot));
     onSettingsChanged(settings_panel_->settings());
   });
+  connect(ab_panel_, &AbPanel::slotWeightsChanged, this,
+          [this](const QString& slot) { setSlotWeights(slot, ab_panel_->slotWeights(slot)); });
+  connect(ab_panel_, &AbPanel::browseWeightsRequested, this, &MainWindow::browseSlotWeights);
   connect(ab_panel_, &AbPanel::runRequested, this, &MainWindow::startAB);
   connect(ab_panel_, &AbPanel::exportRequested, this, &MainWindow::exportReport);
   // The queue: the current clip, settings and weights, or the A/B's pick over the whole video
-  // (every frame of the compared input), as a job whose output and range the dialog asks for.
+  // (every frame of the compared input, the settings and weights that slot ran with), as a job
+  // whose output and range the dialog asks for.
   connect(queue_panel_, &QueuePanel::addCurrentRequested, this, [this] {
     queue_panel_->openAddDialog(make_queued_job(info_panel_->inputSpec(), weights_spec_,
                                                 catalog_->normalized(settings_panel_->settings())),
                                 tr("Add the current clip to the queue"));
   });
   connect(ab_panel_, &AbPanel::enqueueRequested, this, [this](const QString& slot) {
-    if (!last_ab_ || !last_ab_->ok) return;
+    if (!last_ab_) return;
     const RunSummary& run = slot == QLatin1String("A") ? last_ab_->a : last_ab_->b;
+    if (!run.ok) return;
     JobInput whole = run.input;
     whole.first_frame = 0;
     whole.max_frames = -1;
     whole.stride = 1;
     showDock(QStringLiteral("queue"));
-    queue_panel_->openAddDialog(make_queued_job(whole, ab_weights_, run.settings),
+    queue_panel_->openAddDialog(make_queued_job(whole, run.weights, run.settings),
                                 tr("Queue %1 for the whole video").arg(slot));
   });
   connect(controller_, &RunController::queueProgress, this, &MainWindow::onProgress);
@@ -650,6 +655,9 @@ void MainWindow::restoreSession() {
   b.chunk_latents = 0;  // a useful default comparison: streamed vs whole clip (identical output)
   setSlot(QStringLiteral("A"), store_->load_slot(QStringLiteral("A")).value_or(a));
   setSlot(QStringLiteral("B"), store_->load_slot(QStringLiteral("B")).value_or(b));
+  for (const QString& slot : {QStringLiteral("A"), QStringLiteral("B")}) {
+    ab_panel_->setSlotWeights(slot, store_->load_slot_weights(slot));
+  }
   settings_panel_->setPresetNames(store_->preset_names());
   updateRecentMenus();
   const QByteArray geometry = store_->value(QStringLiteral("window/geometry")).toByteArray();
@@ -801,6 +809,21 @@ void MainWindow::setSlot(const QString& slot, const RunOptions& s) {
   store_->save_slot(slot, n);
 }
 
+void MainWindow::setSlotWeights(const QString& slot, const std::optional<WeightsSpec>& weights) {
+  ab_panel_->setSlotWeights(slot, weights);
+  store_->save_slot_weights(slot, weights);
+}
+
+void MainWindow::browseSlotWeights(const QString& slot) {
+  const QString dir = store_->value(QStringLiteral("dirs/weights")).toString();
+  const QString path = QFileDialog::getOpenFileName(
+      this, tr("Weights of slot %1").arg(slot), dir,
+      tr("VAE checkpoints: SeedVR2, Wan2.1, Wan2.2 (*.safetensors *.pth);;All files (*)"));
+  if (path.isEmpty()) return;
+  store_->set_value(QStringLiteral("dirs/weights"), QFileInfo(path).absolutePath());
+  setSlotWeights(slot, WeightsSpec{path, QString()});
+}
+
 void MainWindow::requestPrediction() {
   // Every change of input passes here: frame prefetch applies to files only.
   settings_panel_->setSampleInput(info_panel_->inputSpec().is_sample());
@@ -941,7 +964,9 @@ bool MainWindow::doStartRun() {
 
 bool MainWindow::startAB() {
   if (controller_->busy()) return false;
-  if (!weights_.weights) {
+  const bool loaded_model =
+      !ab_panel_->slotWeights(QStringLiteral("A")) || !ab_panel_->slotWeights(QStringLiteral("B"));
+  if (loaded_model && !weights_.weights) {
     showError(tr("No weights"), tr("The weights are still loading or failed to load."));
     return false;
   }
@@ -951,12 +976,21 @@ bool MainWindow::startAB() {
 bool MainWindow::doStartAB() {
   RunRequest a, b;
   a.input = b.input = info_panel_->inputSpec();
-  a.weights_spec = b.weights_spec = weights_spec_;
-  a.weights = b.weights = weights_.weights;
+  // A slot on its own weights passes only their name: the engine thread reads them for that run.
+  auto weights_for = [this](RunRequest& r, const QString& slot) {
+    const std::optional<WeightsSpec> own = ab_panel_->slotWeights(slot);
+    if (own && !same_weights(*own, weights_spec_)) {
+      r.weights_spec = *own;
+    } else {
+      r.weights_spec = weights_spec_;
+      r.weights = weights_.weights;
+    }
+  };
+  weights_for(a, QStringLiteral("A"));
+  weights_for(b, QStringLiteral("B"));
   a.settings = ab_panel_->slotSettings(QStringLiteral("A"));
   b.settings = ab_panel_->slotSettings(QStringLiteral("B"));
   if (controller_->startAB(a, b) == 0) return false;
-  ab_weights_ = weights_spec_;
   summaries_.clear();
   charts_->clear();
   ab_panel_->clearResult();
@@ -1056,6 +1090,10 @@ void MainWindow::onAbFinished(const AbComparison& in) {
     stage_label_->setText(tr("A/B done: A vs B max |diff| %1, PSNR %2 dB")
                               .arg(ab.a_vs_b.max_abs, 0, 'e', 2)
                               .arg(ab.a_vs_b.psnr_db, 0, 'f', 2));
+  } else if (!ab.cancelled) {
+    // One slot failed: the views show the other one against the original.
+    if (ab.a.ok != ab.b.ok) setPair(ab.a.ok ? Pair::kOriginalA : Pair::kOriginalB);
+    stage_label_->setText(tr("A/B incomplete: %1").arg(ab.error));
   }
   updateActions();
   emit abFinished(ab);
@@ -1147,6 +1185,19 @@ const RunSummary* MainWindow::summaryFor(const QString& slot) const {
   return it == summaries_.end() ? nullptr : &*it;
 }
 
+QString MainWindow::slotCaption(const QString& slot) const {
+  const RunSummary* run = summaryFor(slot);
+  const std::optional<WeightsSpec> w =
+      run ? std::optional<WeightsSpec>(run->weights) : ab_panel_->slotWeights(slot);
+  QString caption = slot;
+  if (w && !same_weights(*w, weights_spec_)) {
+    caption += QStringLiteral(" · ") + w->short_name();
+    if (run && !run->family.isEmpty()) caption += QStringLiteral(" (%1)").arg(run->family);
+  }
+  return caption + QStringLiteral(" · ") +
+         settings_label(run ? run->settings : ab_panel_->slotSettings(slot));
+}
+
 void MainWindow::refreshViews() {
   SlowScope trace("refreshViews");
   const qint64 i = scrubber_->position();
@@ -1167,19 +1218,19 @@ void MainWindow::refreshViews() {
       shown = storeFor(QStringLiteral("B"));
       shown_slot = QStringLiteral("B");
       left = frameImage(a, false, i, &left_pending);
-      ll = tr("A · %1").arg(settings_label(ab_panel_->slotSettings("A")));
-      rl = tr("B · %1").arg(settings_label(ab_panel_->slotSettings("B")));
+      ll = slotCaption(QStringLiteral("A"));
+      rl = slotCaption(QStringLiteral("B"));
       break;
     }
     case Pair::kOriginalA:
       shown_slot = QStringLiteral("A");
       shown = storeFor(shown_slot);
-      rl = tr("A · %1").arg(settings_label(ab_panel_->slotSettings("A")));
+      rl = slotCaption(QStringLiteral("A"));
       break;
     case Pair::kOriginalB:
       shown_slot = QStringLiteral("B");
       shown = storeFor(shown_slot);
-      rl = tr("B · %1").arg(settings_label(ab_panel_->slotSettings("B")));
+      rl = slotCaption(QStringLiteral("B"));
       break;
   }
   if (pair_ != Pair::kAB) {
@@ -1205,7 +1256,8 @@ void MainWindow::refreshViews() {
       const QString other =
           shown_slot == QLatin1String("A") ? QStringLiteral("B") : QStringLiteral("A");
       const RunSummary* ref = shown_slot.isEmpty() ? nullptr : summaryFor(other);
-      if (ref && ref->ok && ref->settings.tiling == "off" && ref->store && !right.isNull()) {
+      if (ref && ref->ok && ref->settings.tiling == "off" &&
+          same_weights(ref->weights, run->weights) && ref->store && !right.isNull()) {
         bool ref_pending = false;
         heat = difference_heatmap(frameImage(ref->store, false, i, &ref_pending), right,
                                   gain_spin_->value());

@@ -61,6 +61,9 @@ class MainWindow : public QMainWindow {
   bool startAB();
   void cancelRun();
   void setSlot(const QString& slot, const RunOptions& s);
+  // A slot's own weights (a checkpoint or a built-in recipe, read by the engine for that slot's
+  // run); nullopt: the loaded model's (the default). Persisted like the slot's settings.
+  void setSlotWeights(const QString& slot, const std::optional<WeightsSpec>& weights);
   // Shows `s` in the settings panel as if the user had chosen it (persisted, prediction updated).
   void applySettings(const RunOptions& s);
   // Starts a run as soon as the weights are loaded (the --demo job).
@@ -146,6 +149,10 @@ class MainWindow : public QMainWindow {
   QImage frameImage(const std::shared_ptr<FrameStore>& store, bool original, qint64 index,
                     bool* pending = nullptr);
   const RunSummary* summaryFor(const QString& slot) const;
+  // "A · wan21-tiny · exact, chunk 1": the slot, its weights when not the loaded model's, and its
+  // settings, of the slot's last run (else of the panel's slot).
+  QString slotCaption(const QString& slot) const;
+  void browseSlotWeights(const QString& slot);
 
   std::shared_ptr<const BackendCatalog> catalog_;
   std::unique_ptr<SettingsStore> store_;
@@ -185,7 +192,6 @@ class MainWindow : public QMainWindow {
 
   WeightsInfo weights_;
   WeightsSpec weights_spec_;
-  WeightsSpec ab_weights_;  // those of the last A/B: its winner is queued with them
   std::optional<VideoInfoData> video_;
   Pair pair_ = Pair::kOriginalRecon;
   QString running_slot_;

@@ -101,6 +101,8 @@ QJsonObject run_summary_json(const RunSummary& r, bool with_telemetry) {
       {"settings_summary", settings_summary(r.settings)},
       {"backend", r.backend_name},
       {"weights", r.weights_source},
+      {"weights_spec", QString::fromStdString(queue_weights(r.weights))},
+      {"family", r.family},
       {"input", r.input_name},
       {"width", r.width},
       {"height", r.height},
@@ -256,7 +258,9 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
   // ---- videos ----
   if (job.write_video) {
     for (const RunSummary& r : job.runs) {
-      if (!r.reconstruction || (cancel && cancel->requested())) continue;
+      // (A run that failed before decoding anything has no video.)
+      if (!r.reconstruction || r.reconstruction->frames() == 0 || (cancel && cancel->requested()))
+        continue;
       const QString rel = QStringLiteral("reconstruction_%1%2").arg(tag_of(r), job.video_extension);
       const media::WriteOptions wo = write_options(r.settings, r.fps > 0 ? r.fps : 24, &r.input);
       const std::filesystem::path path = to_fs_path(dir.filePath(rel));
@@ -289,11 +293,23 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
     s << "- Frames: " << r.frames << " of " << r.width << "×" << r.height << " at "
       << QString::number(r.fps, 'g', 4) << " fps; the engine saw " << r.padded_frames
       << " frames of " << r.padded_width << "×" << r.padded_height
-      << " (4n+1 and multiple-of-8 padding, removed after decoding)\n";
+      << " (padded to 4n+1 frames and the model's spatial multiple, removed after decoding; each "
+         "run's in the table below)\n";
   }
   s << "- Weights: " << job.weights.source << "\n";
   s << "- Model: " << job.weights.config << ", " << job.weights.dtype << ", "
     << job.weights.parameters << " parameters, sha256 `" << job.weights.sha256 << "`\n\n";
+  // An A/B across weights: what each side ran on (the lines above describe the loaded model).
+  if (job.runs.size() == 2 && !same_weights(job.runs[0].weights, job.runs[1].weights)) {
+    s << "- A and B ran on different weights:\n";
+    for (const RunSummary& r : job.runs) {
+      s << "  - " << tag_of(r) << ": " << r.weights.display_name()
+        << (r.family.isEmpty() ? QString() : QStringLiteral(", ") + r.family)
+        << (r.weights_source.isEmpty() ? QString() : QStringLiteral(" — ") + r.weights_source)
+        << "\n";
+    }
+    s << "\n";
+  }
   if (job.weights.synthetic) {
     s << "> The built-in weights are synthetic (a deterministic recipe, not a trained model): the "
          "reconstruction is expected to look like noise. The numbers show the engine at work.\n\n";
@@ -312,6 +328,16 @@ ReportResult write_report(const ReportJob& job, const CancelToken* cancel) {
   };
   row("Settings", [](const RunSummary& r) { return settings_summary(r.settings); });
   row("Backend", [](const RunSummary& r) { return r.backend_name; });
+  row("Weights", [](const RunSummary& r) {
+    return r.family.isEmpty() ? r.weights.display_name()
+                              : QStringLiteral("%1, %2").arg(r.weights.display_name(), r.family);
+  });
+  row("Frames the engine saw", [](const RunSummary& r) {
+    return QStringLiteral("%1 of %2×%3")
+        .arg(r.padded_frames)
+        .arg(r.padded_width)
+        .arg(r.padded_height);
+  });
   row("Status", [](const RunSummary& r) {
     return r.ok ? QStringLiteral("done") : (r.cancelled ? QStringLiteral("cancelled") : r.error);
   });

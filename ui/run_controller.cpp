@@ -87,6 +87,9 @@ quint64 RunController::startAB(RunRequest a, RunRequest b) {
   b.slot = QStringLiteral("B");
   b.input = a.input;  // the same input by construction
   a.cancel = b.cancel = cancel_;
+  // Both slots on the same weights of their own: read once, kept from A to B.
+  a.keep_weights = !a.weights && !b.weights && same_weights(a.weights_spec, b.weights_spec);
+  b.keep_weights = false;
   ab_id_ = a.id;
   ab_a_.reset();
   pending_b_ = std::move(b);
@@ -123,32 +126,44 @@ void RunController::onRunFinished(const RunSummary& s) {
   emit runFinished(s);
   if (ab_id_ != 0 && s.slot == QLatin1String("A")) {
     ab_a_ = s;
-    if (pending_b_ && s.ok) {
+    // B runs after a failed A too (options A's family refuses, weights that do not load): the
+    // table then shows A's error beside B's result. Only a cancel stops the A/B here.
+    if (pending_b_ && !s.cancelled && !cancelRequested()) {
       RunRequest b = std::move(*pending_b_);
       pending_b_.reset();
       post(std::move(b));
       return;
     }
     pending_b_.reset();
+    // A kept its own weights for B, which does not come.
+    QMetaObject::invokeMethod(
+        worker_, [w = worker_] { w->releaseSlotWeights(); }, Qt::QueuedConnection);
     AbComparison ab;
     ab.a = s;
-    // A finished but the A/B was cancelled before B started: cancelled, not a failure of A.
-    ab.cancelled = s.cancelled || (s.ok && cancelRequested());
-    ab.error =
-        ab.cancelled ? QStringLiteral("cancelled") : QStringLiteral("run A failed: ") + s.error;
+    // A ended but the A/B was cancelled before B started: cancelled, not a failure of A.
+    ab.cancelled = s.cancelled || cancelRequested();
+    ab.error = s.ok || s.cancelled ? QStringLiteral("cancelled")
+                                   : QStringLiteral("run A failed: ") + s.error;
     last_ab_ = ab;
     setBusy(false);
     emit abFinished(ab);
     return;
   }
   if (ab_id_ != 0 && s.slot == QLatin1String("B") && ab_a_) {
-    if (!s.ok) {
+    if (!s.ok || !ab_a_->ok) {
       AbComparison ab;
       ab.a = *ab_a_;
       ab.b = s;
       ab.cancelled = s.cancelled;
-      ab.error =
-          s.cancelled ? QStringLiteral("cancelled") : QStringLiteral("run B failed: ") + s.error;
+      QStringList failed;
+      if (!ab.a.ok) failed << QStringLiteral("run A failed: ") + ab.a.error;
+      if (s.cancelled) {
+        failed << QStringLiteral("B cancelled");
+      } else if (!s.ok) {
+        failed << QStringLiteral("run B failed: ") + s.error;
+      }
+      ab.error = failed.size() == 1 && s.cancelled ? QStringLiteral("cancelled")
+                                                   : failed.join(QStringLiteral("; "));
       last_ab_ = ab;
       ab_a_.reset();
       setBusy(false);

@@ -6,7 +6,10 @@
 //  * The worker's outputs arrive as queued signals; frames and telemetry come through bounded
 //    channels drained here and re-emitted as frameAvailable / telemetryReceived.
 //  * A/B: A then B on the same input, sequentially on the one engine thread, then a comparison
-//    job (also on the worker) produces the AbComparison.
+//    job (also on the worker) produces the AbComparison. A slot may name its own weights (a
+//    request without loaded weights): the worker reads them before that slot's run and frees
+//    them after it, so one slot's model is gone before the other's is read. B runs after a failed
+//    A as well (each slot's error is its own); a cancel ends the whole A/B.
 //  * The queue: startQueue() runs the queue file's jobs on the same worker, through the same
 //    Session, as one long piece of work: the controller is busy meanwhile (no interactive run
 //    starts), and cancel() stops the running job, which stays queued.

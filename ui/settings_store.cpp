@@ -88,6 +88,18 @@ void SettingsStore::save_slot(const QString& slot, const RunOptions& s) {
   set_value(QStringLiteral("engine/slot_") + slot, settings_to_string(s));
 }
 
+std::optional<WeightsSpec> SettingsStore::load_slot_weights(const QString& slot) const {
+  const QString w = value(QStringLiteral("engine/slot_weights_") + slot).toString();
+  if (w.isEmpty()) return std::nullopt;
+  return weights_spec_from_queue(w.toStdString());
+}
+
+void SettingsStore::save_slot_weights(const QString& slot,
+                                      const std::optional<WeightsSpec>& weights) {
+  set_value(QStringLiteral("engine/slot_weights_") + slot,
+            weights ? QString::fromStdString(queue_weights(*weights)) : QString());
+}
+
 QStringList SettingsStore::recent(const QString& kind) const {
   return value(QStringLiteral("recent/") + kind).toStringList();
 }

@@ -1,5 +1,5 @@
-// Persistence of the studio's settings: the current engine settings, the two A/B slots, recent
-// files and window state in QSettings; named presets as JSON files in a folder
+// Persistence of the studio's settings: the current engine settings, the two A/B slots (settings
+// and weights), recent files and window state in QSettings; named presets as JSON files in a folder
 // (<AppData>/presets/<name>.json by default), one preset per file so they can be shared:
 //
 //   {"format": "seedvae-studio-preset", "version": 1, "name": "fast", "settings": {...}}
@@ -41,6 +41,9 @@ class SettingsStore {
   void save_current(const RunOptions& s);
   std::optional<RunOptions> load_slot(const QString& slot) const;  // "A" or "B"
   void save_slot(const QString& slot, const RunOptions& s);
+  // A slot's own weights (a checkpoint path or a built-in recipe); nullopt: the loaded model's.
+  std::optional<WeightsSpec> load_slot_weights(const QString& slot) const;
+  void save_slot_weights(const QString& slot, const std::optional<WeightsSpec>& weights);
 
   QStringList recent(const QString& kind) const;  // kind: "videos" or "weights"
   void add_recent(const QString& kind, const QString& path);

@@ -10,6 +10,7 @@
 #include <QSettings>
 #include <QTemporaryDir>
 #include <QTimer>
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #endif
 
 #include "core/media/sample_clip.h"
+#include "core/vae/state_dict.h"
 #include "ui/ab_panel.h"
 #include "ui/channels.h"
 #include "ui/charts_panel.h"
@@ -57,6 +59,13 @@ void use_every_thread_when_auto(RunOptions& s) {
   s.threads = CpuCatalog::hardware_threads();
 }
 
+// "tiny, real, wan21-tiny, ..." (synthetic_weight_names()) for the help and its errors.
+QString synthetic_names() {
+  QStringList names;
+  for (const std::string& n : synthetic_weight_names()) names << QString::fromStdString(n);
+  return names.join(QStringLiteral(", "));
+}
+
 }  // namespace
 
 std::optional<StudioOptions> parse_studio_options(const QStringList& arguments, QString* message,
@@ -78,13 +87,24 @@ std::optional<StudioOptions> parse_studio_options(const QStringList& arguments, 
   const QCommandLineOption ab(
       QStringLiteral("ab"),
       QStringLiteral(
-          "Run an A/B comparison (A: the settings, B: --preset-b or A with blend tiling)."));
+          "Run an A/B comparison (A: the settings; B: --preset-b, else A's settings when "
+          "--weights-b names other weights, else A with blend tiling)."));
   const QCommandLineOption input(QStringLiteral("input"),
                                  QStringLiteral("Input video, image, folder or pattern."),
                                  QStringLiteral("path"));
-  const QCommandLineOption weights(QStringLiteral("weights"),
-                                   QStringLiteral("SeedVR2 VAE checkpoint (.safetensors)."),
-                                   QStringLiteral("file"));
+  const QCommandLineOption weights(
+      QStringLiteral("weights"),
+      QStringLiteral("VAE checkpoint: SeedVR2, Wan2.1 or Wan2.2 (.safetensors or .pth)."),
+      QStringLiteral("file"));
+  const QCommandLineOption weights_a(
+      QStringLiteral("weights-a"),
+      QStringLiteral("A/B slot A's own weights: a checkpoint or synthetic:NAME (%1). Default: "
+                     "--weights.")
+          .arg(synthetic_names()),
+      QStringLiteral("weights"));
+  const QCommandLineOption weights_b(QStringLiteral("weights-b"),
+                                     QStringLiteral("A/B slot B's own weights, as --weights-a."),
+                                     QStringLiteral("weights"));
   const QCommandLineOption preset(QStringLiteral("preset"),
                                   QStringLiteral("Settings (slot A) from a preset JSON file."),
                                   QStringLiteral("file"));
@@ -113,8 +133,9 @@ std::optional<StudioOptions> parse_studio_options(const QStringList& arguments, 
   const QCommandLineOption no_video(
       QStringLiteral("no-video"),
       QStringLiteral("Headless: do not write the reconstructed video."));
-  for (const auto* o : {&help, &version, &demo, &headless, &ab, &input, &weights, &preset,
-                        &preset_b, &output, &shots, &shot_size, &frames, &size, &no_video}) {
+  for (const auto* o :
+       {&help, &version, &demo, &headless, &ab, &input, &weights, &weights_a, &weights_b, &preset,
+        &preset_b, &output, &shots, &shot_size, &frames, &size, &no_video}) {
     p.addOption(*o);
   }
   *exit_code = 2;
@@ -151,6 +172,21 @@ std::optional<StudioOptions> parse_studio_options(const QStringList& arguments, 
   o.ab = p.isSet(ab);
   o.input = p.value(input);
   o.weights = p.value(weights);
+  o.weights_a = p.value(weights_a);
+  o.weights_b = p.value(weights_b);
+  for (const auto& [option, value] :
+       {std::pair{"--weights-a", o.weights_a}, std::pair{"--weights-b", o.weights_b}}) {
+    const std::optional<WeightsSpec> spec = slot_weights_option(value);
+    if (!spec || !spec->is_builtin()) continue;
+    const auto& names = synthetic_weight_names();
+    if (std::find(names.begin(), names.end(), spec->builtin.toStdString()) == names.end()) {
+      *message = QStringLiteral(
+                     "%1: no built-in weights named %2 (synthetic:NAME with NAME one "
+                     "of %3)\n")
+                     .arg(QLatin1String(option), spec->builtin, synthetic_names());
+      return std::nullopt;
+    }
+  }
   o.preset = p.value(preset);
   o.preset_b = p.value(preset_b);
   o.output = p.value(output);
@@ -215,6 +251,11 @@ RunOptions demo_b_settings(const RunOptions& a, int width, int height) {
   const int overlap = std::max(8, half / 4 / 8 * 8);
   b.overlap = {overlap, overlap};
   return b;
+}
+
+std::optional<WeightsSpec> slot_weights_option(const QString& value) {
+  if (value.isEmpty()) return std::nullopt;
+  return weights_spec_from_queue(value.toStdString());
 }
 
 QString screenshot_file_name(const QString& view, const QSize& size) {
@@ -296,12 +337,18 @@ HeadlessJob::HeadlessJob(std::shared_ptr<const BackendCatalog> catalog, StudioOp
     ab_ = ab;
     if (!ab.ok) {
       err(QStringLiteral("A/B: %1\n").arg(ab.error));
-      finish(ab.cancelled ? 130 : 1);
-      return;
+      // One slot failed (options its family refuses, weights that do not load): the report
+      // still shows the other, and the exit code says the A/B is incomplete.
+      if (ab.cancelled || (!ab.a.ok && !ab.b.ok)) {
+        finish(ab.cancelled ? 130 : 1);
+        return;
+      }
+      report_code_ = 1;
+    } else {
+      err(QStringLiteral("A vs B: max |diff| %1, PSNR %2 dB\n")
+              .arg(ab.a_vs_b.max_abs, 0, 'e', 3)
+              .arg(ab.a_vs_b.psnr_db, 0, 'f', 2));
     }
-    err(QStringLiteral("A vs B: max |diff| %1, PSNR %2 dB\n")
-            .arg(ab.a_vs_b.max_abs, 0, 'e', 3)
-            .arg(ab.a_vs_b.psnr_db, 0, 'f', 2));
     ReportJob job;
     job.directory = output_;
     job.ab = ab;
@@ -325,7 +372,7 @@ HeadlessJob::HeadlessJob(std::shared_ptr<const BackendCatalog> catalog, StudioOp
     err(QStringLiteral("report: %1/report.md (%2 files)\n").arg(r.directory).arg(r.files.size()));
     std::printf("%s\n", r.directory.toLocal8Bit().constData());
     std::fflush(stdout);
-    finish(0);
+    finish(report_code_);
   });
   connect(loader_, &AsyncLoader::weightsLoaded, this, &HeadlessJob::run);
   connect(loader_, &AsyncLoader::weightsFailed, this,
@@ -404,11 +451,21 @@ void HeadlessJob::run(const WeightsInfo& weights) {
     err(QStringLiteral("predicted peak: %1 (%2)\n").arg(format_bytes(need), p.method));
     return need;
   };
-  predict(a);
   if (!options_.ab) {
+    predict(a);
     err(QStringLiteral("settings: %1\n").arg(settings_summary(a)));
     controller_->start(r);
     return;
+  }
+  // A slot's own weights: the engine reads them for that slot's run.
+  const std::optional<WeightsSpec> own_a = slot_weights_option(options_.weights_a);
+  const std::optional<WeightsSpec> own_b = slot_weights_option(options_.weights_b);
+  RunRequest ra = r, rb = r;
+  for (auto [req, own] : {std::pair{&ra, &own_a}, std::pair{&rb, &own_b}}) {
+    if (*own && !same_weights(**own, r.weights_spec)) {
+      req->weights_spec = **own;
+      req->weights.reset();
+    }
   }
   RunOptions b;
   if (!options_.preset_b.isEmpty()) {
@@ -420,15 +477,19 @@ void HeadlessJob::run(const WeightsInfo& weights) {
       return;
     }
     b = catalog_->normalized(*s);
+  } else if (!same_weights(ra.weights_spec, rb.weights_spec)) {
+    b = a;  // a comparison of weights: the same settings on both
   } else {
     b = demo_b_settings(a, w, h);
   }
   use_every_thread_when_auto(b);
-  predict(b);
-  err(QStringLiteral("A: %1\nB: %2\n").arg(settings_summary(a), settings_summary(b)));
-  RunRequest rb = r;
+  if (ra.weights) predict(a);  // (the planner's figures are for the loaded model)
+  if (rb.weights) predict(b);
   rb.settings = b;
-  controller_->startAB(r, rb);
+  err(QStringLiteral("A: %1, %2\nB: %3, %4\n")
+          .arg(ra.weights_spec.display_name(), settings_summary(a), rb.weights_spec.display_name(),
+               settings_summary(b)));
+  controller_->startAB(ra, rb);
 }
 
 void HeadlessJob::finish(int code) {
@@ -641,6 +702,15 @@ int run_studio(int argc, char** argv, std::shared_ptr<const BackendCatalog> cata
     }
     w->setSlot(QStringLiteral("A"), a);
     w->setSlot(QStringLiteral("B"), b);
+  }
+  // Given on the command line, a slot's own weights replace the saved ones (the window's --ab);
+  // B then defaults to A's settings, a comparison of weights.
+  const std::optional<WeightsSpec> own_a = slot_weights_option(opt.weights_a);
+  const std::optional<WeightsSpec> own_b = slot_weights_option(opt.weights_b);
+  if (own_a) w->setSlotWeights(QStringLiteral("A"), own_a);
+  if (own_b) w->setSlotWeights(QStringLiteral("B"), own_b);
+  if (ab && (own_a || own_b) && opt.preset_b.isEmpty()) {
+    w->setSlot(QStringLiteral("B"), w->settingsPanel()->settings());
   }
   if (!opt.screenshots.isEmpty()) {
     w->setConfirmations(false);

@@ -2,7 +2,8 @@
 // the display check, the headless job and the screenshot tour.
 //
 //   seedvae-studio                    the window, on the built-in model and the sample clip
-//   seedvae-studio --demo [--ab]      ... and start a run (or an A/B comparison) at once
+//   seedvae-studio --demo [--ab]      ... and start a run (or an A/B comparison) at once;
+//                                     --weights-a / --weights-b give a slot its own weights
 //   seedvae-studio --headless [...]   the same job without windows; writes the report and stills
 //                                     into --output (default out/studio-report-<time>) and prints
 //                                     it
@@ -39,7 +40,8 @@ struct StudioOptions {
                         // synthetic sample clip
   QString weights;      // checkpoint; empty: the built-in model
   QString preset;       // settings (slot A) from a preset file
-  QString preset_b;     // slot B from a preset file (default: A with blend tiling)
+  QString preset_b;     // slot B from a preset file (default: A's settings when B names other
+                        // weights than A, else A with blend tiling)
   QString output;       // headless report folder
   QString screenshots;  // screenshot folder
   int frames = 0;       // frames to read (0: all / 17 for the sample clip)
@@ -47,6 +49,9 @@ struct StudioOptions {
   bool sample_size_set =
       false;              // --sample-size given: the synthetic sample clip, never the demo clip
   bool no_video = false;  // headless: skip writing the reconstructed video
+  // A/B slots' own weights: a checkpoint, or "synthetic:<name>" (synthetic_weight_names()); empty:
+  // the loaded model's (--weights).
+  QString weights_a, weights_b;
   // The window's size for --screenshots.
   QSize screenshot_size{1366, 768};
 };
@@ -60,6 +65,9 @@ bool display_available();
 // Slot B of the demo comparison: slot A with reference-compatible blend tiling of about half the
 // frame (so the tile overlay and the seams have something to show).
 RunOptions demo_b_settings(const RunOptions& a, int width, int height);
+// A slot's weights given on the command line (StudioOptions::weights_a / weights_b); nullopt when
+// empty.
+std::optional<WeightsSpec> slot_weights_option(const QString& value);
 JobInput input_from_options(const StudioOptions& o);
 // The file name of a screenshot of `view` ("split", "ab", ...) taken at `size`: studio-<view>.png
 // at 1366x768 (the pictures the documentation shows), studio-<view>-<W>x<H>.png at other sizes.
@@ -99,6 +107,7 @@ class HeadlessJob : public QObject {
   std::optional<AbComparison> ab_;
   std::optional<ReportResult> report_;
   int code_ = 0;
+  int report_code_ = 0;  // the exit code once the report is written (1: an A/B slot failed)
   double last_print_ = -10;
 };
 

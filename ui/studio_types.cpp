@@ -59,6 +59,10 @@ QString from_fs_path(const std::filesystem::path& path) {
   return QString::fromStdU16String(path.u16string());
 }
 
+QString WeightsSpec::short_name() const {
+  return is_builtin() ? builtin : QFileInfo(path).fileName();
+}
+
 QString WeightsSpec::display_name() const {
   if (is_builtin()) return QStringLiteral("built-in (synthetic %1)").arg(builtin);
   return QFileInfo(path).fileName();
@@ -79,6 +83,10 @@ WeightsSpec weights_spec_from_queue(const std::string& weights) {
     spec.builtin.clear();
   }
   return spec;
+}
+
+bool same_weights(const WeightsSpec& a, const WeightsSpec& b) {
+  return queue_weights(a) == queue_weights(b);
 }
 
 // ---- A/B table --------------------------------------------------------------------------------
@@ -111,6 +119,11 @@ QVector<AbRow> ab_table_rows(const AbComparison& ab, bool compact) {
     rows.push_back({QStringLiteral("Backend"), ab.a.backend_name, ab.b.backend_name});
   }
   rows.push_back({QStringLiteral("Status"), status(ab.a), status(ab.b)});
+  rows.push_back({QStringLiteral("Weights"), ab.a.weights.short_name(), ab.b.weights.short_name()});
+  auto family = [](const RunSummary& r) {
+    return r.family.isEmpty() ? QStringLiteral("—") : r.family;
+  };
+  rows.push_back({QStringLiteral("Family"), family(ab.a), family(ab.b)});
   rows.push_back({QStringLiteral("Time per frame"), num(ab.a.ms_per_frame, 1, "ms"),
                   num(ab.b.ms_per_frame, 1, "ms")});
   rows.push_back({QStringLiteral("Encode + decode"), num(ab.a.encode_s + ab.a.decode_s, 2, "s"),

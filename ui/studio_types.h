@@ -64,7 +64,8 @@ struct WeightsSpec {
   // a synthetic recipe: "tiny", "real", "wan21-tiny", ... (synthetic_weight_names())
   QString builtin = QStringLiteral("tiny");
   bool is_builtin() const { return path.isEmpty(); }
-  QString display_name() const;
+  QString display_name() const;  // "built-in (synthetic tiny)", "vae.safetensors"
+  QString short_name() const;    // "tiny", "vae.safetensors": tables and view captions
 };
 // The weights as a queued job names them (QueuedJob::weights, core/pipeline/job_queue.h; the
 // CLI's rules): a checkpoint's absolute path, or "synthetic:<name>" (synthetic_weight_names()) for
@@ -72,6 +73,8 @@ struct WeightsSpec {
 // queued without weights, is default_weights_spec() in ui/loaders.h.)
 std::string queue_weights(const WeightsSpec& spec);
 WeightsSpec weights_spec_from_queue(const std::string& weights);
+// Whether two specs name the same weights (the same checkpoint file or built-in recipe).
+bool same_weights(const WeightsSpec& a, const WeightsSpec& b);
 
 // What the info panel shows about a loaded checkpoint.
 struct WeightsInfo {
@@ -102,7 +105,12 @@ struct RunRequest {
   QString slot;  // "" for a single run, "A" or "B" for a comparison
   JobInput input;
   WeightsSpec weights_spec;
-  std::shared_ptr<const VaeWeights> weights;  // loaded already (GUI), or null: the worker loads
+  // Loaded already (the studio's loaded model), or null: the worker loads `weights_spec` on the
+  // engine thread for this run (an A/B slot's own weights) and frees them, with the model made
+  // from them, when the run ends -- unless `keep_weights` (the next request, slot B, names the
+  // same weights: they stay loaded for it).
+  std::shared_ptr<const VaeWeights> weights;
+  bool keep_weights = false;
   RunOptions settings;
   std::shared_ptr<CancelToken> cancel;  // set by the controller; request() from any thread
   std::shared_ptr<FrameStore> store;    // decoded frames, filled by the worker
@@ -167,7 +175,9 @@ struct RunSummary {
   QString error;
   RunOptions settings;
   QString backend_name;
-  QString weights_source;
+  WeightsSpec weights;     // what the run ran on (the request's weights_spec)
+  QString family;          // of those weights: "SeedVR2", "Wan2.1", "Wan2.2"; empty if not loaded
+  QString weights_source;  // VaeWeights::source
   QString input_name;
   JobInput input;             // what the run read (saving its output is checked against it)
   int width = 0, height = 0;  // original frame size (after downscale)
@@ -217,8 +227,9 @@ struct AbComparison {
   QString error;
   RunSummary a, b;
   QualityNumbers a_vs_b;
-  // When exactly one of A and B is tiled: |tiled - untiled| from core's seam metrics (in 8-bit
-  // levels), and the seam energy of the untiled reference for comparison.
+  // When exactly one of A and B is tiled and both ran on the same weights: |tiled - untiled| from
+  // core's seam metrics (in 8-bit levels), and the seam energy of the untiled reference for
+  // comparison. (Across weights the difference is the models', not the seams'.)
   QString tiled_slot;
   double seam_max_abs = std::numeric_limits<double>::quiet_NaN();
   double seam_rms = std::numeric_limits<double>::quiet_NaN();
@@ -230,6 +241,7 @@ struct AbComparison {
 struct AbRow {
   QString label, a, b;
 };
+// Each side's weights and family come first (after the status), then time, memory and quality.
 // `compact`: without the settings and backend rows (the panel shows those above its table).
 QVector<AbRow> ab_table_rows(const AbComparison& ab, bool compact = false);
 

@@ -458,6 +458,40 @@ class tst_StudioQueue : public QObject {
     QCOMPARE(from_fs_path(j.output), dir_.filePath("winner.mkv"));
     QCOMPARE(w->queuePanel()->table()->rowCount(), 1);
   }
+
+  // A slot on its own weights (here B on the built-in Wan2.1 VAE): its winner is queued with those
+  // weights, not the loaded model's, even when the slot has changed since.
+  void abEnqueuesTheWinnersWeights() {
+    auto w = ready_window("ab-weights");
+    w->infoPanel()->setSample(32, 32, 5);
+    RunOptions a = w->settingsPanel()->settings();
+    a.chunk_latents = 1;
+    w->setSlot("A", a);
+    w->setSlot("B", a);
+    w->setSlotWeights("B", WeightsSpec{QString(), "wan21-tiny"});
+    QSignalSpy ab_done(w.get(), &MainWindow::abFinished);
+    QVERIFY(w->startAB());
+    QVERIFY(ab_done.wait(120000));
+    const AbComparison ab = ab_done.first().first().value<AbComparison>();
+    QVERIFY2(ab.ok, qPrintable(ab.error));
+    QCOMPARE(ab.b.family, QString("Wan2.1"));
+    w->setSlotWeights("B", std::nullopt);
+
+    auto* enqueue = w->abPanel()->findChild<QToolButton*>("enqueueWinner");
+    QAction* pick_b = enqueue->menu()->findChild<QAction*>("enqueueB");
+    QVERIFY(pick_b);
+    QVERIFY2(pick_b->text().contains("wan21-tiny"), qPrintable(pick_b->text()));
+    pick_b->trigger();
+    QPointer<QDialog> dialog = w->findChild<QDialog*>("queueAddDialog");
+    QVERIFY(dialog && dialog->isVisible());
+    dialog->findChild<QLineEdit*>("queueOutput")->setText(dir_.filePath("wan-winner.mkv"));
+    QSignalSpy added(w->queuePanel(), &QueuePanel::editFinished);
+    dialog->findChild<QDialogButtonBox*>()->button(QDialogButtonBox::Ok)->click();
+    QVERIFY(added.wait(10000));
+    const std::vector<QueuedJob> jobs = file_jobs();
+    QCOMPARE(jobs.size(), size_t{1});
+    QCOMPARE(QString::fromStdString(jobs.front().weights), QString("synthetic:wan21-tiny"));
+  }
 };
 
 QTEST_MAIN(tst_StudioQueue)

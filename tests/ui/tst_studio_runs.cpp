@@ -1,7 +1,8 @@
 // Engine runs through the studio's controller on the CPU backend with the tiny configuration:
 // frames stream in while the worker thread computes (QSignalSpy), cancel takes effect within a
-// chunk, an A/B run produces its table, chart series receive points during a run, and the
-// headless job writes its report.
+// chunk, an A/B run produces its table (also across families: each slot on its own weights),
+// chart series receive points during a run, and the headless job writes its report.
+#include <QComboBox>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QJsonArray>
@@ -9,12 +10,15 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QLineSeries>
+#include <QMenu>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTableWidget>
+#include <QToolButton>
 #include <QtTest>
 #include <cmath>
 
+#include "core/media/metrics.h"
 #include "studio_test_util.h"
 #include "ui/ab_panel.h"
 #include "ui/channels.h"
@@ -274,6 +278,146 @@ class tst_StudioRuns : public QObject {
     QVERIFY2(!running() && status->text().contains("cancelled"), qPrintable(status->text()));
   }
 
+  // An A/B across families, each slot on its own checkpoint read by the engine thread: A a Wan2.1
+  // VAE, B a SeedVR2 VAE, on the built-in sample clip. Both results, their families named in the
+  // table, finite PSNR against the same original at the same size. Then Wan2.2 (spatial factor
+  // 16) against SeedVR2 (8) on a clip that 16 does not divide: each pads its own way, both are
+  // compared at the clip's size. Then a refusal: blend tiling, SeedVR2's only, fails A with its
+  // reason while B's result still shows (and only B can be queued). Then a cancel before A's
+  // weights are read.
+  void abAcrossFamilies() {
+    const QString wan_file = dir_.filePath("wan21-tiny.safetensors");
+    {
+      auto wan = synthetic_weights("wan21-tiny");
+      QVERIFY2(wan.is_ok(), wan.status().to_string().c_str());
+      const Status st = save_weights(wan_file.toStdString(), *wan, DType::kF16);
+      QVERIFY2(st.is_ok(), st.to_string().c_str());
+    }
+    const QString seedvr2_file = write_tiny_weights(dir_, "seedvr2-tiny.safetensors");
+    auto w = make_window(dir_, "ab-families");
+    QSignalSpy weights(w.get(), &MainWindow::weightsLoaded);
+    QSignalSpy ab_done(w.get(), &MainWindow::abFinished);
+    QVERIFY(weights.wait(20000));
+    w->infoPanel()->setSample(64, 64, 9);
+    RunOptions s = w->settingsPanel()->settings();
+    s.chunk_latents = 1;
+    w->setSlot("A", s);
+    w->setSlot("B", s);
+    w->setSlotWeights("A", WeightsSpec{wan_file, QString()});
+    w->setSlotWeights("B", WeightsSpec{seedvr2_file, QString()});
+    QComboBox* combo_a = w->abPanel()->weightsCombo("A");
+    QVERIFY(combo_a && combo_a->currentText().contains("wan21-tiny.safetensors"));
+
+    QVERIFY(w->startAB());
+    QVERIFY(ab_done.wait(180000));
+    AbComparison ab = ab_done.last().first().value<AbComparison>();
+    QVERIFY2(ab.ok, qPrintable(ab.error));
+    QCOMPARE(ab.a.family, QString("Wan2.1"));
+    QCOMPARE(ab.b.family, QString("SeedVR2"));
+    QCOMPARE(ab.a.weights.path, wan_file);
+    QCOMPARE(ab.b.weights.path, seedvr2_file);
+    QCOMPARE(ab.a.weights_source, wan_file);
+    QVERIFY(std::isfinite(ab.a.vs_original.psnr_db) && std::isfinite(ab.b.vs_original.psnr_db));
+    QVERIFY(std::isfinite(ab.a.vs_original.ssim) && std::isfinite(ab.b.vs_original.ssim));
+    QVERIFY(std::isfinite(ab.a_vs_b.psnr_db));
+    QVERIFY(ab.a.ms_per_frame > 0 && ab.b.ms_per_frame > 0);
+    QVERIFY(ab.a.peak_bytes > 0 && ab.b.peak_bytes > 0);
+    // Different networks: their outputs differ (the slots did not share one model).
+    QVERIFY2(ab.a_vs_b.max_abs > 1e-3, qPrintable(QString::number(ab.a_vs_b.max_abs)));
+    QCOMPARE(ab.a.width, 64);
+    QCOMPARE(ab.b.width, 64);
+    // The table names each side's weights and family.
+    auto row = [](const AbComparison& c, const QString& label) {
+      for (const AbRow& r : ab_table_rows(c, true)) {
+        if (r.label == label) return r;
+      }
+      return AbRow{};
+    };
+    QCOMPARE(row(ab, "Family").a, QString("Wan2.1"));
+    QCOMPARE(row(ab, "Family").b, QString("SeedVR2"));
+    QCOMPARE(row(ab, "Weights").a, QString("wan21-tiny.safetensors"));
+    QTableWidget* table = w->abPanel()->table();
+    bool family_row = false;
+    for (int i = 0; i < table->rowCount(); ++i) {
+      family_row |= table->item(i, 0)->text() == "Family" &&
+                    table->item(i, 1)->text() == "Wan2.1" && table->item(i, 2)->text() == "SeedVR2";
+    }
+    QVERIFY(family_row);
+
+    // Wan2.2 pads to multiples of 16, SeedVR2 to 8: a 72x56 clip is compared at 72x56, against
+    // the same original frames.
+    w->infoPanel()->setSample(72, 56, 5);
+    w->setSlotWeights("A", WeightsSpec{QString(), "wan22-tiny"});
+    w->setSlotWeights("B", WeightsSpec{QString(), "tiny"});
+    ab_done.clear();
+    QVERIFY(w->startAB());
+    QVERIFY(ab_done.wait(180000));
+    ab = ab_done.last().first().value<AbComparison>();
+    QVERIFY2(ab.ok, qPrintable(ab.error));
+    QCOMPARE(ab.a.family, QString("Wan2.2"));
+    QCOMPARE(ab.b.family, QString("SeedVR2"));
+    QCOMPARE(ab.a.padded_width, 80);
+    QCOMPARE(ab.a.padded_height, 64);
+    QCOMPARE(ab.b.padded_width, 72);
+    QCOMPARE(ab.b.padded_height, 56);
+    QVERIFY(ab.a.reconstruction && ab.b.reconstruction && ab.a.original && ab.b.original);
+    QVERIFY2(ab.a.reconstruction->shape() == Shape({1, 3, 5, 56, 72}),
+             ab.a.reconstruction->shape().to_string().c_str());
+    QVERIFY2(ab.b.reconstruction->shape() == ab.a.reconstruction->shape(),
+             ab.b.reconstruction->shape().to_string().c_str());
+    {
+      auto oa = ab.a.original->read_all();
+      auto ob = ab.b.original->read_all();
+      QVERIFY(oa.is_ok() && ob.is_ok());
+      auto same = media::compare_clips(*oa, *ob);
+      QVERIFY2(same.is_ok(), same.status().to_string().c_str());
+      QCOMPARE(same->max_abs, 0.0);
+    }
+    QVERIFY(std::isfinite(ab.a.vs_original.psnr_db) && std::isfinite(ab.b.vs_original.psnr_db));
+
+    // A refusal: blend tiling on the Wan VAE. A fails with the reason, B (SeedVR2) runs anyway.
+    w->infoPanel()->setSample(96, 96, 5);
+    RunOptions blend = s;
+    blend.tiling = "blend";
+    blend.tile = {64, 64};
+    blend.overlap = {16, 16};
+    w->setSlot("A", blend);
+    w->setSlot("B", blend);
+    w->setSlotWeights("A", WeightsSpec{QString(), "wan21-tiny"});
+    ab_done.clear();
+    QVERIFY(w->startAB());
+    QVERIFY(ab_done.wait(180000));
+    ab = ab_done.last().first().value<AbComparison>();
+    QVERIFY(!ab.ok && !ab.cancelled);
+    QVERIFY(!ab.a.ok && !ab.a.cancelled);
+    QVERIFY2(ab.a.error.contains("blend tiling"), qPrintable(ab.a.error));
+    QVERIFY2(ab.error.contains("run A failed"), qPrintable(ab.error));
+    QVERIFY2(ab.b.ok, qPrintable(ab.b.error));
+    QCOMPARE(ab.b.family, QString("SeedVR2"));
+    QVERIFY(ab.b.tiled());
+    QVERIFY(std::isfinite(ab.b.vs_original.psnr_db));
+    QVERIFY(row(ab, "Status").a.startsWith("failed: "));
+    QCOMPARE(row(ab, "Status").b, QString("done"));
+    const QString status = w->abPanel()->statusText();
+    QVERIFY2(status.contains("incomplete") && status.contains("blend tiling"), qPrintable(status));
+    auto* enqueue = w->abPanel()->findChild<QToolButton*>("enqueueWinner");
+    QVERIFY(enqueue && enqueue->isEnabled());
+    QVERIFY(!enqueue->menu()->findChild<QAction*>("enqueueA"));
+    QVERIFY(enqueue->menu()->findChild<QAction*>("enqueueB"));
+    QCOMPARE(w->pair(), MainWindow::Pair::kOriginalB);
+
+    // A cancel before A's weights are read ends the A/B there.
+    w->setSlot("A", s);
+    w->setSlot("B", s);
+    ab_done.clear();
+    QVERIFY(w->startAB());
+    w->cancelRun();
+    QVERIFY(ab_done.wait(60000));
+    ab = ab_done.last().first().value<AbComparison>();
+    QVERIFY(ab.cancelled && ab.a.cancelled);
+    QTRY_VERIFY_WITH_TIMEOUT(!w->controller()->busy(), 10000);
+  }
+
   void chartsFollowARun() {
     auto w = make_window(dir_, "charts");
     QSignalSpy weights(w.get(), &MainWindow::weightsLoaded);
@@ -356,6 +500,67 @@ class tst_StudioRuns : public QObject {
     }
     QVERIFY(root.value("ab").toObject().value("table").toArray().size() >= 8);
     QVERIFY(root.value("runs").toArray().at(1).toObject().value("tiles").toArray().size() >= 4);
+  }
+
+  // The headless A/B with each slot's own weights (--weights-a, --weights-b): B takes A's settings
+  // (a comparison of weights) and the report names each side's family. With blend tiling on both
+  // (--preset, --preset-b) the Wan slot is refused: the report still shows the SeedVR2 slot, and
+  // the exit code says the A/B is incomplete.
+  void headlessAbAcrossFamilies() {
+    StudioOptions o = headless_ab("headless-families", 32, 5);
+    o.weights_a = "synthetic:wan21-tiny";
+    o.weights_b = "synthetic:tiny";
+    o.no_video = true;
+    auto read_json = [](const QString& dir) {
+      QFile json(dir + "/report.json");
+      if (!json.open(QIODevice::ReadOnly)) return QJsonObject();
+      return QJsonDocument::fromJson(json.readAll()).object();
+    };
+    auto read_md = [](const QString& dir) {
+      QFile md(dir + "/report.md");
+      return md.open(QIODevice::ReadOnly) ? QString::fromUtf8(md.readAll()) : QString();
+    };
+    {
+      HeadlessJob job(std::make_shared<CpuCatalog>(), o);
+      QSignalSpy done(&job, &HeadlessJob::finished);
+      job.start();
+      QVERIFY(done.wait(300000));
+      QCOMPARE(done.first().first().toInt(), 0);
+    }
+    QJsonArray runs = read_json(o.output).value("runs").toArray();
+    QCOMPARE(runs.size(), 2);
+    QCOMPARE(runs.at(0).toObject().value("family").toString(), QString("Wan2.1"));
+    QCOMPARE(runs.at(0).toObject().value("weights_spec").toString(),
+             QString("synthetic:wan21-tiny"));
+    QCOMPARE(runs.at(1).toObject().value("family").toString(), QString("SeedVR2"));
+    QVERIFY(!runs.at(1).toObject().contains("tiles"));  // B ran with A's (untiled) settings
+    QVERIFY(read_md(o.output).contains("A and B ran on different weights"));
+
+    RunOptions blend;
+    blend.tiling = "blend";
+    blend.tile = {64, 64};
+    blend.overlap = {16, 16};
+    const QString preset = dir_.filePath("blend-preset.json");
+    QString error;
+    QVERIFY2(SettingsStore::write_preset_file(preset, "blend", blend, &error), qPrintable(error));
+    StudioOptions refused = headless_ab("headless-refused", 96, 5);
+    refused.weights_a = "synthetic:wan21-tiny";
+    refused.preset = refused.preset_b = preset;
+    refused.no_video = true;
+    {
+      HeadlessJob job(std::make_shared<CpuCatalog>(), refused);
+      QSignalSpy done(&job, &HeadlessJob::finished);
+      job.start();
+      QVERIFY(done.wait(300000));
+      QCOMPARE(done.first().first().toInt(), 1);
+    }
+    runs = read_json(refused.output).value("runs").toArray();
+    QCOMPARE(runs.size(), 2);
+    QVERIFY(runs.at(0).toObject().value("status").toString() != "done");
+    QCOMPARE(runs.at(1).toObject().value("status").toString(), QString("done"));
+    QVERIFY(runs.at(1).toObject().value("tiles").toArray().size() >= 4);
+    const QString md = read_md(refused.output);
+    QVERIFY2(md.contains("blend tiling is SeedVR2"), qPrintable(md.left(2000)));
   }
 
   // A headless A/B interrupted after A (SIGINT lands between the runs) exits with 130, the
@@ -653,6 +858,19 @@ class tst_StudioRuns : public QObject {
     QCOMPARE(screenshot_file_name("ab", QSize(1920, 1080)), QString("studio-ab-1920x1080.png"));
     QVERIFY(!parse_studio_options({"seedvae-studio", "--screenshot-size", "large"}, &msg, &code));
     QCOMPARE(code, 2);
+    // Per-slot weights: a checkpoint or synthetic:NAME; an unknown built-in name is refused.
+    auto per_slot =
+        parse_studio_options({"seedvae-studio", "--ab", "--weights-a", "synthetic:wan21-tiny",
+                              "--weights-b", "/x/vae.safetensors"},
+                             &msg, &code);
+    QVERIFY(per_slot.has_value());
+    QCOMPARE(slot_weights_option(per_slot->weights_a)->builtin, QString("wan21-tiny"));
+    QCOMPARE(slot_weights_option(per_slot->weights_b)->path, QString("/x/vae.safetensors"));
+    QVERIFY(!slot_weights_option(QString()));
+    QVERIFY(
+        !parse_studio_options({"seedvae-studio", "--weights-b", "synthetic:huge"}, &msg, &code));
+    QCOMPARE(code, 2);
+    QVERIFY2(msg.contains("wan21-tiny"), qPrintable(msg));
     const RunOptions b = demo_b_settings(RunOptions(), 256, 256);
     QCOMPARE(b.tiling, std::string("blend"));
     QCOMPARE(b.tile.width, int64_t{128});
