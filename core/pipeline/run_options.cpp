@@ -111,6 +111,9 @@ std::string x26x_rule(const RunOptions& o) {
 std::string checkpoint_rule(const RunOptions& o) {
   if (o.tiling != "off") return "a tiled run reads the whole clip first";
   if (o.chunk_latents == 0) return "a whole-clip chunk has no chunk boundary to stop at";
+  if (auto d = parse_devices(o.devices); d.is_ok() && d->size() >= 2) {
+    return "a decode on several devices runs in one pass";
+  }
   return "";
 }
 
@@ -567,7 +570,8 @@ const std::vector<OptionSpec>& table() {
          .label = "Checkpoint every (chunks)",
          .group = OptionGroup::kOutput,
          .kind = OptionKind::kInt,
-         .help = "A round trip into a video file or image directory is resumable: every N "
+         .help = "A round trip or a decode into a video file or image directory is resumable "
+                 "(untiled, on one device): every N "
                  "temporal chunks it closes a segment of the output (a video's starts with a "
                  "keyframe) and saves a checkpoint (the causal state, the metrics so far) in "
                  "<output>.seedvae-resume/. A stopped job run again continues from its last "

@@ -3,7 +3,8 @@
 // decoder into two shares and for three shares, with upstream's chunking, longer chunks with the
 // lone head, and chunked upsampling with lean convolutions; the cost model's cut of the real
 // decoder at 1080p balances its shares; a share whose backend fails (at creation or mid-clip)
-// stops every share with its error, and a cancel stops the decode; refusals.
+// stops every share with its error, and a cancel stops the decode; the job layer's decode with
+// --devices equals its one-device decode; refusals.
 #include <QtTest>
 
 #include <atomic>
@@ -12,6 +13,7 @@
 
 #include "core/backend/forwarding_backend.h"
 #include "core/cpu/cpu_backend.h"
+#include "core/pipeline/job.h"
 #include "core/schedule/pipeline_decode.h"
 #include "tests/support/tiny_model.h"
 
@@ -220,6 +222,52 @@ class TstPipelineDecode : public QObject {
       QVERIFY(msg.find("injected") != std::string::npos);
     }
     check(*m.model, *plan, StreamOptions{}, "after failures");
+  }
+
+  // Through the job layer (Session::run, the CLI's and the studio's entry point): a decode job
+  // with --devices 0,1 gives the one-device job's frames and reports each device's share; a
+  // second job reuses the devices' engines; tiling and a Wan VAE are refused.
+  void sessionDecodesOnSeveralDevices() {
+    Session session([](const RunOptions&) { return create_cpu_backend({.threads = 1}); });
+    auto weights = std::make_shared<const VaeWeights>(weights_);
+    JobSpec job;
+    job.kind = JobKind::kDecode;
+    job.weights = weights;
+    job.latent = std::make_shared<const HostTensor>(latent_);
+    auto run = [&](const std::string& devices, std::vector<HostTensor>& frames, JobResult& r) {
+      job.options.devices = devices;
+      JobCallbacks cb;
+      cb.on_decoded = [&](int64_t, const HostTensor& chunk) {
+        frames.push_back(chunk);
+        return Status::ok();
+      };
+      return session.run(job, cb, r);
+    };
+    std::vector<HostTensor> one, two, again;
+    JobResult r1, r2, r3;
+    QVERIFY(run("", one, r1).is_ok());
+    const Status st = run("0,1", two, r2);
+    QVERIFY2(st.is_ok(), st.to_string().c_str());
+    QVERIFY(r1.device_shares.empty());
+    QCOMPARE(static_cast<int>(r2.device_shares.size()), 2);
+    QVERIFY(r2.device_shares[1].units.find("decoder.conv_out") != std::string::npos);
+    QCOMPARE(two.size(), one.size());
+    for (size_t i = 0; i < one.size(); ++i) QCOMPARE(max_abs_diff(two[i], one[i]), 0.0);
+    QVERIFY(run("0,1", again, r3).is_ok());  // the devices' engines kept
+    QCOMPARE(again.size(), one.size());
+    QCOMPARE(max_abs_diff(again.back(), one.back()), 0.0);
+
+    job.options.tiling = "exact";
+    std::vector<HostTensor> none;
+    JobResult r4;
+    const Status tiled = run("0,1", none, r4);
+    QCOMPARE(tiled.code(), StatusCode::kInvalidArgument);
+    job.options.tiling = "off";
+    job.options.pipeline_cuts = "3,5";
+    QCOMPARE(run("0,1", none, r4).code(), StatusCode::kInvalidArgument);  // one cut too many
+    job.options.pipeline_cuts.clear();
+    job.weights = std::make_shared<const VaeWeights>(*synthetic_weights("wan21-tiny"));
+    QCOMPARE(run("0,1", none, r4).code(), StatusCode::kUnsupported);
   }
 
   void cancelStopsEveryShare() {
