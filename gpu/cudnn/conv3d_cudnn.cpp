@@ -80,18 +80,24 @@ int Conv3dCudnn::version() const {
   return static_cast<int>(cudnnGetVersion());
 }
 
-void Conv3dCudnn::load_cache() {
-  if (options_.cache_file.empty()) return;
+std::map<std::string, Conv3dCudnn::Choice> Conv3dCudnn::read_cache_file() const {
+  std::map<std::string, Choice> out;
   std::ifstream in(options_.cache_file);
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream ls(line);
     std::string key;
     Choice c;
-    if (std::getline(ls, key, '\t') && (ls >> c.algo >> c.math >> c.workspace)) {
-      choices_[key] = c;
-      ++stats_.loaded;
-    }
+    if (std::getline(ls, key, '\t') && (ls >> c.algo >> c.math >> c.workspace)) out[key] = c;
+  }
+  return out;
+}
+
+void Conv3dCudnn::load_cache() {
+  if (options_.cache_file.empty()) return;
+  for (const auto& [key, c] : read_cache_file()) {
+    choices_[key] = c;
+    ++stats_.loaded;
   }
 }
 
@@ -102,17 +108,7 @@ Status Conv3dCudnn::save_cache() {
   // Other backends of this process (the devices of a pipelined decode) or other processes may
   // have saved choices since this one loaded the file: theirs are kept, ours win, and each
   // writer has its own temporary file.
-  std::map<std::string, Choice> merged;
-  {
-    std::ifstream in(options_.cache_file);
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream ls(line);
-      std::string key;
-      Choice c;
-      if (std::getline(ls, key, '\t') && (ls >> c.algo >> c.math >> c.workspace)) merged[key] = c;
-    }
-  }
+  std::map<std::string, Choice> merged = read_cache_file();
   for (const auto& [k, c] : choices_) merged[k] = c;
   const auto tmp = options_.cache_file.string() + ".tmp." +
                    std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));

@@ -89,6 +89,7 @@ class Conv3dCudnn {
   Status run_piece(const ConvProblem& p, int64_t t_in, int64_t x_cstride, int64_t y_cstride,
                    const void* x, const void* w, void* y, const std::string& what);
   void load_cache();
+  std::map<std::string, Choice> read_cache_file() const;  // the file's entries (none if absent)
 
   void* handle_ = nullptr;  // cudnnHandle_t
   Stream stream_ = nullptr;

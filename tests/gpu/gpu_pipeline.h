@@ -8,26 +8,11 @@
 #include <utility>
 #include <vector>
 
-#include "core/backend/forwarding_backend.h"
 #include "core/schedule/pipeline_decode.h"
 #include "gpu/cuda_backend.h"
+#include "tests/support/failing_backend.h"
 
 namespace seedvae::test {
-
-class FailingBackend final : public ForwardingBackend {
- public:
-  FailingBackend(std::unique_ptr<Backend> inner, int fail_after)
-      : ForwardingBackend(*inner), owned_(std::move(inner)), left_(fail_after) {}
-  Result<Tensor> conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
-                        const Conv3dParams& p) override {
-    if (left_-- <= 0) return internal_error("injected device failure");
-    return ForwardingBackend::conv3d(x, w, b, p);
-  }
-
- private:
-  std::unique_ptr<Backend> owned_;
-  int left_;
-};
 
 inline PipelineStageFactory cuda_stages(gpu::CudaOptions options, const VaeWeights& weights,
                                         std::vector<int> devices, int fail_share = -1,

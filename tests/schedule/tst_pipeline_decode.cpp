@@ -11,39 +11,16 @@
 #include <map>
 #include <random>
 
-#include "core/backend/forwarding_backend.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/pipeline/job.h"
 #include "core/schedule/pipeline_decode.h"
+#include "tests/support/failing_backend.h"
+#include "tests/support/synthetic_video.h"
 #include "tests/support/tiny_model.h"
 
 using namespace seedvae;
 
 namespace {
-
-HostTensor random_latent(int64_t z, int64_t t, int64_t h, int64_t w, uint32_t seed) {
-  HostTensor x(DType::kF32, Shape{1, z, t, h, w});
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> n(0.f, 1.f);
-  for (float& v : x.f32()) v = n(rng);
-  return x;
-}
-
-// A backend whose convolutions fail from the `fail_after`-th call on (a card failing mid-job).
-class FailingBackend final : public ForwardingBackend {
- public:
-  FailingBackend(std::unique_ptr<Backend> inner, int fail_after)
-      : ForwardingBackend(*inner), owned_(std::move(inner)), left_(fail_after) {}
-  Result<Tensor> conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
-                        const Conv3dParams& p) override {
-    if (left_-- <= 0) return internal_error("injected device failure");
-    return ForwardingBackend::conv3d(x, w, b, p);
-  }
-
- private:
-  std::unique_ptr<Backend> owned_;
-  int left_;
-};
 
 // Share engines on CPU backends: share `fail_share` gets a backend that fails after
 // `fail_after` convolutions (-1: at creation).
@@ -56,7 +33,7 @@ PipelineStageFactory cpu_stages(const VaeWeights& weights, int fail_share = -1,
     PipelineStage stage;
     SEEDVAE_ASSIGN_OR_RETURN(stage.backend, create_cpu_backend({.threads = 1}));
     if (index == fail_share) {
-      stage.backend = std::make_unique<FailingBackend>(std::move(stage.backend), fail_after);
+      stage.backend = std::make_unique<test::FailingBackend>(std::move(stage.backend), fail_after);
     }
     SEEDVAE_ASSIGN_OR_RETURN(stage.model, make_video_vae(*stage.backend, weights));
     return stage;
@@ -86,7 +63,7 @@ class TstPipelineDecode : public QObject {
   Q_OBJECT
 
   VaeWeights weights_ = synthesize_weights(VaeConfig::tiny(), 7);
-  HostTensor latent_ = random_latent(16, 6, 4, 4, 3);
+  HostTensor latent_ = test::random_latent(16, 6, 4, 4, 3);
   std::map<std::string, HostTensor> want_;
 
   // Decodes latent_ whole on `model` and pipelined over `plan`; they must be identical.
@@ -132,7 +109,7 @@ class TstPipelineDecode : public QObject {
     QVERIFY(make_first(m, weights_).is_ok());
     const StreamOptions options;  // chunks of one latent frame
     const int n = static_cast<int>(m.model->decoder_units().size());
-    const HostTensor short_latent = random_latent(16, 3, 4, 4, 5);  // three chunks
+    const HostTensor short_latent = test::random_latent(16, 3, 4, 4, 5);  // three chunks
     for (int cut = 1; cut < n; ++cut) {
       auto plan = plan_pipeline(weights_, 2, 4, 4, options, {cut});
       QVERIFY2(plan.is_ok(), plan.status().to_string().c_str());

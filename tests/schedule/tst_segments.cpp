@@ -8,19 +8,12 @@
 
 #include "core/schedule/segments.h"
 #include "core/vae/wan_model.h"
+#include "tests/support/synthetic_video.h"
 #include "tests/support/tiny_model.h"
 
 using namespace seedvae;
 
 namespace {
-
-HostTensor random_latent(int64_t z, int64_t t, int64_t h, int64_t w, uint32_t seed) {
-  HostTensor x(DType::kF32, Shape{1, z, t, h, w});
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> n(0.f, 1.f);
-  for (float& v : x.f32()) v = n(rng);
-  return x;
-}
 
 // Decodes the whole latent, then [begin, end) from its segment start; the range must equal the
 // whole decode's frames exactly, and with one latent frame less of warm-up it must not.
@@ -109,7 +102,7 @@ class TstSegments : public QObject {
     test::TinyCpuModel m;
     QVERIFY(test::make_tiny_cpu_model(m).is_ok());
     const int64_t reach = m.model->decoder_reach();
-    const HostTensor z = random_latent(16, reach + 8, 2, 2, 11);
+    const HostTensor z = test::random_latent(16, reach + 8, 2, 2, 11);
     check_segment(*m.model, z, reach + 5, reach + 8, {}, "SeedVR2, chunks of 1");
     check_segment(*m.model, z, reach + 6, reach + 8, {.chunk_latents = 2, .lone_head = true},
                   "SeedVR2, lone head and chunks of 2");
@@ -123,7 +116,7 @@ class TstSegments : public QObject {
           WanModel::create(**cpu, synthesize_wan_weights(c, wan_reference_seed(c.family, false)));
       QVERIFY(w.is_ok());
       const int64_t reach = w->decoder_reach();
-      const HostTensor z = random_latent(c.z_dim, reach + 6, 2, 2, 12);
+      const HostTensor z = test::random_latent(c.z_dim, reach + 6, 2, 2, 12);
       check_segment(*w, z, reach + 3, reach + 6, {.chunk_latents = 1, .lone_head = true},
                     std::string(family_name(c.family)) + ", upstream chunking");
     }

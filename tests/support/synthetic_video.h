@@ -1,5 +1,6 @@
-// A synthetic test video shared by the tiling tests: a smooth moving pattern plus a little noise
-// in (-1, 1), like the reference data's video inputs.
+// Synthetic test inputs: a video shared by the tiling tests (a smooth moving pattern plus a little
+// noise in (-1, 1), like the reference data's video inputs), and a random latent (standard
+// normal, like an encoder's mean) for the decoder tests.
 #pragma once
 
 #include <cmath>
@@ -27,6 +28,14 @@ inline HostTensor synthetic_video(int64_t frames, int64_t h, int64_t w, uint64_t
     }
   }
   return t;
+}
+
+inline HostTensor random_latent(int64_t z, int64_t t, int64_t h, int64_t w, uint32_t seed) {
+  HostTensor x(DType::kF32, Shape{1, z, t, h, w});
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.f, 1.f);
+  for (float& v : x.f32()) v = n(rng);
+  return x;
 }
 
 }  // namespace seedvae::test

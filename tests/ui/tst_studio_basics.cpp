@@ -151,6 +151,8 @@ RunOptions every_option_changed() {
   RunOptions s;
   s.backend = "cuda";
   s.device = 1;
+  s.devices = "0,1";
+  s.pipeline_cuts = "14";
   s.threads = 3;
   s.precision = "bf16";
   s.fp8_numerics = true;
