@@ -157,8 +157,8 @@ const std::vector<OptionSpec>& table() {
          .help = "Decode on several GPUs of this host, e.g. 0,1: the decoder is cut into one "
                  "share per device, and chunk k runs on the second device while the first "
                  "starts chunk k + 1 (a pipeline; activations pass peer to peer). The output is "
-                 "one device's, bit for bit. Untiled SeedVR2 decodes; an encode runs on the first "
-                 "device. Empty: one device (--device).",
+                 "one device's, bit for bit. Untiled decodes; an encode runs on the first device. "
+                 "Empty: one device (--device).",
          .member = &RunOptions::devices,
          .not_applicable = [](const RunOptions& o) -> std::string {
            return o.tiling != "off" ? "spatial tiling runs on one device" : "";

@@ -61,8 +61,8 @@ struct PipelinePlan {
 // steady chunk of `chunk_latents` latent frames of h x w costs its FLOPs at a convolution rate
 // plus the bytes of the tensors it makes at a memory rate (constants measured on an H100; only
 // their ratio matters for the cut). `cuts`, when not empty, gives the first unit of shares
-// 1 .. shares - 1 instead (ascending, each in (0, units)). Refuses a network whose decoder has no
-// units (VideoVae::decoder_units) and more shares than units.
+// 1 .. shares - 1 instead (ascending, each in (0, units)). Refuses more shares than units (and a
+// network whose decoder lists none, VideoVae::decoder_units).
 Result<PipelinePlan> plan_pipeline(const VaeWeights& weights, int shares, int64_t latent_height,
                                    int64_t latent_width, const StreamOptions& options,
                                    const std::vector<int>& cuts = {}, DType dtype = DType::kBF16);

@@ -56,6 +56,19 @@ Result<WanModel> WanModel::create(Backend& backend, const WanConfig& config,
   WanModel m;
   m.backend_ = &backend;
   m.config_ = config;
+  m.units_ = {"decoder.conv1", "decoder.middle.0", "decoder.middle.1", "decoder.middle.2"};
+  int flat = 0;
+  for (int i = 0; i < config.levels(); ++i) {
+    const int blocks = config.num_res_blocks + 1 + (i != config.levels() - 1 ? 1 : 0);
+    if (config.family == VaeFamily::kWan22) {
+      m.units_.push_back("decoder.upsamples." + std::to_string(i));
+    } else {
+      for (int b = 0; b < blocks; ++b)
+        m.units_.push_back("decoder.upsamples." + std::to_string(flat++));
+    }
+  }
+  m.units_.push_back("decoder.head");
+  for (size_t i = 0; i < m.units_.size(); ++i) m.unit_index_[m.units_[i]] = static_cast<int>(i);
   for (const auto& p : parameter_shapes(config)) {
     SEEDVAE_ASSIGN_OR_RETURN(Tensor t, make(p.name, p.shape));
     if (t.shape != p.shape) {
@@ -107,7 +120,8 @@ Result<WanModel> WanModel::create(Backend& backend, const VaeWeights& weights) {
 
 class WanModel::Pass {
  public:
-  Pass(const WanModel& m, CausalState& state) : m_(m), be_(*m.backend_), state_(state) {}
+  Pass(const WanModel& m, CausalState& state, const ChunkOptions& options = {})
+      : m_(m), be_(*m.backend_), state_(state), opt_(options) {}
 
   Result<Tensor> encode(const Tensor& video);
   Result<Tensor> decode(const Tensor& z);
@@ -251,9 +265,18 @@ class WanModel::Pass {
     return be_.conv3d(u, w(p + ".resample.1.weight"), w(p + ".resample.1.bias"), sp);
   }
 
+  // Whether the decoder unit `unit` runs in this call (ChunkOptions::first_unit / end_unit).
+  bool runs(const std::string& unit) const {
+    if (opt_.whole_decoder()) return true;
+    const auto it = m_.unit_index_.find(unit);
+    return it == m_.unit_index_.end() ||
+           (it->second >= opt_.first_unit && (opt_.end_unit < 0 || it->second < opt_.end_unit));
+  }
+
   const WanModel& m_;
   Backend& be_;
   CausalState& state_;
+  const ChunkOptions& opt_;
 };
 
 Result<Tensor> WanModel::Pass::encode(const Tensor& video) {
@@ -307,30 +330,53 @@ Result<Tensor> WanModel::Pass::encode(const Tensor& video) {
 Result<Tensor> WanModel::Pass::decode(const Tensor& z) {
   const WanConfig& c = m_.config_;
   const int n = c.levels();
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor x, pointwise("conv2", z));
-  SEEDVAE_TRY(observe("conv2", x));
-  SEEDVAE_ASSIGN_OR_RETURN(x, causal_conv("decoder.conv1", x));
-  SEEDVAE_TRY(observe("decoder.conv1", x));
-  SEEDVAE_ASSIGN_OR_RETURN(x, middle("decoder.middle", x));
-  SEEDVAE_TRY(observe("decoder.middle(middle.2)", x));
+  Tensor x = z;
+  if (runs("decoder.conv1")) {
+    SEEDVAE_ASSIGN_OR_RETURN(x, pointwise("conv2", z));
+    SEEDVAE_TRY(observe("conv2", x));
+    SEEDVAE_ASSIGN_OR_RETURN(x, causal_conv("decoder.conv1", x));
+    SEEDVAE_TRY(observe("decoder.conv1", x));
+  }
+  if (opt_.whole_decoder()) {
+    SEEDVAE_ASSIGN_OR_RETURN(x, middle("decoder.middle", x));
+    SEEDVAE_TRY(observe("decoder.middle(middle.2)", x));
+  } else {  // a share of the decoder: the middle's units one by one
+    if (runs("decoder.middle.0")) {
+      SEEDVAE_ASSIGN_OR_RETURN(x, residual_block("decoder.middle.0", x));
+    }
+    if (runs("decoder.middle.1")) {
+      SEEDVAE_ASSIGN_OR_RETURN(x, attention("decoder.middle.1", x));
+    }
+    if (runs("decoder.middle.2")) {
+      SEEDVAE_ASSIGN_OR_RETURN(x, residual_block("decoder.middle.2", x));
+    }
+  }
   int flat = 0;
   for (int i = 0; i < n; ++i) {
     const bool up = i != n - 1;
     const bool temporal =
         up && c.temporal_downsample[c.temporal_downsample.size() - 1 - static_cast<size_t>(i)];
     const std::string level = "decoder.upsamples." + std::to_string(i);
+    if (v22() && !runs(level)) continue;
     Tensor in = x;  // Wan2.2's DupUp3D shortcut reads the level's input
     std::string last;
+    bool ran = v22();
     for (int r = 0; r < c.num_res_blocks + 1; ++r) {
       last = v22() ? level + ".upsamples." + std::to_string(r)
                    : "decoder.upsamples." + std::to_string(flat++);
+      if (!runs(last)) continue;
       SEEDVAE_ASSIGN_OR_RETURN(x, residual_block(last, x));
+      ran = true;
     }
     if (up) {
       last = v22() ? level + ".upsamples." + std::to_string(c.num_res_blocks + 1)
                    : "decoder.upsamples." + std::to_string(flat++);
-      SEEDVAE_ASSIGN_OR_RETURN(x, upsample(last, x));
+      if (runs(last)) {
+        SEEDVAE_ASSIGN_OR_RETURN(x, upsample(last, x));
+        ran = true;
+      }
     }
+    if (!ran) continue;
     if (v22()) {
       if (up) {
         SEEDVAE_ASSIGN_OR_RETURN(Tensor s, be_.dup_up(in, {.out_channels = x.shape[1],
@@ -346,6 +392,7 @@ Result<Tensor> WanModel::Pass::decode(const Tensor& z) {
                             last.substr(std::string("decoder.").size()) + ")",
                         x));
   }
+  if (!runs("decoder.head")) return x;
   SEEDVAE_ASSIGN_OR_RETURN(x, head("decoder.head", x, /*output=*/!v22()));
   if (v22()) return be_.unpatchify(x, c.patch_size);
   return x;
@@ -399,14 +446,20 @@ int64_t WanModel::decoder_reach() const {
 
 Result<Tensor> WanModel::decode_chunk(const Tensor& z, CausalState& state,
                                       const ChunkOptions& options) {
-  (void)options;
   const Shape& s = z.shape;
-  if (s.rank() != 5 || s[0] != 1 || s[1] != config_.z_dim || s[2] < 1) {
+  const int units = static_cast<int>(units_.size());
+  if (options.first_unit < 0 || options.first_unit >= units || options.end_unit > units ||
+      (options.end_unit >= 0 && options.end_unit <= options.first_unit)) {
+    return invalid_argument("decoder units [" + std::to_string(options.first_unit) + ", " +
+                            std::to_string(options.end_unit) + ") of " + std::to_string(units));
+  }
+  if (s.rank() != 5 || s[0] != 1 || (options.first_unit == 0 && s[1] != config_.z_dim) ||
+      s[2] < 1) {
     return invalid_argument(std::string(family_name(config_.family)) +
                             " decode: latent must be [1, " + std::to_string(config_.z_dim) +
                             ", t >= 1, h, w], got " + s.to_string());
   }
-  Pass pass(*this, state);
+  Pass pass(*this, state, options);
   SEEDVAE_ASSIGN_OR_RETURN(Tensor y, pass.decode(z));
   state.started = true;
   return y;

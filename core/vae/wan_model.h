@@ -73,6 +73,11 @@ class WanModel final : public VideoVae {
   int spatial_factor() const override { return config_.spatial_factor(); }
   int temporal_factor() const override { return config_.temporal_factor(); }
   int64_t decoder_reach() const override;
+  // "decoder.conv1" (with the pointwise conv2 before it), "decoder.middle.0", ".1" (the
+  // attention), ".2", each residual block and upsampler of Wan2.1 ("decoder.upsamples.<k>"),
+  // each whole level of Wan2.2 ("decoder.upsamples.<i>": its DupUp3D shortcut reads the level's
+  // input), "decoder.head".
+  std::vector<std::string> decoder_units() const override { return units_; }
   // Called with "encoder.level<i>(<module>)", "encoder.middle(middle.2)", "encoder.head(head.2)",
   // "conv2", "decoder.conv1", "decoder.middle(middle.2)", "decoder.level<i>(<module>)": the
   // reference data's intermediate stage names, per chunk.
@@ -93,6 +98,8 @@ class WanModel final : public VideoVae {
   WanModel() = default;
   Backend* backend_ = nullptr;
   WanConfig config_;
+  std::vector<std::string> units_;         // decoder_units()
+  std::map<std::string, int> unit_index_;  // position in units_
   std::map<std::string, Tensor> weights_;
   BlockObserver observer_;
 };
