@@ -354,7 +354,7 @@ void run_share(Pipeline& pipe, int s, PipelineStage& stage, const PipelinePlan& 
     x = Tensor{};
     if (st.is_ok() && last) {
       // downloaded while the next chunk computes (as the single-device stream does)
-      const Shape& ys = y->shape;
+      const Shape ys = y->shape;
       auto o = std::make_shared<Pipeline::Output>(
           Pipeline::Output{item->chunk, item->first_frame, ys[2], {}});
       if (pipe.gather) {
