@@ -239,6 +239,27 @@ QWidget* SettingsPanel::makeWidget(const OptionSpec& spec, QWidget* parent) {
       changed();
     });
     w = device_;
+  } else if (spec.key == "devices") {
+    devices_ = new QToolButton(parent);  // its menu filled by setDevices()
+    devices_->setPopupMode(QToolButton::InstantPopup);
+    devices_->setMenu(new QMenu(devices_));
+    connect(devices_->menu(), &QMenu::triggered, this, [this, changed](QAction* a) {
+      // toggle the device in the list, keeping the others (listed or not) in ascending order
+      QList<int> chosen;
+      for (const QString& t : devices_value_.split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+        chosen << t.toInt();
+      }
+      const int d = a->data().toInt();
+      if (a->isChecked() && !chosen.contains(d)) chosen << d;
+      if (!a->isChecked()) chosen.removeAll(d);
+      std::sort(chosen.begin(), chosen.end());
+      QStringList parts;
+      for (int c : chosen) parts << QString::number(c);
+      setDevicesValue(parts.join(QLatin1Char(',')));
+      changed();
+    });
+    setDevicesValue(QString());
+    w = devices_;
   } else if (spec.key == "precision") {
     precision_ = new QComboBox(parent);  // the backend's precisions (rebuildBackendChoices)
     size_to_contents_length(precision_, 4);
@@ -335,7 +356,9 @@ OptionValue SettingsPanel::readWidget(const Row& row) const {
       auto* c = static_cast<QComboBox*>(w);
       return c->currentData().toString().toStdString();
     }
-    case OptionKind::kText: return static_cast<QLineEdit*>(w)->text().toStdString();
+    case OptionKind::kText:
+      if (w == devices_) return devices_value_.toStdString();
+      return static_cast<QLineEdit*>(w)->text().toStdString();
     case OptionKind::kSize:
       return PixelSize{w->findChild<QSpinBox*>(QStringLiteral("width"))->value(),
                        w->findChild<QSpinBox*>(QStringLiteral("height"))->value()};
@@ -357,6 +380,8 @@ void SettingsPanel::writeWidget(const Row& row, const OptionValue& value) {
     s->setValue(std::get<int>(value));
   } else if (auto* d = qobject_cast<QDoubleSpinBox*>(w)) {
     d->setValue(std::get<double>(value));
+  } else if (w == devices_) {
+    setDevicesValue(QString::fromStdString(std::get<std::string>(value)));
   } else if (auto* e = qobject_cast<QLineEdit*>(w)) {
     e->setText(QString::fromStdString(std::get<std::string>(value)));
   } else if (const PixelSize* p = std::get_if<PixelSize>(&value)) {
@@ -439,7 +464,7 @@ void SettingsPanel::updateEnabled() {
   for (const Row& row : rows_) {
     const OptionSpec& spec = *row.spec;
     bool shown = true;  // the backend row is a layout (combo and refresh button): always shown
-    if (spec.key == "device") {
+    if (spec.key == "device" || spec.key == "devices") {
       const BackendSpec* b = currentSpec();
       shown = b && b->has_devices;
     } else if (spec.key != "backend") {
@@ -465,7 +490,7 @@ void SettingsPanel::updateEnabled() {
 
 void SettingsPanel::setDevices(const QString& backend, const QVector<DeviceStatus>& devices) {
   devices_backend_ = backend;
-  devices_ = devices;
+  devices_list_ = devices;
   fillDevices();
   updateMemory();
 }
@@ -475,12 +500,22 @@ int SettingsPanel::chosenDevice() const {
   return device_->currentData().isValid() ? device_->currentData().toInt() : wanted_device_;
 }
 
+void SettingsPanel::setDevicesValue(const QString& value) {
+  devices_value_ = value;
+  devices_->setText(value.isEmpty() ? tr("one device") : value);
+  const QStringList chosen = value.split(QLatin1Char(','), Qt::SkipEmptyParts);
+  for (QAction* a : devices_->menu()->actions()) {
+    a->setChecked(chosen.contains(QString::number(a->data().toInt())));
+  }
+}
+
 void SettingsPanel::fillDevices() {
   const bool was = updating_;
   updating_ = true;
+  devices_->menu()->clear();
   device_->clear();
   if (devices_backend_ == currentBackend()) {
-    for (const DeviceStatus& d : devices_) {
+    for (const DeviceStatus& d : devices_list_) {
       const QString memory =
           d.free_bytes >= 0
               ? tr("%1 free of %2").arg(format_bytes(d.free_bytes), format_bytes(d.total_bytes))
@@ -489,8 +524,12 @@ void SettingsPanel::fillDevices() {
       device_->setItemData(device_->count() - 1,
                            QStringLiteral("%1: %2\n%3").arg(d.index).arg(d.name, memory),
                            Qt::ToolTipRole);
+      QAction* a = devices_->menu()->addAction(QStringLiteral("%1: %2").arg(d.index).arg(d.name));
+      a->setCheckable(true);
+      a->setData(d.index);
     }
   }
+  setDevicesValue(devices_value_);
   const int i = device_->findData(wanted_device_);
   device_->setCurrentIndex(i >= 0 ? i : 0);
   updating_ = was;
@@ -505,7 +544,7 @@ qint64 SettingsPanel::availableBytes() const {
   qint64 free = -1;
   if (devices_backend_ == currentBackend()) {
     const int dev = chosenDevice();
-    for (const DeviceStatus& d : devices_) {
+    for (const DeviceStatus& d : devices_list_) {
       if (d.index == dev) free = d.free_bytes;
     }
   }
@@ -555,7 +594,7 @@ void SettingsPanel::updateMemory() {
   const qint64 avail = availableBytes();
   const double budget_gb = settings().budget_gb;
   QString free_text;
-  for (const DeviceStatus& d : devices_) {
+  for (const DeviceStatus& d : devices_list_) {
     if (devices_backend_ == currentBackend() && d.index == chosenDevice()) {
       free_text = tr("%1 free of %2 (%3)")
                       .arg(format_bytes(d.free_bytes), format_bytes(d.total_bytes),

@@ -91,6 +91,12 @@ class SettingsPanel : public QWidget {
   // The device asked for (setSettings or the user): kept while the list does not show it yet
   // (before the first probe, or on the other backend), so a preset's device survives the wait.
   int wanted_device_ = 0;
+  // The devices of a pipelined decode (RunOptions::devices): a button whose menu checks the
+  // probed devices; its text is the value ("0,1"; empty: one device). Listed indices the probe
+  // does not show are kept.
+  QToolButton* devices_ = nullptr;
+  QString devices_value_;
+  void setDevicesValue(const QString& value);
   QComboBox* precision_ = nullptr;
   QToolButton* refresh_devices_ = nullptr;
 
@@ -105,7 +111,7 @@ class SettingsPanel : public QWidget {
   QPushButton* preset_save_;
   QPushButton* preset_delete_;
 
-  QVector<DeviceStatus> devices_;
+  QVector<DeviceStatus> devices_list_;
   QString devices_backend_;
   std::optional<Prediction> prediction_;
 };

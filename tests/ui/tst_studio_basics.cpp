@@ -11,6 +11,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QLineSeries>
+#include <QMenu>
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
@@ -20,6 +21,7 @@
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStackedBarSeries>
+#include <QToolButton>
 #include <QtTest>
 
 #include "studio_test_util.h"
@@ -423,6 +425,25 @@ class tst_StudioBasics : public QObject {
     }
     QVERIFY(panel.optionWidget("autotune")->isVisibleTo(&panel));
     QVERIFY(!panel.optionWidget("threads")->isVisibleTo(&panel));
+    {  // the devices of a pipelined decode: a multi-select of the probed devices
+      auto* devices = qobject_cast<QToolButton*>(panel.optionWidget("devices"));
+      QVERIFY(devices && devices->menu());
+      const QList<QAction*> items = devices->menu()->actions();  // valid until the next list
+      QCOMPARE(items.size(), 2);
+      QVERIFY(items[0]->isChecked() && items[1]->isChecked());  // "0,1" from the settings
+      QCOMPARE(devices->text(), QString("0,1"));
+      QSignalSpy edits(&panel, &SettingsPanel::settingsChanged);
+      items[0]->trigger();  // unchecks device 0
+      QCOMPARE(panel.settings().devices, std::string("1"));
+      items[0]->trigger();
+      QCOMPARE(panel.settings().devices, std::string("0,1"));
+      QCOMPARE(edits.count(), 2);
+      RunOptions three = panel.settings();
+      three.devices = "0,1,3";  // a device the probe does not list is kept
+      panel.setSettings(three);
+      devices->menu()->actions().at(1)->trigger();  // (the menu is made anew with the list)
+      QCOMPARE(panel.settings().devices, std::string("0,3"));
+    }
     {  // a preset's device survives until the devices are probed; another backend is probed
       SettingsPanel fresh(catalog);
       RunOptions cpu = fresh.settings();
