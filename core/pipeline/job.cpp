@@ -483,7 +483,6 @@ Status Session::State::decode_pipelined(VideoVae& first, const VaeWeights& weigh
   SEEDVAE_ASSIGN_OR_RETURN(const PipelinePlan plan,
                            plan_pipeline(weights, static_cast<int>(devices.size()), z.shape()[3],
                                          z.shape()[4], stream, cuts, backend->activation_dtype()));
-  // each device's engine, made on its own thread as the session's was
   const std::string key = seedvae::backend_key(o) + "|devices " + o.devices;
   if (!pipeline || key != pipeline_key) {
     pipeline.reset();
