@@ -225,12 +225,10 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
         op.pipeline = plan.describe();
         op.devices.clear();
         for (size_t d = 0; d < ps.backends.size(); ++d) {
-          PipelinePlan one = plan;
-          one.bounds = {plan.bounds[d], plan.bounds[d + 1]};
           const MemoryStats& m = ps.memory[d];
-          op.devices.push_back({ps.backends[d], one.describe(), ps.busy_ms[d], ps.import_ms[d],
-                                ps.imported_bytes[d], m.peak_bytes, m.peak_reserved_bytes,
-                                m.fixed_bytes});
+          op.devices.push_back({ps.backends[d], plan.describe_share(static_cast<int>(d)),
+                                ps.busy_ms[d], ps.import_ms[d], ps.imported_bytes[d], m.peak_bytes,
+                                m.peak_reserved_bytes, m.fixed_bytes});
         }
       }
       SEEDVAE_TRY(backend.synchronize());

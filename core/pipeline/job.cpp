@@ -509,9 +509,7 @@ Status Session::State::decode_pipelined(VideoVae& first, const VaeWeights& weigh
     share.backend = stats.backends[i];
     share.busy_ms = stats.busy_ms[i];
     share.memory = stats.memory[i];
-    PipelinePlan one = plan;
-    one.bounds = {plan.bounds[i], plan.bounds[i + 1]};
-    share.units = one.describe();
+    share.units = plan.describe_share(static_cast<int>(i));
     r.device_shares.push_back(std::move(share));
   }
   return st;

@@ -18,15 +18,17 @@ namespace seedvae {
 
 // ---- the plan ----------------------------------------------------------------------------------
 
+std::string PipelinePlan::describe_share(int i) const {
+  const auto b = static_cast<size_t>(bounds[static_cast<size_t>(i)]);
+  const auto e = static_cast<size_t>(bounds[static_cast<size_t>(i) + 1]);
+  std::string s = std::to_string(b) + "-" + std::to_string(e);
+  if (e <= units.size() && b < e) s += " (" + units[b] + " .. " + units[e - 1] + ")";
+  return s;
+}
+
 std::string PipelinePlan::describe() const {
   std::string s;
-  for (int i = 0; i < shares(); ++i) {
-    const auto b = static_cast<size_t>(bounds[static_cast<size_t>(i)]);
-    const auto e = static_cast<size_t>(bounds[static_cast<size_t>(i) + 1]);
-    if (i > 0) s += " | ";
-    s += std::to_string(b) + "-" + std::to_string(e);
-    if (e <= units.size() && b < e) s += " (" + units[b] + " .. " + units[e - 1] + ")";
-  }
+  for (int i = 0; i < shares(); ++i) s += (i > 0 ? " | " : "") + describe_share(i);
   return s;
 }
 
@@ -91,25 +93,24 @@ Result<PipelinePlan> plan_pipeline(const VaeWeights& weights, int shares, int64_
   }
 
   // Each unit's cost on a steady chunk (after a first chunk, so the causal state is in place):
-  // the cumulative cost of units [0, u) for every u.
+  // the chunk runs unit by unit, as shares of one unit each would run it (the same ops).
   const int64_t z = model->latent_channels();
   const int64_t steady = std::max(1, options.chunk_latents);
   const int64_t head = options.lone_head ? 1 : steady + 1;
-  std::vector<double> cumulative(static_cast<size_t>(n) + 1, 0);
-  for (int u = 1; u <= n; ++u) {
-    CausalState state;
-    const Tensor first = cb.declare(Shape{1, z, head, latent_height, latent_width});
-    SEEDVAE_TRY(model->decode_chunk(first, state, options.chunk_options(0, -1)).take_status());
+  CausalState state;
+  const Tensor first = cb.declare(Shape{1, z, head, latent_height, latent_width});
+  SEEDVAE_TRY(model->decode_chunk(first, state, options.chunk_options(0, -1)).take_status());
+  Tensor x = cb.declare(Shape{1, z, steady, latent_height, latent_width});
+  std::vector<double> costs(static_cast<size_t>(n));
+  for (int u = 0; u < n; ++u) {
     cb.reset_flops();
     ChunkOptions co = options.chunk_options(1, -1);
-    co.end_unit = u;
-    const Tensor x = cb.declare(Shape{1, z, steady, latent_height, latent_width});
-    SEEDVAE_TRY(model->decode_chunk(x, state, co).take_status());
-    cumulative[static_cast<size_t>(u)] =
+    co.first_unit = u;
+    co.end_unit = u + 1;
+    SEEDVAE_ASSIGN_OR_RETURN(x, model->decode_chunk(x, state, co));
+    costs[static_cast<size_t>(u)] =
         cb.flops() / kConvFlopsPerSecond + cb.made_bytes() / kBytesPerSecond;
   }
-  std::vector<double> costs(static_cast<size_t>(n));
-  for (int u = 0; u < n; ++u) costs[u] = std::max(0.0, cumulative[u + 1] - cumulative[u]);
 
   if (cuts.empty()) {
     plan.bounds = balanced_bounds(costs, shares);

@@ -52,7 +52,9 @@ struct PipelinePlan {
   std::vector<double> share_seconds;
 
   int shares() const { return static_cast<int>(bounds.size()) - 1; }
-  // "0-17 | 17-23 | 23-29 (decoder.conv_in .. decoder.up_blocks.2.resnets.0 | ...)"
+  // Share s: "0-15 (decoder.conv_in .. decoder.up_blocks.2.resnets.2)"
+  std::string describe_share(int s) const;
+  // Every share's, separated by " | ".
   std::string describe() const;
 };
 
