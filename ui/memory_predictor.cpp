@@ -14,14 +14,12 @@ Prediction predict_memory(const PredictionRequest& r) {
     p.error = QStringLiteral("no weights loaded");
     return p;
   }
-  if (r.weights->is_wan()) {
-    p.error = QStringLiteral("no prediction: the memory planner models SeedVR2 VAEs only");
-    return p;
-  }
-  auto m = seedvae::predict_memory(r.settings, r.weights->config, r.width, r.height, r.frames,
+  auto m = seedvae::predict_memory(r.settings, *r.weights, r.width, r.height, r.frames,
                                    r.device_budget_bytes);
   if (!m) {
-    p.error = QString::fromStdString(m.status().to_string());
+    p.error = m.status().code() == StatusCode::kUnsupported
+                  ? QStringLiteral("no prediction: ") + QString::fromStdString(m.status().message())
+                  : QString::fromStdString(m.status().to_string());
     return p;
   }
   p.weight_bytes = m->weight_bytes;

@@ -215,8 +215,7 @@ Status check_host_memory(const RunOptions& o, const VaeWeights& weights, int64_t
   double buffers = clip, engine = 0;
   // (the planner's count of the host buffers and the CPU engine is SeedVR2's; a Wan run is
   // checked for its frames only)
-  auto pred = weights.is_wan() ? Result<MemoryPrediction>(unsupported("Wan"))
-                               : predict_memory(o, weights.config, width, height, frames);
+  auto pred = predict_memory(o, weights, width, height, frames);
   if (pred.is_ok()) {
     buffers = std::max(clip, static_cast<double>(pred->host_bytes));
     if (o.backend == "cpu") engine = static_cast<double>(pred->engine_bytes);
@@ -1167,8 +1166,8 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   const bool encodes = job.kind != JobKind::kDecode;
   const bool decodes = job.kind != JobKind::kEncode;
   auto predict = [&](const media::PadPlan& p) {
-    if (!job.predict || weights.is_wan()) return;  // the planner models SeedVR2 only
-    auto pred = predict_memory(o, weights.config, p.width, p.height, p.frames);
+    if (!job.predict) return;
+    auto pred = predict_memory(o, weights, p.width, p.height, p.frames);  // none for Wan
     if (pred.is_ok()) r.predicted_peak_bytes = pred->engine_bytes;
   };
 

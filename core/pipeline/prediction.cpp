@@ -209,4 +209,11 @@ Result<BudgetFit> fit_to_budget(const RunOptions& o, const VaeConfig& config, in
   return f;
 }
 
+Result<MemoryPrediction> predict_memory(const RunOptions& options, const VaeWeights& weights,
+                                        int64_t width, int64_t height, int64_t frames,
+                                        int64_t device_budget_bytes) {
+  if (weights.is_wan()) return unsupported("the memory planner models SeedVR2 VAEs only");
+  return predict_memory(options, weights.config, width, height, frames, device_budget_bytes);
+}
+
 }  // namespace seedvae

@@ -10,6 +10,7 @@
 #include "core/base/status.h"
 #include "core/pipeline/run_options.h"
 #include "core/schedule/planner.h"
+#include "core/vae/state_dict.h"
 #include "core/vae/vae_config.h"
 
 namespace seedvae {
@@ -41,6 +42,11 @@ Result<TileSpec> resolve_tile(const RunOptions& options, const VaeConfig& config
 // `height` source pixels, padded as the options say. With a device budget (> 0) the prediction
 // is for the schedule the run will choose (choose_schedule), and `method` starts with its note.
 Result<MemoryPrediction> predict_memory(const RunOptions& options, const VaeConfig& config,
+                                        int64_t width, int64_t height, int64_t frames,
+                                        int64_t device_budget_bytes = 0);
+// The same for a checkpoint of any family: kUnsupported for a Wan VAE ("the memory planner
+// models SeedVR2 VAEs only"), whose network the planner does not replay.
+Result<MemoryPrediction> predict_memory(const RunOptions& options, const VaeWeights& weights,
                                         int64_t width, int64_t height, int64_t frames,
                                         int64_t device_budget_bytes = 0);
 
