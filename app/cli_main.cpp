@@ -397,8 +397,9 @@ int cmd_info(const std::vector<std::string>& paths, bool json) {
                                   std::to_string(id->wan->spatial_factor()) + "x" +
                                   std::to_string(id->wan->spatial_factor());
             item["note"] =
-                "encode, decode, roundtrip and bench run it; the memory planner (plan, budgets, "
-                "the automatic schedule) models SeedVR2 only";
+                "encode, decode, roundtrip and bench run it; its untiled runs are predicted and "
+                "fitted to a budget (the automatic schedule), while plan and the tile search "
+                "model SeedVR2 only";
           }
           if (auto sha = sha256_file(path)) item["sha256"] = *sha;
         } else {

@@ -301,10 +301,11 @@ Result<std::vector<ConvProbeRow>> probe_convolutions(int device, bool timing) {
     }
   }
 
-  // ---- speed on the decoder's 1080p shapes -----------------------------------------------------
+  // ---- speed on the decoders' largest shapes: SeedVR2 at 1080p, Wan2.1 at 720p ----------------
   if (timing) {
     for (const Shape5 sh : {Shape5{512, 6, 270, 480, 512}, Shape5{256, 6, 540, 960, 256},
-                            Shape5{128, 6, 1080, 1920, 128}}) {
+                            Shape5{128, 6, 1080, 1920, 128}, Shape5{96, 6, 720, 1280, 96},
+                            Shape5{192, 6, 360, 640, 192}}) {
       SEEDVAE_ASSIGN_OR_RETURN(BlockPtr x, alloc->allocate(size_t(sh.in()) * 4, "probe x"));
       SEEDVAE_ASSIGN_OR_RETURN(BlockPtr w, alloc->allocate(size_t(sh.weights()) * 4, "probe w"));
       SEEDVAE_ASSIGN_OR_RETURN(BlockPtr y, alloc->allocate(size_t(sh.out()) * 4, "probe y"));

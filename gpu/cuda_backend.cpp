@@ -44,6 +44,7 @@ std::string describe_options(const CudaOptions& o) {
   std::string s(precision_name(o.precision));
   s += o.channels_last ? ", channels-last" : ", NCDHW";
   s += o.autotune ? ", autotune" : ", heuristic algorithms";
+  if (o.autotune && o.graph_api) s += " (with graph engines)";
   s += o.fused_gn_silu ? ", fused GN+SiLU" : ", separate GN and SiLU";
   s += o.fused_attention ? ", fused attention" : ", materialised attention";
   s += o.caching_allocator ? ", caching allocator" : ", plain cudaMalloc";
@@ -254,7 +255,12 @@ Result<std::unique_ptr<Backend>> CudaBackend::create(const CudaOptions& o) {
         "8.9 or newer: RTX 40xx/50xx, L4/L40, H100, B200); " +
         std::string(p.name) + " is sm_" + std::to_string(b->cc_));
   }
-  if ((o.fp16_accumulation && o.precision == Precision::kFp16) || b->fp8_) {
+  // the graph API: fp16 accumulation, FP8, and (autotune, 16-bit operands) the engines timed
+  // against the legacy API's algorithms (conv_either_api)
+  const bool sixteen = o.precision == Precision::kBf16 || o.precision == Precision::kFp16 ||
+                       o.precision == Precision::kFidelity;
+  b->fp16_accumulate_ = o.fp16_accumulation && o.precision == Precision::kFp16;
+  if (b->fp16_accumulate_ || b->fp8_ || (o.autotune && o.graph_api && sixteen)) {
     SEEDVAE_ASSIGN_OR_RETURN(b->graph_conv_, GraphConv::create(s, b->alloc_, o.autotune));
   }
   b->act_ = dtype_of(o.precision);
@@ -371,6 +377,7 @@ CudaBackendReport CudaBackend::report() const {
   r.autotune_cache_file = cache_file_;
   r.fused_attention_calls = fused_calls_;
   r.fp16_accumulated_convs = fp16_accumulated_;
+  r.graph_api_convs = graph_api_convs_;
   r.fp8_convs = fp8_convs_;
   r.fp8_refused_convs = fp8_refused_;
   r.materialised_attention_calls = materialised_calls_;

@@ -137,6 +137,8 @@ struct CudaBackendReport {
   std::string autotune_cache_file;
   int64_t fused_attention_calls = 0, materialised_attention_calls = 0;
   int64_t fp16_accumulated_convs = 0;  // fp16 accumulation: convolutions that had it
+  // autotune, 16 bits: convolutions that ran on the graph API, faster there than the legacy one
+  int64_t graph_api_convs = 0;
   // FP8 convolutions: calls run in FP8, and calls that took the FP8 path but found no engine
   // (run in bf16)
   int64_t fp8_convs = 0, fp8_refused_convs = 0;

@@ -8,8 +8,8 @@
 #                                       oneDNN (xz) and the golden data into build-gpu/dist
 #                                       (~35 MB; DIST_CLI=0: without the CLI, ~34 MB)
 #   scripts/gpu-run.sh [phase ...]      (on the GPU machine) phases: info tests verify wan
-#                                       bench hires extra small ablate cli demo (default: all
-#                                       but small and wan)
+#                                       wanbench bench hires extra small ablate cli demo
+#                                       (default: all but small, wan and wanbench)
 #
 # Environment: OUT (results folder, default /tmp/seedvae-out), DIST (default build-gpu/dist),
 # DIST_GOLDEN (dist: "wan" carries ../shared/golden-wan instead of the SeedVR2 golden set, for the
@@ -27,7 +27,9 @@
 # e.g. "--size 1920x1080 --offload-state --offload-window-mib 256"), SMALL_CARD ('|'-separated
 # "GiB:bench arguments": the bench with only GiB of the card left free by a helper process),
 # TESTS (which GPU tests the tests phase runs, default "ops model telemetry allocator multi"),
-# EXTRA_REPEATS (timed runs of each extra bench, default 3).
+# EXTRA_REPEATS (timed runs of each extra bench, default 3), WAN_BENCH ('|'-separated
+# `seedvae_gpu_bench wanbench` argument lists for the wanbench phase; WAN_PROFILE_LINES: how many
+# lines of each run's op profile to print, default 40).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -254,6 +256,18 @@ if phase extra; then
       --repeats "${EXTRA_REPEATS:-3}" --warmup 1 \
       $v --json "$WORK/bench_extra_$tag.json"
     grep -E "^(encode|decode|memory)|^  (device|pipeline)|error" "$LOGS/bench_extra_$tag.log"
+  done
+fi
+
+if phase wanbench; then
+  # WAN_BENCH: '|'-separated `seedvae_gpu_bench wanbench` argument lists (bf16 unless given)
+  IFS='|' read -r -a wans <<< "${WAN_BENCH:---family wan2.1 --size 1280x720 --frames 81 --repeats 1}"
+  for v in "${wans[@]}"; do
+    [ -n "$v" ] || continue
+    tag=$(echo "$v" | tr -d ' -')
+    # shellcheck disable=SC2086
+    step "wanbench_$tag" 300 "$BIN/seedvae_gpu_bench" wanbench $v --json "$WORK/wanbench_$tag.json"
+    grep -E "median|op profile|^ +[0-9.]+ ms" "$LOGS/wanbench_$tag.log" | head -${WAN_PROFILE_LINES:-40}
   done
 fi
 

@@ -41,7 +41,7 @@ BudgetFit fit_to_budget(const PredictionRequest& r, qint64 budget_bytes) {
     return f;
   }
   if (r.weights->is_wan()) {
-    f.message = QStringLiteral("the memory planner models SeedVR2 VAEs only");
+    f.message = QStringLiteral("fitting tiles to a budget models SeedVR2 VAEs only");
     return f;
   }
   auto fit = seedvae::fit_to_budget(r.settings, r.weights->config, r.width, r.height, r.frames,

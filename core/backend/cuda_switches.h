@@ -27,6 +27,13 @@ struct CudaSwitches {
   CudaSwitches() {}  // NOLINT(modernize-use-equals-default)
   // cuDNN: time every algorithm once per convolution shape (true) or take cuDNN's heuristic.
   bool autotune = true;
+  // With autotune, 16-bit channels-last convolutions also time cuDNN's graph-API engines and run
+  // one where it is at least 15 % faster than the legacy API's best algorithm (a Wan2.1 720p
+  // 96-channel convolution: 4.4 against 6.3 ms on an H200); the choice persists with the
+  // autotune results. Off by default: with it, two bf16 golden tensors of the real encoder were
+  // 4-7 % over PyTorch's own error on an H200 (docs/gpu-notes.md), not yet separated from that
+  // card's legacy algorithm choices.
+  bool graph_api = false;
   // Where autotune results persist (per GPU, driver and cuDNN version): "auto" = the user cache
   // directory ($SEEDVAE_CACHE_DIR, $XDG_CACHE_HOME/seedvae or ~/.cache/seedvae), "" = nowhere,
   // otherwise a file path.

@@ -64,6 +64,9 @@ struct AttentionWeights {
 struct RmsNormParams {
   bool silu = false;
   float eps = 1e-12f;
+  // As GroupNormParams::context_frames: the causal context a causal_pad() will put in front of
+  // a SiLU output, room a backend may reserve so the pad copies nothing (0: not padded).
+  int context_frames = 0;
 };
 
 // Weights of the Wan middle-block attention: RMS norm (gain [C], no bias), one head of width C

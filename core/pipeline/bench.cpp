@@ -277,10 +277,9 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
 
 Result<bool> choose_bench_schedule(BenchOptions& o, const VaeWeights& weights,
                                    const Backend& backend) {
-  if (weights.is_wan()) return false;
   SEEDVAE_ASSIGN_OR_RETURN(ScheduleChoice c,
-                           choose_schedule(o.run, weights.config, o.encode, o.decode, o.height,
-                                           o.width, o.frames, backend.memory_stats().budget_bytes));
+                           choose_schedule(o.run, weights, o.encode, o.decode, o.height, o.width,
+                                           o.frames, backend.memory_stats().budget_bytes));
   if (c.note.empty()) return false;
   const bool remake = backend_key(c.options) != backend_key(o.run);
   o.run = c.options;

@@ -99,7 +99,6 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights,
 // The automatic schedule of the benchmark's ops, as a job would choose it (choose_schedule,
 // core/pipeline/prediction.h) within the device budget of `backend`: updates options.run and
 // options.schedule_note. True when the backend must be made again (the state offload turned on).
-// Wan VAEs have none (the planner models SeedVR2 only): the options stay as given.
 Result<bool> choose_bench_schedule(BenchOptions& options, const VaeWeights& weights,
                                    const Backend& backend);
 

@@ -1220,16 +1220,14 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
 
   // ---- the automatic schedule: the planner's peak against the backend's device budget ----
   std::string schedule_note;
-  if (o.backend == "cuda" && o.auto_schedule && weights.is_wan()) {
-    schedule_note = "no automatic schedule: the planner models SeedVR2 only";
-  } else if (o.backend == "cuda" && o.auto_schedule &&
-             find_option("auto_schedule")->not_applicable(o).empty()) {
+  if (o.backend == "cuda" && o.auto_schedule &&
+      find_option("auto_schedule")->not_applicable(o).empty()) {
     // Encodes: the peak is a chunk's, so the clip's length does not matter (17 frames).
     const int64_t h = encodes ? frame_h : r.plan.padded_height;
     const int64_t w = encodes ? frame_w : r.plan.padded_width;
     const int64_t t = encodes ? 17 : r.plan.padded_frames;
     SEEDVAE_ASSIGN_OR_RETURN(ScheduleChoice choice,
-                             choose_schedule(o, weights.config, encodes, decodes, h, w, t,
+                             choose_schedule(o, weights, encodes, decodes, h, w, t,
                                              backend->memory_stats().budget_bytes));
     if (!choice.note.empty()) {
       if (pipelined && choice.options.tiling != "off") {
@@ -1245,10 +1243,15 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   }
   VideoVae& m = *model;
   r.backend_name = backend->name();
-  if (weights.is_wan() && (o.hires_chunk_frames > 0 || o.lean_convs)) {
-    r.warnings.push_back("chunked upsampling and lean convolutions are SeedVR2's; the " +
+  if (weights.is_wan() && o.lean_convs) {
+    r.warnings.push_back("lean convolutions are SeedVR2's; the " +
                          std::string(family_name(weights.family)) +
-                         " network runs each chunk whole");
+                         " network convolves each extended input whole");
+  }
+  if (weights.is_wan() && o.hires_chunk_frames > 0 && encodes) {
+    r.warnings.push_back("chunked upsampling applies to the " +
+                         std::string(family_name(weights.family)) +
+                         " decoder only; its encoder runs each chunk whole");
   }
   r.weight_bytes = backend->memory_stats().current_bytes;
   const StreamOptions stream = stream_options(o);

@@ -4,6 +4,8 @@
 
 #include "core/media/vae_padding.h"
 #include "core/schedule/planner.h"
+#include "core/schedule/streaming.h"
+#include "core/vae/wan_model.h"
 
 namespace seedvae {
 
@@ -29,6 +31,36 @@ Result<TileSpec> resolve_tile(const RunOptions& o, const VaeConfig& config, bool
   return rep.chosen.spec;
 }
 
+namespace {
+
+// The dry-run backend's memory model for a run of `o`, and its bytes per parameter.
+struct DryRunModel {
+  BackendMemoryModel backend;
+  int64_t weight_bytes = 4;
+};
+
+DryRunModel dry_run_model(const RunOptions& o) {
+  DryRunModel m;
+  m.weight_bytes = precision_bytes(o);
+  m.backend = o.backend == "cuda" ? BackendMemoryModel::cuda() : BackendMemoryModel::cpu();
+  if (o.backend == "cuda" && o.precision == "fidelity") {
+    m.weight_bytes = 2;  // fp16 convolution weights; fp32 activations
+    m.backend.conv_copy_bytes = 2;
+  }
+  if (o.backend == "cuda" && o.precision == "bf16" && o.fp8_convs) {
+    m.weight_bytes = 3;             // bf16 weights and their e4m3 copies
+    m.backend.conv_copy_bytes = 1;  // the e4m3 copy of a convolution's input (counted with
+                                    // its output's size too: an upper bound)
+  }
+  if (o.backend == "cuda" && o.offload_state) {
+    m.backend.offload_state = true;
+    m.backend.offload_window_bytes = int64_t{o.offload_window_mib} << 20;
+  }
+  return m;
+}
+
+}  // namespace
+
 PlanRequest plan_request(const RunOptions& o, const VaeConfig& config, bool encode, int64_t height,
                          int64_t width, int64_t frames) {
   PlanRequest req;
@@ -48,21 +80,10 @@ PlanRequest plan_request(const RunOptions& o, const VaeConfig& config, bool enco
   req.lean_convs = o.lean_convs;
   req.lone_head = o.lone_head;
   req.exact_keep_weights = o.exact_keep_weights;
-  req.activation_bytes = req.weight_bytes = precision_bytes(o);
-  req.backend = o.backend == "cuda" ? BackendMemoryModel::cuda() : BackendMemoryModel::cpu();
-  if (o.backend == "cuda" && o.precision == "fidelity") {
-    req.weight_bytes = 2;  // fp16 convolution weights; fp32 activations
-    req.backend.conv_copy_bytes = 2;
-  }
-  if (o.backend == "cuda" && o.precision == "bf16" && o.fp8_convs) {
-    req.weight_bytes = 3;             // bf16 weights and their e4m3 copies
-    req.backend.conv_copy_bytes = 1;  // the e4m3 copy of a convolution's input (counted with
-                                      // its output's size too: an upper bound)
-  }
-  if (o.backend == "cuda" && o.offload_state) {
-    req.backend.offload_state = true;
-    req.backend.offload_window_bytes = int64_t{o.offload_window_mib} << 20;
-  }
+  req.activation_bytes = precision_bytes(o);
+  const DryRunModel m = dry_run_model(o);
+  req.weight_bytes = m.weight_bytes;
+  req.backend = m.backend;
   return req;
 }
 
@@ -72,11 +93,27 @@ struct Padded {
   int64_t h = 0, w = 0, t = 0;
 };
 
-Padded padded(const RunOptions& o, const VaeConfig& config, int64_t width, int64_t height,
+Padded padded(const RunOptions& o, int spatial_factor, int64_t width, int64_t height,
               int64_t frames) {
-  const int multiple = std::max(config.spatial_factor(), o.spatial_multiple);
+  const int multiple = std::max(spatial_factor, o.spatial_multiple);
   const media::PadPlan p = media::plan_padding(frames, height, width, multiple);
   return {p.padded_height, p.padded_width, p.padded_frames};
+}
+
+// The job's host buffers. Frames stream (core/pipeline/job.h): a few chunks of fp32 frames are
+// alive at a time -- read ahead, padded, decoded (two in turn), trimmed, and the originals they
+// are compared with -- and the latent moments of the whole clip. A tiled encode reads the whole
+// padded clip first.
+int64_t job_host_bytes(const RunOptions& o, const Padded& pd, int64_t tf, int64_t sf,
+                       int64_t latent_channels) {
+  const int64_t frame_bytes = pd.h * pd.w * 3 * 4;
+  const int64_t chunk_frames =
+      o.chunk_latents > 0 ? std::min<int64_t>(pd.t, int64_t{o.chunk_latents} * tf + 1) : pd.t;
+  int64_t buffers = 6 * chunk_frames * frame_bytes;
+  if (o.tiling != "off") buffers += pd.t * frame_bytes;
+  const int64_t moments =
+      2 * latent_channels * ((pd.t - 1) / tf + 1) * (pd.h / sf) * (pd.w / sf) * 4;
+  return buffers + moments;
 }
 
 }  // namespace
@@ -85,7 +122,7 @@ Result<MemoryPrediction> predict_memory(const RunOptions& given, const VaeConfig
                                         int64_t width, int64_t height, int64_t frames,
                                         int64_t device_budget_bytes) {
   if (width < 1 || height < 1 || frames < 1) return invalid_argument("predict: no input");
-  const Padded pd = padded(given, config, width, height, frames);
+  const Padded pd = padded(given, config.spatial_factor(), width, height, frames);
   SEEDVAE_ASSIGN_OR_RETURN(
       const ScheduleChoice choice,
       choose_schedule(given, config, true, true, pd.h, pd.w, pd.t, device_budget_bytes));
@@ -107,21 +144,8 @@ Result<MemoryPrediction> predict_memory(const RunOptions& given, const VaeConfig
                " model): " + describe(e);
   }
   if (!choice.note.empty()) p.method = "automatic schedule: " + choice.note + "; " + p.method;
-  // The job's host buffers. Frames stream (core/pipeline/job.h): a few chunks of fp32 frames are
-  // alive at a time -- read ahead, padded, decoded (two in turn), trimmed, and the originals they
-  // are compared with -- and the latent moments of the whole clip. A tiled encode reads the whole
-  // padded clip first.
-  const int sf = config.spatial_factor();
-  const int64_t frame_bytes = pd.h * pd.w * 3 * 4;
-  const int64_t chunk_frames =
-      o.chunk_latents > 0
-          ? std::min<int64_t>(pd.t, int64_t{o.chunk_latents} * config.temporal_factor() + 1)
-          : pd.t;
-  int64_t buffers = 6 * chunk_frames * frame_bytes;
-  if (o.tiling != "off") buffers += pd.t * frame_bytes;
-  const int64_t moments = 2 * config.latent_channels * ((pd.t - 1) / config.temporal_factor() + 1) *
-                          (pd.h / sf) * (pd.w / sf) * 4;
-  p.host_bytes = planner_host + buffers + moments;
+  p.host_bytes = planner_host + job_host_bytes(o, pd, config.temporal_factor(),
+                                               config.spatial_factor(), config.latent_channels);
   return p;
 }
 
@@ -182,7 +206,7 @@ Result<ScheduleChoice> choose_schedule(const RunOptions& o, const VaeConfig& con
 Result<BudgetFit> fit_to_budget(const RunOptions& o, const VaeConfig& config, int64_t width,
                                 int64_t height, int64_t frames, int64_t budget_bytes) {
   if (width < 1 || height < 1 || frames < 1) return invalid_argument("fit: no input");
-  const Padded pd = padded(o, config, width, height, frames);
+  const Padded pd = padded(o, config.spatial_factor(), width, height, frames);
   BudgetFit f;
   // Tiling is the lever: an untiled setting is fitted with exact (seam-free) tiling.
   f.tiling = o.tiling == "off" ? "exact" : o.tiling;
@@ -209,11 +233,155 @@ Result<BudgetFit> fit_to_budget(const RunOptions& o, const VaeConfig& config, in
   return f;
 }
 
+namespace {
+
+// A Wan run's encoder or decoder on the dry-run backend (predict_memory's Wan form).
+struct WanPeak {
+  int64_t peak = 0;     // what the backend peaks at: weights, activations, causal state, fixed
+  int64_t weights = 0;  // the resident parameters
+  int64_t fixed = 0;    // the backend's own (context and handles)
+};
+
+// `must_fit`: as choose_schedule counts an offloaded state (what is prefetched ahead of use is
+// dropped when an allocation finds no room, so what must fit is the rest).
+Result<WanPeak> wan_peak(const RunOptions& o, const WanConfig& cfg, bool encode, int64_t height,
+                         int64_t width, int64_t frames, bool must_fit = false) {
+  if (o.tiling != "off") {
+    return unsupported("the memory prediction of a tiled " + std::string(family_name(cfg.family)) +
+                       " run: the planner's tile search models SeedVR2 only");
+  }
+  DryRunModel dm = dry_run_model(o);
+  if (must_fit && dm.backend.offload_state) dm.backend.offload_window_bytes = -1;
+  const BackendMemoryModel& model = dm.backend;
+  const int64_t eb = precision_bytes(o);
+  CountingBackend counting(eb == 2 ? DType::kBF16 : DType::kF32, model, dm.weight_bytes);
+  SEEDVAE_ASSIGN_OR_RETURN(WanModel m,
+                           WanModel::create(counting, cfg, [&](const std::string&, const Shape& s) {
+                             return Result<Tensor>(counting.declare_weight(s));
+                           }));
+  WanPeak out;
+  out.fixed = model.fixed_bytes;
+  out.weights = counting.memory_stats().current_bytes;
+  const StreamOptions so = stream_options(o);
+  const ChunkOptions co = so.chunk_options(-1, -1);
+  const int64_t tf = cfg.temporal_factor(), sf = cfg.spatial_factor();
+  const auto chunks = plan_chunks((frames - 1) / tf + 1, so.chunk_latents, so.lone_head);
+  auto replay = [&](size_t n) -> Status {
+    CausalState st;
+    for (size_t i = 0; i < std::min(n, chunks.size()); ++i) {
+      const auto [b, e] = chunks[i];
+      if (encode) {
+        const int64_t t = b == 0 ? (e - 1) * tf + 1 : (e - b) * tf;
+        SEEDVAE_TRY(
+            m.encode_chunk(counting.declare(Shape{1, 3, t, height, width}), st, co).take_status());
+      } else {
+        const Shape z{1, cfg.z_dim, e - b, height / sf, width / sf};
+        SEEDVAE_TRY(m.decode_chunk(counting.declare(z), st, co).take_status());
+      }
+    }
+    return Status::ok();
+  };
+  SEEDVAE_TRY(replay(1));
+  counting.reset_peak();
+  SEEDVAE_TRY(replay(3));
+  out.peak = counting.memory_stats().peak_bytes + out.fixed;
+  return out;
+}
+
+// As choose_schedule's peak: the libraries' kernels and a tenth of the engine's bytes for the
+// caching allocator on top (see there).
+int64_t with_margins(const WanPeak& p) {
+  return p.peak + (p.peak - p.fixed) / 10 + kLibraryAllowance;
+}
+
+Result<ScheduleChoice> choose_wan_schedule(const RunOptions& o, const WanConfig& cfg, bool encode,
+                                           bool decode, int64_t height, int64_t width,
+                                           int64_t frames, int64_t budget_bytes) {
+  ScheduleChoice c{o, {}};
+  if (o.backend != "cuda" || !o.auto_schedule || budget_bytes <= 0 ||
+      !find_option("auto_schedule")->not_applicable(o).empty()) {
+    return c;
+  }
+  auto peak = [&](const RunOptions& r) -> Result<int64_t> {
+    int64_t p = 0;
+    for (const bool enc : {true, false}) {
+      if ((enc && !encode) || (!enc && !decode)) continue;
+      SEEDVAE_ASSIGN_OR_RETURN(const WanPeak w, wan_peak(r, cfg, enc, height, width, frames, true));
+      p = std::max(p, with_margins(w));
+    }
+    return p;
+  };
+  SEEDVAE_ASSIGN_OR_RETURN(const int64_t as_given, peak(o));
+  if (as_given <= budget_bytes) return c;
+  const std::string over = "the predicted peak of " + format_bytes(as_given) +
+                           " exceeds the device budget of " + format_bytes(budget_bytes);
+  RunOptions pieces = o;
+  if (decode) {
+    pieces.hires_chunk_frames = 1;
+    SEEDVAE_ASSIGN_OR_RETURN(const int64_t pieces_peak, peak(pieces));
+    if (pieces_peak <= budget_bytes) {
+      c.options = pieces;
+      c.note = over +
+               ": the decoder's full-frame-rate levels one frame at a time (chunked "
+               "upsampling, the same output; predicted peak " +
+               format_bytes(pieces_peak) + ")";
+      return c;
+    }
+  }
+  RunOptions offload = pieces;
+  offload.offload_state = true;
+  SEEDVAE_ASSIGN_OR_RETURN(const int64_t offload_peak, peak(offload));
+  if (offload_peak <= budget_bytes) {
+    c.options = offload;
+    c.note = over + ": offloading the causal state" +
+             (decode ? " with the decoder's full-frame-rate levels one frame at a time" : "") +
+             " (the same output, slower; predicted peak " + format_bytes(offload_peak) + ")";
+    return c;
+  }
+  c.note = over + ", and the offloaded schedule's " + format_bytes(offload_peak) +
+           " too; spatial tiles (--tiling exact --tile WxH) hold less";
+  return c;
+}
+
+}  // namespace
+
+Result<ScheduleChoice> choose_schedule(const RunOptions& options, const VaeWeights& weights,
+                                       bool encode, bool decode, int64_t height, int64_t width,
+                                       int64_t frames, int64_t budget_bytes) {
+  if (weights.is_wan()) {
+    return choose_wan_schedule(options, weights.wan, encode, decode, height, width, frames,
+                               budget_bytes);
+  }
+  return choose_schedule(options, weights.config, encode, decode, height, width, frames,
+                         budget_bytes);
+}
+
 Result<MemoryPrediction> predict_memory(const RunOptions& options, const VaeWeights& weights,
                                         int64_t width, int64_t height, int64_t frames,
                                         int64_t device_budget_bytes) {
-  if (weights.is_wan()) return unsupported("the memory planner models SeedVR2 VAEs only");
-  return predict_memory(options, weights.config, width, height, frames, device_budget_bytes);
+  if (!weights.is_wan()) {
+    return predict_memory(options, weights.config, width, height, frames, device_budget_bytes);
+  }
+  if (width < 1 || height < 1 || frames < 1) return invalid_argument("predict: no input");
+  const WanConfig& cfg = weights.wan;
+  const Padded pd = padded(options, cfg.spatial_factor(), width, height, frames);
+  SEEDVAE_ASSIGN_OR_RETURN(
+      const ScheduleChoice choice,
+      choose_wan_schedule(options, cfg, true, true, pd.h, pd.w, pd.t, device_budget_bytes));
+  const RunOptions& o = choice.options;
+  MemoryPrediction p;
+  for (const bool encode : {true, false}) {
+    SEEDVAE_ASSIGN_OR_RETURN(const WanPeak w, wan_peak(o, cfg, encode, pd.h, pd.w, pd.t));
+    if (w.peak <= p.engine_bytes) continue;
+    p.engine_bytes = w.peak;
+    p.weight_bytes = w.weights;
+    p.activation_bytes = w.peak - w.weights - w.fixed;
+    p.method = "replay (" + std::string(encode ? "encoder" : "decoder") + ", " +
+               (o.backend == "cuda" ? "cuda" : "cpu") + " model): peak " + format_bytes(w.peak);
+  }
+  if (!choice.note.empty()) p.method = "automatic schedule: " + choice.note + "; " + p.method;
+  p.host_bytes = job_host_bytes(o, pd, cfg.temporal_factor(), cfg.spatial_factor(), cfg.z_dim);
+  return p;
 }
 
 }  // namespace seedvae

@@ -44,8 +44,11 @@ Result<TileSpec> resolve_tile(const RunOptions& options, const VaeConfig& config
 Result<MemoryPrediction> predict_memory(const RunOptions& options, const VaeConfig& config,
                                         int64_t width, int64_t height, int64_t frames,
                                         int64_t device_budget_bytes = 0);
-// The same for a checkpoint of any family: kUnsupported for a Wan VAE ("the memory planner
-// models SeedVR2 VAEs only"), whose network the planner does not replay.
+// The same for a checkpoint of any family. A Wan VAE is predicted by replaying WanModel on a
+// dry-run backend with the run's chunking (the first chunk once, as a backend's first run packs
+// its weights, then the first three chunks: the first is the largest, the later ones hold every
+// causal memory); untiled only (kUnsupported with tiling: the planner's tile search models
+// SeedVR2 only).
 Result<MemoryPrediction> predict_memory(const RunOptions& options, const VaeWeights& weights,
                                         int64_t width, int64_t height, int64_t frames,
                                         int64_t device_budget_bytes = 0);
@@ -61,6 +64,14 @@ struct ScheduleChoice {
   std::string note;
 };
 Result<ScheduleChoice> choose_schedule(const RunOptions& options, const VaeConfig& config,
+                                       bool encode, bool decode, int64_t height, int64_t width,
+                                       int64_t frames, int64_t budget_bytes);
+// The same for a checkpoint of any family. For a Wan VAE (untiled runs): the options as given when
+// the replayed peak fits; else, for a decode, chunked upsampling of 1 frame (the same output) when
+// that fits; else that with the causal state offloaded (the same output, slower) when that fits;
+// else the options as given, and the note says by how much the peak is over the budget and that
+// spatial tiles (--tiling exact --tile WxH) are what remains.
+Result<ScheduleChoice> choose_schedule(const RunOptions& options, const VaeWeights& weights,
                                        bool encode, bool decode, int64_t height, int64_t width,
                                        int64_t frames, int64_t budget_bytes);
 

@@ -78,6 +78,13 @@ std::string bf16_only(const RunOptions& o) {
   return o.precision == "bf16" ? std::string() : "the precision is not bf16";
 }
 
+std::string sixteen_bit_autotuned(const RunOptions& o) {
+  if (!o.autotune) return "autotune is off";
+  return o.precision == "bf16" || o.precision == "fp16" || o.precision == "fidelity"
+             ? std::string()
+             : "the convolutions are not 16-bit (bf16, fp16 or fidelity)";
+}
+
 std::string offload_only(const RunOptions& o) {
   return o.offload_state ? "" : "the causal state is not offloaded (offload state is off)";
 }
@@ -236,6 +243,15 @@ const std::vector<OptionSpec>& table() {
               "per GPU, driver and cuDNN version). Off: cuDNN's heuristic choice. Costs a few "
               "seconds on the first run of each shape.",
               &RunOptions::autotune);
+    cuda_bool("graph_api", "--graph-api", "--no-graph-api", "cuDNN graph engines",
+              "With autotune, 16-bit convolutions also time cuDNN's graph-API engines and run one "
+              "where it is at least 15% faster than the legacy API's best algorithm (a Wan2.1 "
+              "720p 96-channel convolution on an H200: 4.4 against 6.3 ms; Wan2.1 720p decode "
+              "2.48 -> 2.35 s, encode 1.44 -> 1.18 s). The choice is kept with the autotune "
+              "cache, so a shape runs the same kernel every time. Off by default: two bf16 "
+              "golden tensors of the real encoder came out 4-7% over PyTorch's own error with it "
+              "on an H200 (docs/gpu-notes.md).",
+              &RunOptions::graph_api, sixteen_bit_autotuned);
     add({.key = "autotune_cache",
          .flag = "--autotune-cache",
          .label = "Autotune cache",
@@ -341,9 +357,10 @@ const std::vector<OptionSpec>& table() {
          .kind = OptionKind::kInt,
          .help = "Chunked upsampling: run the full-frame-rate high-resolution stages (decoder "
                  "after its last temporal upsampling, encoder before its first temporal "
-                 "downsampling) this many frames at a time, carrying the causal state between "
-                 "pieces. Same output; less memory (a 1080p bf16 encode on an H100: 15.0 -> 11.7 "
-                 "GiB with 1 frame) for a few percent more time. 0 = off.",
+                 "downsampling; Wan: the decoder's only) this many frames at a time, carrying "
+                 "the causal state between pieces. Same output; less memory (a 1080p bf16 "
+                 "encode on an H100: 15.0 -> 11.7 GiB with 1 frame; a Wan2.1 720p decode on an "
+                 "H200: 12.2 -> 8.1 GiB device level) for a few percent more time. 0 = off.",
          .member = &RunOptions::hires_chunk_frames,
          .minimum = 0,
          .maximum = 1 << 20,
@@ -472,7 +489,10 @@ const std::vector<OptionSpec>& table() {
                  "budget, the run offloads its causal state with a lone head and lean "
                  "convolutions (the same output, slower), and when that does not fit either, it "
                  "runs exact tiling with the largest tile that fits (the same output, much "
-                 "slower). The run's report says what was chosen and why. Off: run as set.",
+                 "slower). A Wan run first decodes its full-frame-rate levels one frame at a "
+                 "time (chunked upsampling), then also offloads its causal state (the same "
+                 "output); what still does not fit runs as set, with the prediction in the "
+                 "report. The run's report says what was chosen and why. Off: run as set.",
          .member = &RunOptions::auto_schedule,
          .backends = kCudaBackend,
          .not_applicable = auto_schedule_rule});

@@ -31,7 +31,11 @@ Result<HostTensor> wan_decode(WanModel& model, const HostTensor& latent,
   }
   SEEDVAE_ASSIGN_OR_RETURN(HostTensor y, decode_latent(model, raw, options.stream, hooks));
   if (options.clamp) {
-    for (float& v : y.f32()) v = std::clamp(v, -1.f, 1.f);
+    // on every core: a 720p clip of 81 frames is 224 M values, ~0.2 s on one
+    float* v = y.data<float>();
+    const int64_t n = y.numel();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) v[i] = std::clamp(v[i], -1.f, 1.f);
   }
   return y;
 }

@@ -45,9 +45,9 @@ struct CausalState {
   int64_t bytes() const;
 };
 
-// How one chunk call runs. Every choice here changes memory and time, never the output. The
-// chunked upsampling and lean convolutions are VaeModel's (SeedVR2) only; WanModel runs every
-// stage on the whole chunk and ignores them.
+// How one chunk call runs. Every choice here changes memory and time, never the output. Lean
+// convolutions are VaeModel's (SeedVR2) only; WanModel takes chunked upsampling in its decoder
+// (its encoder runs every stage on the whole chunk).
 struct ChunkOptions {
   // Chunked high-resolution stages ("chunked upsampling"): when > 0, the stages at full frame
   // rate and the two highest resolutions -- the decoder after its last temporal upsampling

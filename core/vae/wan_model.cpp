@@ -155,6 +155,7 @@ class WanModel::Pass {
     SEEDVAE_ASSIGN_OR_RETURN(Tensor ext, be_.causal_pad(x, &mem, 0));
     mem = {};  // ext holds a copy: the old memory goes before the new one is sliced
     SEEDVAE_ASSIGN_OR_RETURN(mem, be_.slice_frames(ext, ext.shape[2] - ctx, ext.shape[2]));
+    SEEDVAE_TRY(hint(prefix));
     Conv3dParams p;
     p.pad_top = p.pad_bottom = static_cast<int>(weight.shape[3] / 2);
     p.pad_left = p.pad_right = static_cast<int>(weight.shape[4] / 2);
@@ -163,7 +164,8 @@ class WanModel::Pass {
   }
 
   Result<Tensor> norm(const std::string& gamma, const Tensor& x, bool silu) {
-    return be_.rms_norm(x, w(gamma), {.silu = silu});
+    // every SiLU output here feeds a causal convolution (2 frames of context)
+    return be_.rms_norm(x, w(gamma), {.silu = silu, .context_frames = silu ? 2 : 0});
   }
 
   // ResidualBlock: [shortcut(x) or x] + conv(silu(norm(conv(silu(norm(x)))))).
@@ -235,6 +237,7 @@ class WanModel::Pass {
       SEEDVAE_ASSIGN_OR_RETURN(out, be_.conv3d(ext, w(tc + ".weight"), w(tc + ".bias"), tp));
     }
     SEEDVAE_ASSIGN_OR_RETURN(state_.memory[tc], be_.slice_frames(y, t - 1, t));
+    SEEDVAE_TRY(hint(tc));
     return out;
   }
 
@@ -265,6 +268,45 @@ class WanModel::Pass {
     return be_.conv3d(u, w(p + ".resample.1.weight"), w(p + ".resample.1.bias"), sp);
   }
 
+  Result<Tensor> decode_level(int i, Tensor x);
+
+  // Whether decoder level i's upsampler doubles the frame rate (its time_conv).
+  bool upsamples_in_time(int i) const {
+    const WanConfig& c = m_.config_;
+    return i != c.levels() - 1 &&
+           c.temporal_downsample[c.temporal_downsample.size() - 1 - static_cast<size_t>(i)];
+  }
+
+  // Chunked high-resolution stages (ChunkOptions::hires_chunk_frames): runs `stage` on pieces of
+  // at most that many frames of x, one after another (their causal memory carried from piece to
+  // piece), and concatenates the results; one call on the whole x when off or x is short. Each
+  // piece is sliced before the first runs and x is dropped, so the whole chunk is not held.
+  template <typename Stage>
+  Result<Tensor> in_pieces(Tensor x, Stage stage) {
+    const int64_t t = x.shape[2], piece = opt_.hires_chunk_frames;
+    // with chunked upsampling on, the stage's memory is read by every piece: never offloaded
+    // (the stage needs all of it at once anyway, so offloading it between chunks would not lower
+    // the peak)
+    pieces_ = piece > 0;
+    if (piece <= 0 || t <= piece) return stage(std::move(x));
+    std::vector<Tensor> pieces;
+    for (int64_t b = 0; b < t; b += piece) {
+      SEEDVAE_ASSIGN_OR_RETURN(Tensor p, be_.slice_frames(x, b, std::min(t, b + piece)));
+      pieces.push_back(std::move(p));
+    }
+    x = {};
+    Tensor out;
+    for (Tensor& p : pieces) {
+      SEEDVAE_ASSIGN_OR_RETURN(Tensor y, stage(std::move(p)));
+      if (!out.defined()) {
+        out = std::move(y);
+      } else {
+        SEEDVAE_ASSIGN_OR_RETURN(out, be_.concat_frames(out, y));
+      }
+    }
+    return out;
+  }
+
   // Whether the decoder unit `unit` runs in this call (ChunkOptions::first_unit / end_unit).
   bool runs(const std::string& unit) const {
     if (opt_.whole_decoder()) return true;
@@ -273,10 +315,18 @@ class WanModel::Pass {
            (it->second >= opt_.first_unit && (opt_.end_unit < 0 || it->second < opt_.end_unit));
   }
 
+  // A causal memory (state key) kept for the next chunk and not read again in this one: the
+  // backend may move it off the device until then (Backend::offload_hint, --offload-state),
+  // except inside the piece stages, whose memory the next piece reads.
+  Status hint(const std::string& key) {
+    return pieces_ ? Status::ok() : be_.offload_hint(state_.memory[key]);
+  }
+
   const WanModel& m_;
   Backend& be_;
   CausalState& state_;
   const ChunkOptions& opt_;
+  bool pieces_ = false;  // inside in_pieces() with chunked upsampling on
 };
 
 Result<Tensor> WanModel::Pass::encode(const Tensor& video) {
@@ -351,56 +401,74 @@ Result<Tensor> WanModel::Pass::decode(const Tensor& z) {
       SEEDVAE_ASSIGN_OR_RETURN(x, residual_block("decoder.middle.2", x));
     }
   }
-  int flat = 0;
-  for (int i = 0; i < n; ++i) {
-    const bool up = i != n - 1;
-    const bool temporal =
-        up && c.temporal_downsample[c.temporal_downsample.size() - 1 - static_cast<size_t>(i)];
-    const std::string level = "decoder.upsamples." + std::to_string(i);
-    if (v22() && !runs(level)) continue;
-    Tensor in = x;  // Wan2.2's DupUp3D shortcut reads the level's input
-    std::string last;
-    bool ran = v22();
-    for (int r = 0; r < c.num_res_blocks + 1; ++r) {
-      last = v22() ? level + ".upsamples." + std::to_string(r)
-                   : "decoder.upsamples." + std::to_string(flat++);
-      if (!runs(last)) continue;
-      SEEDVAE_ASSIGN_OR_RETURN(x, residual_block(last, x));
+  // Levels from the first after the last temporal upsampling run at the full frame rate: with
+  // ChunkOptions::hires_chunk_frames they (and the head) run on pieces of frames.
+  int hires_level = n;
+  while (hires_level > 0 && !upsamples_in_time(hires_level - 1)) --hires_level;
+  for (int i = 0; i < hires_level; ++i) {
+    SEEDVAE_ASSIGN_OR_RETURN(x, decode_level(i, std::move(x)));
+  }
+  return in_pieces(std::move(x), [&](Tensor piece) -> Result<Tensor> {
+    for (int i = hires_level; i < n; ++i) {
+      SEEDVAE_ASSIGN_OR_RETURN(piece, decode_level(i, std::move(piece)));
+    }
+    if (!runs("decoder.head")) return piece;
+    SEEDVAE_ASSIGN_OR_RETURN(piece, head("decoder.head", piece, /*output=*/!v22()));
+    if (v22()) return be_.unpatchify(piece, c.patch_size);
+    return piece;
+  });
+}
+
+// Decoder level i: its residual blocks, its upsampler (all but the last level) and, for Wan2.2,
+// the DupUp3D shortcut from the level's input.
+Result<Tensor> WanModel::Pass::decode_level(int i, Tensor x) {
+  const WanConfig& c = m_.config_;
+  const int n = c.levels();
+  const bool up = i != n - 1;
+  const bool temporal = upsamples_in_time(i);
+  const std::string level = "decoder.upsamples." + std::to_string(i);
+  if (v22() && !runs(level)) return x;
+  int flat = 0;  // Wan2.1: one flat list of blocks, this level's first
+  for (int j = 0; j < i; ++j) flat += c.num_res_blocks + 1 + (j != n - 1 ? 1 : 0);
+  Tensor in = x;  // Wan2.2's DupUp3D shortcut reads the level's input
+  std::string last;
+  bool ran = v22();
+  for (int r = 0; r < c.num_res_blocks + 1; ++r) {
+    last = v22() ? level + ".upsamples." + std::to_string(r)
+                 : "decoder.upsamples." + std::to_string(flat++);
+    if (!runs(last)) continue;
+    SEEDVAE_ASSIGN_OR_RETURN(x, residual_block(last, x));
+    ran = true;
+  }
+  if (up) {
+    last = v22() ? level + ".upsamples." + std::to_string(c.num_res_blocks + 1)
+                 : "decoder.upsamples." + std::to_string(flat++);
+    if (runs(last)) {
+      SEEDVAE_ASSIGN_OR_RETURN(x, upsample(last, x));
       ran = true;
     }
-    if (up) {
-      last = v22() ? level + ".upsamples." + std::to_string(c.num_res_blocks + 1)
-                   : "decoder.upsamples." + std::to_string(flat++);
-      if (runs(last)) {
-        SEEDVAE_ASSIGN_OR_RETURN(x, upsample(last, x));
-        ran = true;
-      }
-    }
-    if (!ran) continue;
-    if (v22()) {
-      if (up) {
-        SEEDVAE_ASSIGN_OR_RETURN(Tensor s, be_.dup_up(in, {.out_channels = x.shape[1],
-                                                           .ft = temporal ? 2 : 1,
-                                                           .fs = 2,
-                                                           .drop_first = first()}));
-        SEEDVAE_TRY(be_.add_inplace(x, s));
-      }
-      last = level;
-    }
-    in = {};
-    SEEDVAE_TRY(observe("decoder.level" + std::to_string(i) + "(" +
-                            last.substr(std::string("decoder.").size()) + ")",
-                        x));
   }
-  if (!runs("decoder.head")) return x;
-  SEEDVAE_ASSIGN_OR_RETURN(x, head("decoder.head", x, /*output=*/!v22()));
-  if (v22()) return be_.unpatchify(x, c.patch_size);
+  if (!ran) return x;
+  if (v22()) {
+    if (up) {
+      SEEDVAE_ASSIGN_OR_RETURN(Tensor s, be_.dup_up(in, {.out_channels = x.shape[1],
+                                                         .ft = temporal ? 2 : 1,
+                                                         .fs = 2,
+                                                         .drop_first = first()}));
+      SEEDVAE_TRY(be_.add_inplace(x, s));
+    }
+    last = level;
+  }
+  in = {};
+  SEEDVAE_TRY(observe(
+      "decoder.level" + std::to_string(i) + "(" + last.substr(std::string("decoder.").size()) + ")",
+      x));
   return x;
 }
 
 Result<Tensor> WanModel::encode_chunk(const Tensor& x, CausalState& state,
                                       const ChunkOptions& options) {
-  (void)options;  // chunked upsampling and lean convolutions are SeedVR2's (video_vae.h)
+  (void)options;  // the encoder runs each chunk whole (video_vae.h)
   const Shape& s = x.shape;
   const int sf = spatial_factor(), tf = temporal_factor();
   if (s.rank() != 5 || s[0] != 1 || s[1] != config_.in_channels || s[3] < sf || s[4] < sf ||

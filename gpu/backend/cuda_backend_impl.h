@@ -388,6 +388,9 @@ class CudaBackend final : public Backend {
                                Layout layout);
   Status conv_cudnn(const ConvProblem& p, const void* x, const void* w, void* y,
                     const std::string& what);
+  // The legacy API or the graph API, whichever is faster for the problem (conv.cpp).
+  Status conv_either_api(const ConvProblem& q, const void* x, const void* w, void* y,
+                         const std::string& what);
   Status conv_few_inputs(const ConvProblem& p, const void* x, const void* w, const float* bias,
                          void* y, const std::string& what);
   Status conv_few_outputs(const ConvProblem& p, const void* x, const void* w, const float* bias,
@@ -475,6 +478,8 @@ class CudaBackend final : public Backend {
   std::string name_, device_name_, cache_file_;
   int64_t fused_calls_ = 0, materialised_calls_ = 0;
   int64_t fp16_accumulated_ = 0;  // convolutions run with fp16 accumulation
+  int64_t graph_api_convs_ = 0;   // convolutions run on a faster graph-API engine
+  bool fp16_accumulate_ = false;  // CudaSwitches::fp16_accumulation in fp16 (not fidelity)
   cudaStream_t d2h_stream_ = nullptr, h2d_stream_ = nullptr;
   cudaStream_t copy_out_stream_ = nullptr;  // download_frames_async, created on first use
   int64_t async_downloads_ = 0;

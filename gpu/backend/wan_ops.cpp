@@ -1,6 +1,8 @@
 // The CUDA backend's Wan VAE ops (core/backend/backend.h, docs/model.md "The Wan VAEs"): zeros,
 // RMS norm (+ SiLU) and the data movement of the Wan resampling and shortcuts, on the kernels of
 // gpu/kernels/wan.h, in both layouts. rms_attention shares the attention path (attention.cpp).
+#include <algorithm>
+
 #include "gpu/backend/cuda_backend_impl.h"
 #include "gpu/cuda_check.h"
 
@@ -23,14 +25,18 @@ Result<Tensor> CudaBackend::zeros(const Shape& shape) {
 Result<Tensor> CudaBackend::rms_norm(const Tensor& x, const Tensor& gamma, const RmsNormParams& p) {
   constexpr std::string_view op = "rms_norm";
   SEEDVAE_TRY(check_thread(op));
-  SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * xs, activation_of(x, op, "input"));
+  // a convolution's pending bias is added in the kernel (fused bias)
+  SEEDVAE_ASSIGN_OR_RETURN(CudaStorage * xs, activation_of(x, op, "input", true));
   SEEDVAE_TRY(check_rms_norm(x.shape, gamma, p));
   const float* g = nullptr;
   if (gamma.defined()) {
     SEEDVAE_ASSIGN_OR_RETURN(g, vector_of(gamma, op, "gamma"));
   }
   const std::string what = "rms_norm " + str(x.shape);
-  SEEDVAE_ASSIGN_OR_RETURN(Tensor y, new_activation(x.shape, 0, what + " output"));
+  // RMS norm + SiLU feeds a causal convolution in the model: give it spare frames in front
+  SEEDVAE_ASSIGN_OR_RETURN(
+      Tensor y,
+      new_activation(x.shape, p.silu ? std::max(p.context_frames, 0) : 0, what + " output"));
   RmsNormArgs a;
   a.type = elem_of(act_);
   a.layout = xs->layout;
@@ -38,6 +44,7 @@ Result<Tensor> CudaBackend::rms_norm(const Tensor& x, const Tensor& gamma, const
   a.x = xs->ptr();
   a.y = storage(y)->ptr();
   a.gamma = g;
+  a.bias = xs->pending_bias;
   a.eps = p.eps;
   a.silu = p.silu;
   launch_rms_norm(a, stream_);

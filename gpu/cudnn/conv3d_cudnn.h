@@ -71,6 +71,18 @@ class Conv3dCudnn {
   Status run(const ConvProblem& p, const void* x, const void* w, void* y, const std::string& what);
   // Writes new autotune results to the cache file (also done by the destructor).
   Status save_cache();
+  // A choice made outside this class for a problem `key` of the caller's (the CUDA backend's
+  // legacy-or-graph-engine choice): kept and persisted with the autotune results, while autotune
+  // is on. -1 when none is known.
+  int external_choice(const std::string& key) const {
+    const auto it = choices_.find(key);
+    return it == choices_.end() ? -1 : it->second.algo;
+  }
+  void set_external_choice(const std::string& key, int value) {
+    if (!options_.autotune) return;
+    choices_[key] = Choice{value, 0, 0};
+    dirty_ = true;
+  }
   ConvAlgoStats stats() const { return stats_; }
   int version() const;
 

@@ -417,6 +417,12 @@ Status GraphConv::run_plan(const GraphConvProblem& p, const GraphConvArgs& a, in
   };
   if (index >= 0) return execute(static_cast<size_t>(index));
   if (plan->chosen < 0) {
+    if (auto it = preferred_.find(p.key()); it != preferred_.end()) {
+      const auto at = std::find(plan->index.begin(), plan->index.end(), it->second);
+      if (at != plan->index.end()) plan->chosen = static_cast<int>(at - plan->index.begin());
+    }
+  }
+  if (plan->chosen < 0) {
     // First run: time each buildable plan (one warm-up, one timed run) and keep the fastest.
     cudaEvent_t e0 = nullptr, e1 = nullptr;
     SEEDVAE_CUDA_TRY(cudaEventCreate(&e0), what);

@@ -85,6 +85,11 @@ class GraphConv {
     int64_t workspace = 0;
   };
   PlanInfo plan_info(const GraphConvProblem& p) const;
+  // The engine configuration (PlanInfo::chosen, an index in the heuristics' list) a problem's
+  // first run takes instead of timing every one -- an earlier process's choice, persisted, so the
+  // same problem runs the same engine from run to run and on every device. Ignored once the
+  // problem has run, or when that configuration cannot be built here.
+  void prefer(const GraphConvProblem& p, int engine) { preferred_[p.key()] = engine; }
 
  private:
   GraphConv() = default;
@@ -98,6 +103,7 @@ class GraphConv {
   bool autotune_ = true;
   std::map<std::string, std::unique_ptr<Plan>> plans_;
   std::map<std::string, Status> refused_;  // problems no engine took, asked once
+  std::map<std::string, int> preferred_;   // prefer()
 };
 
 }  // namespace seedvae::gpu

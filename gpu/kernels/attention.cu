@@ -12,7 +12,8 @@
 // (running max m, running sum l, rescale factor alpha), writing P (rounded to fp16/bf16) to shared
 // memory; (3) warp w owns output columns [w*D/8, (w+1)*D/8) of all 64 rows (D/4 fp32 registers per
 // thread: 128 for D = 512), rescales them by alpha and accumulates P V. Memory: O(tokens * D).
-// Shared memory for D = 512: 227,072 bytes (needs Hopper's 227 KB opt-in; other GPUs use kSimt).
+// D is 128, 256, 384 (the Wan2.1 middle) or 512. Shared memory for D = 512: 227,072 bytes (needs
+// Hopper's 227 KB opt-in; other GPUs use kSimt), for D = 384: 177,920.
 //
 // kSimt (any dtype, dim <= 512, fp32 arithmetic): one warp per query row (lane l holds dims l,
 // l+32, ...), 8 warps per block sharing K/V tiles of 8 keys in shared memory, online softmax.
@@ -320,6 +321,7 @@ int mma_smem_for(int64_t dim) {
   switch (dim) {
     case 128: return mma_smem_bytes<128>();
     case 256: return mma_smem_bytes<256>();
+    case 384: return mma_smem_bytes<384>();  // the Wan2.1 middle
     case 512: return mma_smem_bytes<512>();
     default: return -1;
   }
@@ -458,6 +460,7 @@ void launch_flash_attention(const FlashArgs& a, FlashKernel kind, Stream stream)
       switch (a.dim) {
         case 128: ok = try_launch_mma<T, 128>(a, stream); break;
         case 256: ok = try_launch_mma<T, 256>(a, stream); break;
+        case 384: ok = try_launch_mma<T, 384>(a, stream); break;
         case 512: ok = try_launch_mma<T, 512>(a, stream); break;
         default: break;
       }

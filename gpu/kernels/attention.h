@@ -21,7 +21,7 @@ struct FlashArgs {
 
 enum class FlashKernel {
   kNone,  // dim too large for the fused kernels: use the materialised path
-  kMma,   // tensor-core kernel (fp16/bf16, dim in {128, 256, 512}, sm_80+ with enough smem)
+  kMma,   // tensor-core kernel (fp16/bf16, dim in {128, 256, 384, 512}, sm_80+ with enough smem)
   kSimt,  // fp32-arithmetic kernel for any dtype, dim <= 512
 };
 

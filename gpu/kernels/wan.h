@@ -19,6 +19,7 @@ struct RmsNormArgs {
   const void* x = nullptr;
   void* y = nullptr;
   const float* gamma = nullptr;
+  const float* bias = nullptr;  // a convolution's pending bias, added to x first (fused bias)
   float eps = 1e-12f;
   bool silu = false;
 };

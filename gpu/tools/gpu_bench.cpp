@@ -4,7 +4,8 @@
 //   seedvae_gpu_bench rates                       measured device ceilings (bf16 GEMM, copies)
 //   seedvae_gpu_bench convprobe [--no-timing]     convolution precisions cuDNN runs here: legacy
 //                                                 and graph API, bf16/fp16/fp32 out/FP8, error
-//                                                 on a small shape, speed on 1080p decoder shapes
+//                                                 on a small shape, speed on the decoders' largest
+//                                                 shapes (SeedVR2 1080p, Wan2.1 720p)
 //   seedvae_gpu_bench verify --reference DIR      golden check in one precision / toggle set
 //   seedvae_gpu_bench bench --size WxH ...        core/pipeline/bench on the CUDA backend
 //   seedvae_gpu_bench ablate --size WxH ...       each toggle flipped alone from the default:
@@ -12,7 +13,8 @@
 //   seedvae_gpu_bench wanbench --family wan2.1|wan2.2 --size WxH --frames N
 //                                                 a Wan VAE (real configuration, the reference
 //                                                 recipe's weights) end to end: the wrappers'
-//                                                 encode and decode, clip on the host in and out
+//                                                 encode and decode, clip on the host in and out;
+//                                                 --op-profile: one more run with every op timed
 //
 // Run options (verify, bench): every flag of `seedvae`'s options table (core/pipeline/
 // run_options.cpp: --precision, --no-autotune, --offload-state, --cudnn-workspace-mib N,
@@ -41,6 +43,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/backend/op_profile.h"
 #include "core/media/metrics.h"
 #include "core/pipeline/bench.h"
 #include "core/pipeline/run_options.h"
@@ -113,27 +116,13 @@ Result<RunOptions> run_options_from(const Args& a) {
 // Refuses a flag that is neither a run option nor one of the driver's own, so that a misspelt
 // switch never measures another configuration than the one asked for.
 Status check_flags(const Args& a) {
-  static const std::set<std::string> own{"--census",
-                                         "--config",
-                                         "--family",
-                                         "--frames",
-                                         "--gemm-tflops",
-                                         "--json",
-                                         "--memory-limit-mib",
-                                         "--leave-free-gib",
-                                         "--no-decode",
-                                         "--no-encode",
-                                         "--no-intermediates",
-                                         "--no-timing",
-                                         "--only",
-                                         "--ref-latents",
-                                         "--reference",
-                                         "--repeats",
-                                         "--size",
-                                         "--smem-limit-kib",
-                                         "--stage-device-runs",
-                                         "--tolerance",
-                                         "--warmup"};
+  static const std::set<std::string> own{
+      "--census",      "--config",     "--family",           "--frames",
+      "--gemm-tflops", "--json",       "--memory-limit-mib", "--leave-free-gib",
+      "--no-decode",   "--no-encode",  "--no-intermediates", "--no-timing",
+      "--only",        "--op-profile", "--ref-latents",      "--reference",
+      "--repeats",     "--size",       "--smem-limit-kib",   "--stage-device-runs",
+      "--tolerance",   "--warmup"};
   for (const std::string& arg : a.v) {
     if (arg.rfind("--", 0) != 0 || own.count(arg)) continue;
     bool known = false;
@@ -184,6 +173,7 @@ Json report_json(const Backend& b) {
          {"autotune_cache", r->autotune_cache_file},
          {"attention_kernel", r->attention_kernel},
          {"fp16_accumulated_convs", r->fp16_accumulated_convs},
+         {"graph_api_convs", r->graph_api_convs},
          {"fp8_convs", r->fp8_convs},
          {"fp8_refused_convs", r->fp8_refused_convs},
          {"upload_ms", r->upload_ms},
@@ -653,6 +643,7 @@ int cmd_ablate(const Args& a) {
   add("precision tf32", [](CudaOptions& o) { o.precision = Precision::kTf32; });
   add("precision fp32", [](CudaOptions& o) { o.precision = Precision::kFp32; });
   add("no autotune (heuristic)", [](CudaOptions& o) { o.autotune = false; });
+  add("graph engines (--graph-api)", [](CudaOptions& o) { o.graph_api = true; });
   add("no channels-last (NCDHW)", [](CudaOptions& o) { o.channels_last = false; });
   add("no fused GN+SiLU", [](CudaOptions& o) { o.fused_gn_silu = false; });
   add("no fused attention", [](CudaOptions& o) { o.fused_attention = false; });
@@ -830,6 +821,7 @@ int cmd_wanbench(const Args& a) {
     for (float& v : video.f32()) v = u(rng);
   }
   WanStreamOptions so;
+  so.stream.hires_chunk_frames = run->hires_chunk_frames;  // the decoder's (--hires-chunk)
   if (a.get("--chunk", "").size() > 0) {
     so.stream.chunk_latents = run->chunk_latents;
     so.stream.lone_head = run->lone_head;
@@ -875,6 +867,25 @@ int cmd_wanbench(const Args& a) {
         "GiB\n",
         fam.c_str(), name, int(size->width), int(size->height), frames, ms[ms.size() / 2], repeats,
         j.value("peak_live_gib", 0.0), device_gib);
+    if (a.flag("--op-profile")) {
+      // one more run with every op timed between synchronisations (core/backend/op_profile.h)
+      OpProfileBackend prof(**b);
+      auto pm = WanModel::create(prof, weights);
+      if (!pm) return fail(pm.status());
+      const Status s =
+          encode ? wan_encode(*pm, video, so).status() : wan_decode(*pm, latent, so).status();
+      if (!s.ok()) return fail(s);
+      std::printf("  op profile (%.0f ms in ops):\n", prof.total_ms());
+      Json rows = Json::array();
+      for (const auto& r : prof.rows()) {
+        if (rows.size() < 40) {
+          std::printf("  %9.1f ms %6lld x %s %s\n", r.ms, static_cast<long long>(r.calls),
+                      r.op.c_str(), r.shape.c_str());
+        }
+        rows.push_back({{"op", r.op}, {"shape", r.shape}, {"calls", r.calls}, {"ms", r.ms}});
+      }
+      j["op_profile"] = rows;
+    }
     out[name] = j;
   }
   write_json(a, out);

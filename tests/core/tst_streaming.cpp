@@ -9,6 +9,7 @@
 #include "core/cpu/cpu_backend.h"
 #include "core/schedule/streaming.h"
 #include "core/vae/state_dict.h"
+#include "core/vae/wan_model.h"
 #include "tests/support/probe_backend.h"
 #include "tests/support/tiny_model.h"
 
@@ -286,6 +287,60 @@ class tst_Streaming : public QObject {
           QVERIFY2(hinted == kept, (tag + ": " + std::to_string(probe.hinted.size()) + " hints, " +
                                     std::to_string(kept.size()) + " kept")
                                        .c_str());
+        }
+      }
+    }
+  }
+
+  // The same for both Wan networks: every chunk hints each causal memory it keeps, once, except
+  // with chunked upsampling the memory of the decoder's piece stages (its levels after the last
+  // temporal upsampling and the head).
+  void wanOffloadHintsExactlyTheKeptState() {
+    test::ProbeBackend probe(*tiny_.backend);
+    for (const WanConfig& cfg : {WanConfig::wan21_tiny(), WanConfig::wan22_tiny()}) {
+      auto pm = WanModel::create(probe, synthesize_wan_weights(cfg, 11));
+      QVERIFY2(pm.is_ok(), pm.status().to_string().c_str());
+      const int sf = cfg.spatial_factor();
+      const HostTensor x = random_tensor({1, 3, 9, 2 * sf, 3 * sf}, 8, 0.5f);
+      const HostTensor z = random_tensor({1, cfg.z_dim, 3, 2, 3}, 9);
+      for (const bool encode : {true, false}) {
+        for (int pieces : {0, 1, 2}) {
+          const ChunkOptions co{.hires_chunk_frames = pieces};
+          const std::string tag = std::string(family_name(cfg.family)) + " " +
+                                  (encode ? "encode" : "decode") + ", pieces " +
+                                  std::to_string(pieces);
+          CausalState state;
+          for (const auto& [b, e] : plan_chunks(3, 1, true)) {
+            const HostTensor in = encode
+                                      ? slice_time(x, b == 0 ? 0 : (b - 1) * 4 + 1, (e - 1) * 4 + 1)
+                                      : slice_time(z, b, e);
+            auto t = probe.upload(in);
+            QVERIFY(t.is_ok());
+            probe.hinted.clear();
+            auto y = encode ? pm->encode_chunk(*t, state, co) : pm->decode_chunk(*t, state, co);
+            QVERIFY2(y.is_ok(), (tag + " " + y.status().to_string()).c_str());
+            // the piece stages: the decoder's levels from the first after the last temporal
+            // upsampling (Wan2.1 block indices 8 on; Wan2.2 levels 2 on) and the head
+            auto in_piece_stage = [&](const std::string& k) {
+              if (encode || pieces == 0) return false;
+              if (k.rfind("decoder.head", 0) == 0) return true;
+              const std::string pre = "decoder.upsamples.";
+              if (k.rfind(pre, 0) != 0) return false;
+              const int i = std::stoi(k.substr(pre.size()));
+              return cfg.family == VaeFamily::kWan22 ? i >= 2 : i >= 8;
+            };
+            std::vector<const Storage*> kept;
+            for (const auto& [k, m] : state.memory) {
+              if (!in_piece_stage(k)) kept.push_back(m.storage.get());
+            }
+            std::vector<const Storage*> hinted = probe.hinted;
+            std::sort(kept.begin(), kept.end());
+            std::sort(hinted.begin(), hinted.end());
+            QVERIFY2(!kept.empty() && hinted == kept,
+                     (tag + ": " + std::to_string(probe.hinted.size()) + " hints, " +
+                      std::to_string(kept.size()) + " kept")
+                         .c_str());
+          }
         }
       }
     }

@@ -257,7 +257,8 @@ class tst_WanGolden : public QObject {
 
   // Any chunking gives the same result within fp32 reassociation (the streamed scheduler's
   // chunks): the encoder with first chunks of 1, 5, 9 and 17 frames and later chunks of 4, 8 and
-  // 16; the decoder with 1, 2 or 3 latent frames first and 1 or 2 per later call.
+  // 16; the decoder with 1, 2 or 3 latent frames first and 1 or 2 per later call, and with its
+  // full-frame-rate levels in pieces.
   void chunkingInvariance_data() { tinyGoldenCases_data(); }
   void chunkingInvariance() {
     REQUIRE_GOLDEN_WAN();
@@ -288,6 +289,18 @@ class tst_WanGolden : public QObject {
       CHECK_OK(check("decode L3, " + std::to_string(c) + " latents per chunk" +
                          (lone ? " after the first" : ""),
                      d, dbase, 1e-5));
+    }
+    // chunked upsampling (ChunkOptions::hires_chunk_frames): the full-frame-rate levels in pieces
+    // of 1, 2 and 3 frames, with upstream's chunking and with 3 latent frames at once
+    for (int piece : {1, 2, 3}) {
+      for (auto [c, lone] : {std::pair{1, true}, {0, false}}) {
+        StreamOptions so = chunks(c, lone);
+        so.hires_chunk_frames = piece;
+        ASSIGN_OK(HostTensor d, decode_latent(model, raw, so));
+        CHECK_OK(check("decode L3 in pieces of " + std::to_string(piece) + " frames, " +
+                           std::to_string(c) + " latents per chunk",
+                       d, dbase, 1e-5));
+      }
     }
     // the clamp and the raw latent
     ASSIGN_OK(HostTensor clamped, wan_decode(model, read(inputs, "L3")));

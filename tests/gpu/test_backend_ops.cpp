@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "core/backend/fp8_numerics.h"
 #include "core/cpu/cpu_backend.h"
 #include "gpu/cuda_backend.h"
@@ -72,6 +74,12 @@ std::vector<Config>& configs() {
     v.push_back({"tf32", base(Precision::kTf32), 1e-2, 3e-3});
     v.push_back({"fp16", base(Precision::kFp16), 1e-2, 3e-3});
     v.push_back({"bf16", base(Precision::kBf16), 5e-2, 2e-2});
+    {
+      // convolutions on the faster of cuDNN's legacy and graph APIs (--graph-api)
+      CudaOptions o = base(Precision::kBf16);
+      o.graph_api = true;
+      v.push_back({"bf16-graph-api", o, 5e-2, 2e-2});
+    }
     {
       // 3-D convolutions accumulating in fp16 (cuDNN's graph engines): a few times fp16's error
       CudaOptions o = base(Precision::kFp16);
@@ -372,6 +380,67 @@ GPU_TEST(fp16_accumulation_uses_the_graph_engines) {
   }
 }
 
+// With autotune and graph engines (--graph-api), a 16-bit convolution runs on the faster of
+// cuDNN's two APIs. The choice is kept
+// in the autotune cache: a second backend that loads the cache runs the same kernel (same bits,
+// same count of graph-API convolutions) without timing again, and the result matches the CPU.
+// The 96-channel problem is one where the graph API wins on an H200.
+GPU_TEST(api_choice_is_persisted_with_the_autotune_cache) {
+  const std::string cache = "/tmp/seedvae-test-api-choice-" + std::to_string(::getpid()) + ".tsv";
+  std::remove(cache.c_str());
+  const HostTensor xh = random_tensor({1, 96, 6, 48, 80}, 81);
+  const HostTensor wh = random_tensor({96, 96, 3, 3, 3}, 82, 0.02f);
+  Conv3dParams p;
+  p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
+  std::vector<HostTensor> out;
+  std::vector<int64_t> graph_convs;
+  for (int run = 0; run < 2; ++run) {
+    CudaOptions o = base(Precision::kBf16);
+    o.autotune_cache = cache;
+    o.graph_api = true;
+    auto b = gpu::create_cuda_backend(o);
+    CHECK_MSG(b.is_ok(), b.status().to_string());
+    if (!b) return;
+    auto x = (*b)->upload(xh);
+    auto w = (*b)->upload_weight(wh, "w");
+    CHECK(x.is_ok() && w.is_ok());
+    if (!x || !w) return;
+    auto y = (*b)->conv3d(*x, *w, Tensor{}, p);
+    CHECK_MSG(y.is_ok(), y.status().to_string());
+    if (!y) return;
+    // a second call of the same problem takes the same path
+    auto y2 = (*b)->conv3d(*x, *w, Tensor{}, p);
+    auto h = (*b)->download(*y);
+    auto h2 = y2 ? (*b)->download(*y2) : Result<HostTensor>(y2.status());
+    CHECK(h.is_ok() && h2.is_ok());
+    if (!h || !h2) return;
+    auto same = compare(*h, *h2);
+    CHECK(same.is_ok() && same->max_abs == 0.0);
+    out.push_back(std::move(*h));
+    auto r = gpu::cuda_backend_report(**b);
+    CHECK(r.has_value());
+    graph_convs.push_back(r ? r->graph_api_convs : -1);
+    if (run == 0) CHECK(r && r->conv_searched >= 1);
+    if (run == 1) CHECK(r && r->conv_cache_loaded >= 1);
+    CHECK((*b)->save_tuning().is_ok());
+  }
+  if (out.size() != 2) return;
+  auto d = compare(out[0], out[1]);
+  CHECK_MSG(d.is_ok() && d->max_abs == 0.0, "the second backend ran another kernel: max abs " +
+                                                std::to_string(d.is_ok() ? d->max_abs : -1.0));
+  CHECK_MSG(graph_convs[1] == graph_convs[0] && (graph_convs[0] == 0 || graph_convs[0] == 2),
+            "graph-API convolutions: " + std::to_string(graph_convs[0]) + " then " +
+                std::to_string(graph_convs[1]));
+  std::printf("    96-channel bf16 convolution: %s API\n", graph_convs[0] > 0 ? "graph" : "legacy");
+  auto ref = cpu().conv3d(*cpu().upload(xh), *cpu().upload_weight(wh, "w"), Tensor{}, p);
+  CHECK(ref.is_ok());
+  if (ref) {
+    auto dr = compare(out[0], *cpu().download(*ref));
+    CHECK(dr.is_ok() && dr->max_abs <= 0.05);
+  }
+  std::remove(cache.c_str());
+}
+
 // FP8 convolutions equal the CPU backend under the FP8 numerics wrapper (the same e4m3 rounding
 // of the same bf16 operands: x per tensor, w per output channel) up to the bf16 rounding of the
 // output; plain bf16 differs from that oracle by FP8's own error (a few percent rms), so the
@@ -478,7 +547,10 @@ GPU_TEST(wan_ops_match_cpu) {
       if (!upload_pair(g, cfg, xh, false, &x)) return;
       compare_results(g, cfg, op(cpu(), x.c), op(g, x.g), what);
     };
-    for (const Shape& s : {Shape{1, 24, 3, 5, 7}, Shape{1, 64, 2, 4, 4}, Shape{1, 3, 1, 2, 3}}) {
+    // channels-last rows of 16-byte vectors take 1 to 32 lanes per row (24, 64, 96, 1024
+    // channels); 3 channels (and 1024 in fp32: more vectors than the lanes hold) the plain kernel
+    for (const Shape& s : {Shape{1, 24, 3, 5, 7}, Shape{1, 64, 2, 4, 4}, Shape{1, 3, 1, 2, 3},
+                           Shape{1, 96, 2, 3, 5}, Shape{1, 1024, 1, 3, 3}}) {
       const HostTensor gh = random_tensor(Shape{s.c()}, seed++, 0.5f, 1.f);
       Pair gamma;
       if (!upload_pair(g, cfg, gh, true, &gamma, "gamma")) return;
@@ -489,8 +561,31 @@ GPU_TEST(wan_ops_match_cpu) {
             });
       }
     }
-    run("upsample_nearest", random_tensor({1, 8, 2, 3, 5}, seed++),
-        [](Backend& b, const Tensor& x) { return b.upsample_nearest(x); });
+    // whole channel vectors (8 channels) and single elements (3)
+    for (const int64_t c : {8, 3}) {
+      run("upsample_nearest C=" + std::to_string(c), random_tensor({1, c, 2, 3, 5}, seed++),
+          [](Backend& b, const Tensor& x) { return b.upsample_nearest(x); });
+    }
+    {
+      // a convolution's pending bias added by the RMS norm (fused bias) and room for the causal
+      // context in front of its output
+      const HostTensor wh = random_tensor({16, 16, 1, 1, 1}, seed++, 0.3f);
+      const HostTensor bh = random_tensor({16}, seed++, 0.5f);
+      const HostTensor gh = random_tensor({16}, seed++, 0.5f, 1.f);
+      Pair w, bias, gamma;
+      if (!upload_pair(g, cfg, wh, true, &w, "w") || !upload_pair(g, cfg, bh, true, &bias, "b") ||
+          !upload_pair(g, cfg, gh, true, &gamma, "gamma")) {
+        return;
+      }
+      run("conv3d (bias) -> rms_norm+silu -> causal_pad", random_tensor({1, 16, 2, 3, 4}, seed++),
+          [&](Backend& b, const Tensor& x) -> Result<Tensor> {
+            const bool c = &b == &cpu();
+            SEEDVAE_ASSIGN_OR_RETURN(Tensor y, b.conv3d(x, c ? w.c : w.g, c ? bias.c : bias.g, {}));
+            SEEDVAE_ASSIGN_OR_RETURN(
+                y, b.rms_norm(y, c ? gamma.c : gamma.g, {.silu = true, .context_frames = 2}));
+            return b.causal_pad(y, nullptr, 2);
+          });
+    }
     run("frames_from_channels", random_tensor({1, 16, 3, 4, 5}, seed++),
         [](Backend& b, const Tensor& x) { return b.frames_from_channels(x, 2); });
     run("patchify", random_tensor({1, 3, 2, 6, 8}, seed++),
@@ -521,8 +616,8 @@ GPU_TEST(wan_ops_match_cpu) {
       }
       CHECK_MSG(all_zero, "zeros [" + cfg.name + "] are not all zero");
     }
-    {
-      const int64_t c = 32;
+    // 32 channels, and the Wan2.1 middle's 384 (the tensor-core kernel in 16 bits on Hopper)
+    for (const int64_t c : {int64_t{32}, int64_t{384}}) {
       const double sc = std::sqrt(1.0 / double(c));
       RmsAttentionWeights wc, wg;
       Pair p[9];
@@ -545,8 +640,15 @@ GPU_TEST(wan_ops_match_cpu) {
         wc.*members[i] = p[i].c;
         wg.*members[i] = p[i].g;
       }
-      run("rms_attention", random_tensor({1, c, 2, 4, 5}, seed++),
+      const Shape xs = c == 32 ? Shape{1, c, 2, 4, 5} : Shape{1, c, 2, 10, 19};  // 190 tokens
+      run("rms_attention", random_tensor(xs, seed++),
           [&](Backend& b, const Tensor& x) { return b.rms_attention(x, &b == &cpu() ? wc : wg); });
+      const bool half =
+          cfg.opt.precision == Precision::kBf16 || cfg.opt.precision == Precision::kFp16;
+      if (c == 384 && half && cfg.opt.fused_attention) {
+        const auto r = gpu::cuda_backend_report(g);
+        CHECK(r && r->attention_kernel == (cfg.opt.smem_limit_kib == 99 ? "simt" : "mma"));
+      }
     }
   });
 }

@@ -444,6 +444,90 @@ class tst_Planner : public QObject {
     QVERIFY(as_set->method.find("automatic schedule") == std::string::npos);
   }
 
+  // A Wan VAE's prediction replays WanModel with the run's chunking (no tile search). On the
+  // CUDA model, bf16, Wan2.1 720p x 81: the decode's predicted live peak against the one
+  // measured on an H200 (seedvae_gpu_bench wanbench, docs/benchmarks.md: 7.47 GiB, 5.63 GiB with
+  // --hires-chunk 1), and the automatic schedule of a decode: as set when it fits, chunked
+  // upsampling of one frame when only that fits, that with the causal state offloaded below, and
+  // as set with a note (spatial tiles remain) below every untiled schedule.
+  void wanScheduleFollowsTheBudget() {
+    RunOptions o;
+    o.backend = "cuda";
+    o.precision = "bf16";
+    o.chunk_latents = 1;
+    VaeWeights w;
+    w.family = VaeFamily::kWan21;
+    w.wan = WanConfig::wan21();
+    constexpr int64_t kGiB = int64_t{1} << 30;
+    const int64_t fixed = BackendMemoryModel::cuda().fixed_bytes;
+    auto predict = [&](RunOptions r, bool lone_head, int hires, int64_t budget = 0) {
+      r.lone_head = lone_head;
+      r.hires_chunk_frames = hires;
+      auto p = predict_memory(r, w, 1280, 720, 81, budget);
+      if (!p) QTest::qFail(p.status().to_string().c_str(), __FILE__, __LINE__);
+      return p ? *p : MemoryPrediction{};
+    };
+    // upstream's chunking (a lone head), as wanbench measured
+    const MemoryPrediction upstream = predict(o, true, 0), upstream_pieces = predict(o, true, 1);
+    const double live = double(upstream.engine_bytes - fixed) / kGiB;
+    const double live_pieces = double(upstream_pieces.engine_bytes - fixed) / kGiB;
+    std::printf(
+        "Wan2.1 720p x 81 bf16: predicted live %.2f GiB (measured 7.47), in pieces "
+        "%.2f GiB (measured 5.63); %s\n",
+        live, live_pieces, upstream.method.c_str());
+    QVERIFY(std::abs(live - 7.47) < 0.15 * 7.47);
+    QVERIFY(std::abs(live_pieces - 5.63) < 0.15 * 5.63);
+    QVERIFY(upstream.method.find("decoder") != std::string::npos);
+
+    auto choose = [&](const RunOptions& r, int64_t budget) {
+      auto ch = choose_schedule(r, w, false, true, 720, 1280, 81, budget);
+      return ch ? *ch : ScheduleChoice{r, "error: " + ch.status().to_string()};
+    };
+    // a lone head is a memory option set by hand: no automatic schedule
+    RunOptions lone = o;
+    lone.lone_head = true;
+    QVERIFY(choose(lone, 3 * kGiB).note.empty());
+    // the job's default chunking
+    const MemoryPrediction as_set = predict(o, false, 0), pieces = predict(o, false, 1);
+    QVERIFY(pieces.engine_bytes < as_set.engine_bytes);
+    // Budgets from 16 GiB down to 1 GiB: as set, then the decoder in pieces, then that with the
+    // state offloaded, then as set with a note naming spatial tiles -- each in turn, in order.
+    std::vector<int> steps;  // 0 as set, 1 pieces, 2 offloaded, 3 nothing fits
+    int64_t pieces_budget = 0;
+    for (int64_t quarter = 64; quarter >= 4; --quarter) {
+      const ScheduleChoice ch = choose(o, quarter * kGiB / 4);
+      int step = 3;
+      if (ch.note.empty()) {
+        step = 0;
+      } else if (ch.options.offload_state && ch.options.hires_chunk_frames == 1) {
+        step = 2;
+        QVERIFY(ch.note.find("offloading the causal state") != std::string::npos);
+      } else if (ch.options.hires_chunk_frames == 1) {
+        step = 1;
+        QVERIFY(ch.note.find("chunked upsampling") != std::string::npos);
+        pieces_budget = quarter * kGiB / 4;
+      } else {
+        QVERIFY2(!ch.options.offload_state && ch.options.hires_chunk_frames == 0, ch.note.c_str());
+        QVERIFY2(ch.note.find("--tiling exact") != std::string::npos, ch.note.c_str());
+      }
+      if (steps.empty() || steps.back() != step) {
+        steps.push_back(step);
+        std::printf("  budget %.2f GiB: %s\n", double(quarter) / 4,
+                    ch.note.empty() ? "as set" : ch.note.c_str());
+      }
+    }
+    QCOMPARE(steps, (std::vector<int>{0, 1, 2, 3}));
+    // the prediction the studio shows is for the schedule the run will choose in its budget
+    const MemoryPrediction within = predict(o, false, 0, pieces_budget);
+    QVERIFY(within.method.find("automatic schedule") != std::string::npos);
+    QVERIFY(within.engine_bytes < as_set.engine_bytes);
+    // a tiled run has no Wan prediction (the tile search is SeedVR2's)
+    RunOptions tiled = o;
+    tiled.tiling = "exact";
+    tiled.tile = {256, 256};
+    QCOMPARE(predict_memory(tiled, w, 1280, 720, 81).status().code(), StatusCode::kUnsupported);
+  }
+
   // A CUDA backend applies the device budget when it is made: another budget is another backend
   // (the studio's session makes it anew), while the CPU backend ignores the budget.
   void budgetIsPartOfTheCudaBackend() {

@@ -159,6 +159,7 @@ RunOptions every_option_changed() {
   s.precision = "bf16";
   s.fp8_numerics = true;
   s.autotune = false;
+  s.graph_api = true;  // kept in presets though autotune is off
   s.autotune_cache = "/tmp/autotune.tsv";
   s.channels_last = false;
   s.fused_gn_silu = false;
