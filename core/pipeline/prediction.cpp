@@ -100,6 +100,22 @@ Padded padded(const RunOptions& o, int spatial_factor, int64_t width, int64_t he
   return {p.padded_height, p.padded_width, p.padded_frames};
 }
 
+// What the automatic schedule compares with the device budget, from a dry run's peak (its fixed
+// part the context and handles): kernels the libraries load on first use (kLibraryAllowance) come
+// on top, as the CUDA backend counts them, and under a reserve cap the caching allocator needs
+// room beyond the live bytes (it does not split blocks): a tenth of the rest. Measured on an H100:
+// the lean 512x512 SeedVR2 decode planned at 2.24 GiB failed under a 2.49 GiB budget, the 1080p
+// (10.36 GiB) and 720p (5.16 GiB) ones completed under 11.99 and 7.49 GiB.
+int64_t with_margins(int64_t peak, int64_t fixed) {
+  return peak + (peak - fixed) / 10 + kLibraryAllowance;
+}
+
+// Whether the automatic schedule applies to a run of `o` within `budget_bytes`.
+bool auto_schedule_applies(const RunOptions& o, int64_t budget_bytes) {
+  return o.backend == "cuda" && o.auto_schedule && budget_bytes > 0 &&
+         find_option("auto_schedule")->not_applicable(o).empty();
+}
+
 // The job's host buffers. Frames stream (core/pipeline/job.h): a few chunks of fp32 frames are
 // alive at a time -- read ahead, padded, decoded (two in turn), trimmed, and the originals they
 // are compared with -- and the latent moments of the whole clip. A tiled encode reads the whole
@@ -153,16 +169,7 @@ Result<ScheduleChoice> choose_schedule(const RunOptions& o, const VaeConfig& con
                                        bool decode, int64_t height, int64_t width, int64_t frames,
                                        int64_t budget_bytes) {
   ScheduleChoice c{o, {}};
-  if (o.backend != "cuda" || !o.auto_schedule || budget_bytes <= 0 ||
-      !find_option("auto_schedule")->not_applicable(o).empty()) {
-    return c;
-  }
-  // Kernels the libraries load on first use (kLibraryAllowance) come on top of the planner's peak
-  // (its fixed part is the context and handles), as the CUDA backend counts them. Under a reserve
-  // cap the caching allocator also needs room beyond the live bytes (it does not split blocks): a
-  // tenth of the planned activations and weights. Measured on an H100: the lean 512x512 decode
-  // planned at 2.24 GiB failed under a 2.49 GiB budget, the 1080p (10.36 GiB) and 720p (5.16 GiB)
-  // ones completed under 11.99 and 7.49 GiB.
+  if (!auto_schedule_applies(o, budget_bytes)) return c;
   auto peak = [&](const RunOptions& r) -> Result<int64_t> {
     int64_t p = 0;
     for (const bool enc : {true, false}) {
@@ -172,10 +179,9 @@ Result<ScheduleChoice> choose_schedule(const RunOptions& o, const VaeConfig& con
       // is the rest.
       if (req.backend.offload_state) req.backend.offload_window_bytes = -1;
       SEEDVAE_ASSIGN_OR_RETURN(const PlanEstimate e, estimate(req, req.spec, req.chunk_latents));
-      const int64_t engine = e.peak_bytes - req.backend.fixed_bytes;
-      p = std::max(p, e.peak_bytes + engine / 10);
+      p = std::max(p, with_margins(e.peak_bytes, req.backend.fixed_bytes));
     }
-    return p + kLibraryAllowance;
+    return p;
   };
   SEEDVAE_ASSIGN_OR_RETURN(const int64_t as_given, peak(o));
   if (as_given <= budget_bytes) return c;
@@ -288,26 +294,17 @@ Result<WanPeak> wan_peak(const RunOptions& o, const WanConfig& cfg, bool encode,
   return out;
 }
 
-// As choose_schedule's peak: the libraries' kernels and a tenth of the engine's bytes for the
-// caching allocator on top (see there).
-int64_t with_margins(const WanPeak& p) {
-  return p.peak + (p.peak - p.fixed) / 10 + kLibraryAllowance;
-}
-
 Result<ScheduleChoice> choose_wan_schedule(const RunOptions& o, const WanConfig& cfg, bool encode,
                                            bool decode, int64_t height, int64_t width,
                                            int64_t frames, int64_t budget_bytes) {
   ScheduleChoice c{o, {}};
-  if (o.backend != "cuda" || !o.auto_schedule || budget_bytes <= 0 ||
-      !find_option("auto_schedule")->not_applicable(o).empty()) {
-    return c;
-  }
+  if (!auto_schedule_applies(o, budget_bytes)) return c;
   auto peak = [&](const RunOptions& r) -> Result<int64_t> {
     int64_t p = 0;
     for (const bool enc : {true, false}) {
       if ((enc && !encode) || (!enc && !decode)) continue;
       SEEDVAE_ASSIGN_OR_RETURN(const WanPeak w, wan_peak(r, cfg, enc, height, width, frames, true));
-      p = std::max(p, with_margins(w));
+      p = std::max(p, with_margins(w.peak, w.fixed));
     }
     return p;
   };

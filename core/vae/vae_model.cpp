@@ -786,7 +786,6 @@ Result<Tensor> VaeModel::Pass::upsample(Tensor x, const std::string& p, bool tem
 template <typename Stage>
 Result<Tensor> VaeModel::Pass::in_pieces(Tensor x, Stage stage, int64_t first_piece,
                                          int64_t piece) {
-  const int64_t t = x.shape[2];
   const int64_t n = piece < 0 ? opt_.hires_chunk_frames : piece;
   // Chunked upsampling: the stage's memory is read by every piece, so it stays on the device.
   const bool was_piece_stage = piece_stage_;
@@ -796,27 +795,7 @@ Result<Tensor> VaeModel::Pass::in_pieces(Tensor x, Stage stage, int64_t first_pi
     bool value;
     ~Restore() { flag = value; }
   } restore{piece_stage_, was_piece_stage};
-  const bool split = n > 0 && (first_piece > 0 ? t > first_piece : t > n);
-  if (!split) return stage(std::move(x));  // x is not held while the stage runs
-  // Slice every piece first and drop x, so the whole chunk is not held while the pieces run.
-  std::vector<Tensor> pieces;
-  for (int64_t b = 0; b < t;) {
-    const int64_t len = b == 0 && first_piece > 0 ? first_piece : n;
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor p, b_.slice_frames(x, b, std::min(t, b + len)));
-    pieces.push_back(std::move(p));
-    b += len;
-  }
-  x = {};
-  Tensor out;
-  for (Tensor& p : pieces) {
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, stage(std::move(p)));
-    if (!out.defined()) {
-      out = std::move(y);
-    } else {
-      SEEDVAE_ASSIGN_OR_RETURN(out, b_.concat_frames(out, y));
-    }
-  }
-  return out;
+  return run_in_pieces(b_, std::move(x), first_piece, n, stage);
 }
 
 // ---- causal state ------------------------------------------------------------------------------

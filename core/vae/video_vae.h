@@ -10,6 +10,7 @@
 // tiling and the planner's replay are SeedVR2's (VaeModel) only.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -85,6 +86,36 @@ struct ChunkOptions {
 
   bool whole_decoder() const { return first_unit == 0 && end_unit < 0; }
 };
+
+// Chunked upsampling's loop, for both networks: runs `stage` on consecutive frame pieces of x and
+// concatenates the results -- a first piece of `first_piece` frames if > 0, then `piece` frames
+// each; one call on the whole x when piece <= 0 or x is no longer than one piece. Every piece is
+// sliced before the first runs and x is dropped, so the whole input is not held meanwhile.
+template <typename Stage>
+Result<Tensor> run_in_pieces(Backend& b, Tensor x, int64_t first_piece, int64_t piece,
+                             Stage&& stage) {
+  const int64_t t = x.shape[2];
+  const bool split = piece > 0 && (first_piece > 0 ? t > first_piece : t > piece);
+  if (!split) return stage(std::move(x));  // x is not held while the stage runs
+  std::vector<Tensor> pieces;
+  for (int64_t begin = 0; begin < t;) {
+    const int64_t len = begin == 0 && first_piece > 0 ? first_piece : piece;
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor p, b.slice_frames(x, begin, std::min(t, begin + len)));
+    pieces.push_back(std::move(p));
+    begin += len;
+  }
+  x = {};
+  Tensor out;
+  for (Tensor& p : pieces) {
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor y, stage(std::move(p)));
+    if (!out.defined()) {
+      out = std::move(y);
+    } else {
+      SEEDVAE_ASSIGN_OR_RETURN(out, b.concat_frames(out, y));
+    }
+  }
+  return out;
+}
 
 // Called after each top-level block ("encoder.down_blocks.2", "decoder.conv_out", ...) with its
 // output; used by tests to compare intermediates and by front ends to poll for cancellation.

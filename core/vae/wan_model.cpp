@@ -277,34 +277,15 @@ class WanModel::Pass {
            c.temporal_downsample[c.temporal_downsample.size() - 1 - static_cast<size_t>(i)];
   }
 
-  // Chunked high-resolution stages (ChunkOptions::hires_chunk_frames): runs `stage` on pieces of
-  // at most that many frames of x, one after another (their causal memory carried from piece to
-  // piece), and concatenates the results; one call on the whole x when off or x is short. Each
-  // piece is sliced before the first runs and x is dropped, so the whole chunk is not held.
+  // Chunked high-resolution stages (ChunkOptions::hires_chunk_frames): `stage` on pieces of at
+  // most that many frames of x, one after another, their causal memory carried from piece to
+  // piece (run_in_pieces). With chunked upsampling on, the stage's memory is read by every piece
+  // and never offloaded (the stage needs all of it at once anyway, so offloading it between
+  // chunks would not lower the peak).
   template <typename Stage>
   Result<Tensor> in_pieces(Tensor x, Stage stage) {
-    const int64_t t = x.shape[2], piece = opt_.hires_chunk_frames;
-    // with chunked upsampling on, the stage's memory is read by every piece: never offloaded
-    // (the stage needs all of it at once anyway, so offloading it between chunks would not lower
-    // the peak)
-    pieces_ = piece > 0;
-    if (piece <= 0 || t <= piece) return stage(std::move(x));
-    std::vector<Tensor> pieces;
-    for (int64_t b = 0; b < t; b += piece) {
-      SEEDVAE_ASSIGN_OR_RETURN(Tensor p, be_.slice_frames(x, b, std::min(t, b + piece)));
-      pieces.push_back(std::move(p));
-    }
-    x = {};
-    Tensor out;
-    for (Tensor& p : pieces) {
-      SEEDVAE_ASSIGN_OR_RETURN(Tensor y, stage(std::move(p)));
-      if (!out.defined()) {
-        out = std::move(y);
-      } else {
-        SEEDVAE_ASSIGN_OR_RETURN(out, be_.concat_frames(out, y));
-      }
-    }
-    return out;
+    pieces_ = opt_.hires_chunk_frames > 0;
+    return run_in_pieces(be_, std::move(x), 0, opt_.hires_chunk_frames, stage);
   }
 
   // Whether the decoder unit `unit` runs in this call (ChunkOptions::first_unit / end_unit).
