@@ -1,12 +1,12 @@
 // The Wan VAEs' kernels (gpu/kernels/wan.h).
 //
-// RMS norm: channels-last, one warp per position (its C channels are contiguous; fp32 sum of
-// squares by warp shuffles, then a second pass scales); NCDHW, one thread per position walking
-// the channels at stride T*H*W (neighbouring threads read neighbouring positions).
-// Channels-last with rows of whole 16-byte vectors (C a multiple of 8 in 16 bits, of 4 in fp32):
-// G lanes per position (G the smallest power of two with at most 4 vectors per lane), the row held
-// in registers between the sum of squares (a shuffle reduction over the G lanes) and the scaling,
-// so x is read once.
+// RMS norm (a pending convolution bias added on the fly): channels-last with rows of whole
+// 16-byte vectors (C a multiple of 8 in 16 bits, of 4 in fp32), G lanes per position (G the
+// smallest power of two with at most 4 vectors per lane), the row held in registers between the
+// sum of squares (a shuffle reduction over the G lanes) and the scaling, so x is read once; other
+// channel-last rows, one warp per position (fp32 sum of squares by warp shuffles, then a second
+// pass scales); NCDHW, one thread per position walking the channels at stride T*H*W
+// (neighbouring threads read neighbouring positions).
 // Data movement: nearest upsampling and frames_from_channels in channels-last copy whole channel
 // vectors (an output position's channels are one contiguous run of an input position's), one
 // thread per 16-byte piece. The rest: one thread per output element, which computes its source
