@@ -3,7 +3,10 @@
 // decodes and clamps to [-1, 1], as upstream's WanVAE / Wan2_2_VAE do.
 #pragma once
 
+#include <optional>
+
 #include "core/schedule/streaming.h"
+#include "core/schedule/wan_tiles.h"
 #include "core/vae/wan_model.h"
 
 namespace seedvae {
@@ -14,6 +17,9 @@ struct WanStreamOptions {
   StreamOptions stream{.chunk_latents = 1, .lone_head = true};
   bool normalized_latent = true;  // the latent is (mu - mean) / std (upstream); false: raw mu
   bool clamp = true;              // the decoded video clamped to [-1, 1] (upstream's wrapper)
+  // decode only: in halo tiles (wan_tiles.h: the same result, one tile's state on the backend);
+  // the hooks are not called then
+  std::optional<WanTileOptions> tiles;
 };
 
 struct WanEncoded {

@@ -14,7 +14,8 @@
 //                                                 a Wan VAE (real configuration, the reference
 //                                                 recipe's weights) end to end: the wrappers'
 //                                                 encode and decode, clip on the host in and out;
-//                                                 --op-profile: one more run with every op timed
+//                                                 --op-profile: one more run with every op timed;
+//                                                 --halo-tile WxH: the decode in halo tiles
 //
 // Run options (verify, bench): every flag of `seedvae`'s options table (core/pipeline/
 // run_options.cpp: --precision, --no-autotune, --offload-state, --cudnn-workspace-mib N,
@@ -122,7 +123,7 @@ Status check_flags(const Args& a) {
       "--no-decode",   "--no-encode",  "--no-intermediates", "--no-timing",
       "--only",        "--op-profile", "--ref-latents",      "--reference",
       "--repeats",     "--size",       "--smem-limit-kib",   "--stage-device-runs",
-      "--tolerance",   "--warmup"};
+      "--tolerance",   "--warmup",     "--halo-tile"};
   for (const std::string& arg : a.v) {
     if (arg.rfind("--", 0) != 0 || own.count(arg)) continue;
     bool known = false;
@@ -822,6 +823,12 @@ int cmd_wanbench(const Args& a) {
   }
   WanStreamOptions so;
   so.stream.hires_chunk_frames = run->hires_chunk_frames;  // the decoder's (--hires-chunk)
+  if (const std::string t = a.get("--halo-tile", ""); !t.empty()) {
+    // the decode in halo tiles (core/schedule/wan_tiles.h)
+    const auto tile = PixelSize::parse(t);
+    if (!tile) return fail(tile.status());
+    so.tiles = WanTileOptions{.tile_h = tile->height, .tile_w = tile->width};
+  }
   if (a.get("--chunk", "").size() > 0) {
     so.stream.chunk_latents = run->chunk_latents;
     so.stream.lone_head = run->lone_head;
@@ -829,7 +836,8 @@ int cmd_wanbench(const Args& a) {
   Json out = {{"family", fam},
               {"config", config.to_string()},
               {"size", std::to_string(size->width) + "x" + std::to_string(size->height)},
-              {"frames", frames}};
+              {"frames", frames},
+              {"halo_tile", a.get("--halo-tile", "")}};
   HostTensor latent;
   for (const bool encode : {true, false}) {
     auto b = gpu::create_cuda_backend(*o);

@@ -2,16 +2,20 @@
 // exact_tiling.h) on the CPU backend with the tiny synthetic models: streamed encodes and decodes
 // through exact tiles (several per frame at every level, none dividing its frame) equal the
 // untiled run bit for bit; the tile executions of a chunk are what exact_steps_per_chunk predicts;
-// a dry run counts the device peak of a tiled run far below the untiled one's.
+// a dry run counts the device peak of a tiled run far below the untiled one's. Halo tiles
+// (wan_tiles.h) equal the untiled decode and hold less on the device.
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "core/backend/counting_backend.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/schedule/exact_tiling.h"
 #include "core/schedule/wan_stream.h"
+#include "core/schedule/wan_tiles.h"
 #include "tests/support/synthetic_video.h"
 
 using namespace seedvae;
@@ -184,6 +188,93 @@ class tst_WanExactTiling : public QObject {
       // the host holds the whole frames the untiled run holds on the device
       QVERIFY(tiles->host_peak_bytes() > untiled_peak / 2);
     }
+  }
+
+  // Halo tiles (core/schedule/wan_tiles.h): the decoder's tail per spatial tile on a window of
+  // the trunk's output with the decoder's reach around it, tile-major. On the CPU backend the
+  // result equals the untiled decode (fp32, within reassociation: 1e-5 of the output's scale) with
+  // 3x3 tiles of a 48x52 latent (the middle tiles' windows cropped on every side), with upstream's
+  // chunking (and chunked upsampling, Wan2.1), also through the wrapper; with too small a halo the
+  // tiles' borders differ.
+  void haloTilesEqualUntiled_data() { dryRunPeakBelowUntiled_data(); }
+  void haloTilesEqualUntiled() {
+    QFETCH(QString, config);
+    const WanConfig cfg = config_of(config);
+    ASSIGN_OK(WanModel model, WanModel::create(*cpu_, synthesize_wan_weights(cfg, 5)));
+    const int64_t sf = cfg.spatial_factor();
+    HostTensor z(DType::kF32, Shape{1, cfg.z_dim, 3, 48, 52});
+    std::mt19937 rng(3);
+    std::normal_distribution<float> n(0.f, 1.f);
+    for (float& v : z.f32()) v = n(rng);
+    const StreamOptions upstream{.chunk_latents = 1, .lone_head = true};
+    ASSIGN_OK(HostTensor whole, decode_latent(model, z, upstream));
+    float scale = 0;
+    for (float v : whole.f32()) scale = std::max(scale, std::abs(v));
+    const int64_t halo = wan_decoder_halo(cfg);
+    QCOMPARE(halo, int64_t{13});  // 12.25 latent pixels for both families' decoders
+    // chunked upsampling too, for one family (the pieces are the decoder's own, tile or not)
+    const std::vector<int> piece_sizes =
+        config == "wan21" ? std::vector<int>{0, 1} : std::vector<int>{0};
+    for (const int pieces : piece_sizes) {
+      StreamOptions so = upstream;
+      so.hires_chunk_frames = pieces;
+      WanTileReport rep;
+      ASSIGN_OK(HostTensor tiled,
+                wan_tiled_decode(model, z, {.tile_h = 16 * sf, .tile_w = 18 * sf}, so, &rep));
+      QCOMPARE(rep.tiles, int64_t{9});
+      QCOMPARE(tiled.shape(), whole.shape());
+      const double d = max_abs_diff(tiled, whole);
+      qInfo("%s halo tiles (pieces %d): max abs %.3g against the untiled decode (scale %.3g)",
+            qPrintable(config), pieces, d, double(scale));
+      QVERIFY2(d <= 1e-5 * std::max(1.f, scale), qPrintable(QString::number(d)));
+    }
+    ASSIGN_OK(
+        HostTensor short_halo,
+        wan_tiled_decode(model, z, {.tile_h = 16 * sf, .tile_w = 18 * sf, .halo = 3}, upstream));
+    QVERIFY(max_abs_diff(short_halo, whole) > 1e-3 * std::max(1.f, scale));
+    // through the wrapper (WanStreamOptions::tiles): the raw latent in, the clamped video out
+    WanStreamOptions wrapped;
+    wrapped.normalized_latent = false;
+    wrapped.tiles = WanTileOptions{.tile_h = 16 * sf, .tile_w = 18 * sf};
+    ASSIGN_OK(HostTensor in_tiles, wan_decode(model, z, wrapped));
+    HostTensor clamped = whole;
+    for (float& v : clamped.f32()) v = std::clamp(v, -1.f, 1.f);
+    QVERIFY(max_abs_diff(in_tiles, clamped) <= 1e-5);
+    // bad requests
+    QCOMPARE(wan_tiled_decode(model, z, {.tile_h = 0}).status().code(),
+             StatusCode::kInvalidArgument);
+    HostTensor wrong(DType::kF32, Shape{1, cfg.z_dim + 1, 1, 4, 4});
+    QCOMPARE(wan_tiled_decode(model, wrong, {}).status().code(), StatusCode::kInvalidArgument);
+  }
+
+  // What halo tiles hold on the device: the real Wan2.1 decoder at 1280x720 (17 frames,
+  // upstream's chunking) on the counting backend's CUDA model in bf16 -- untiled, two tiles of
+  // 640x720, those with the decoder's full-frame-rate levels one frame at a time, and four tiles
+  // of 640x360 so: each holds less.
+  void haloTilesPeakOnTheDevice() {
+    const WanConfig cfg = WanConfig::wan21();
+    auto peak = [&](int64_t tile_h, int64_t tile_w, int pieces) -> int64_t {
+      CountingBackend counting(DType::kBF16, BackendMemoryModel::cuda(), 2);
+      auto m = WanModel::create(counting, cfg, [&](const std::string&, const Shape& s) {
+        return Result<Tensor>(counting.declare_weight(s));
+      });
+      if (!m) return -1;
+      const HostTensor z(DType::kF32, Shape{1, cfg.z_dim, 5, 90, 160});
+      StreamOptions so{.chunk_latents = 1, .lone_head = true};
+      so.hires_chunk_frames = pieces;
+      auto r = tile_h > 0 ? wan_tiled_decode(*m, z, {.tile_h = tile_h, .tile_w = tile_w}, so)
+                          : decode_latent(*m, z, so);
+      return r ? counting.memory_stats().peak_bytes : -1;
+    };
+    const int64_t peaks[4] = {peak(0, 0, 0), peak(720, 640, 0), peak(720, 640, 1),
+                              peak(360, 640, 1)};
+    qInfo(
+        "Wan2.1 1280x720 decode, bf16, CUDA model: peak %.2f GiB untiled, %.2f in two halo "
+        "tiles, %.2f with them in pieces of a frame, %.2f in four tiles so",
+        double(peaks[0]) / double(1 << 30), double(peaks[1]) / double(1 << 30),
+        double(peaks[2]) / double(1 << 30), double(peaks[3]) / double(1 << 30));
+    for (int i = 0; i < 4; ++i) QVERIFY(peaks[i] > 0);
+    for (int i = 1; i < 4; ++i) QVERIFY(peaks[i] < peaks[i - 1]);
   }
 };
 
