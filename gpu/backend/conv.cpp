@@ -450,8 +450,17 @@ Status CudaBackend::conv_either_api(const ConvProblem& q, const void* x, const v
     const Status gs = graph_conv_->run(g, a, what + " (graph API)");  // tunes the engines
     choice = kLegacyApi;
     if (gs.is_ok()) {
-      cudaEvent_t e[4] = {};
-      for (cudaEvent_t& ev : e) SEEDVAE_CUDA_TRY(cudaEventCreate(&ev), what);
+      cudaEvent_t e[3] = {};
+      cudaError_t made = cudaSuccess;
+      for (cudaEvent_t& ev : e) {
+        if (made == cudaSuccess) made = cudaEventCreate(&ev);
+      }
+      if (made != cudaSuccess) {
+        for (cudaEvent_t ev : e) {
+          if (ev) cudaEventDestroy(ev);
+        }
+        SEEDVAE_CUDA_TRY(made, what + " (timing the two APIs)");
+      }
       cudaEventRecord(e[0], stream_);
       Status s = conv_->run(q, x, w, y, what);
       cudaEventRecord(e[1], stream_);

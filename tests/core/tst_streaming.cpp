@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "core/backend/op_profile.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/schedule/streaming.h"
 #include "core/vae/state_dict.h"
@@ -238,6 +239,44 @@ class tst_Streaming : public QObject {
   // next chunk, each tensor once, except with chunked upsampling the memory of the piece stages
   // (every piece reads it: the decoder after its last temporal upsampling, the encoder up to and
   // including its first temporal level), for encode and decode, chunked and in pieces.
+  // OpProfileBackend (wanbench --op-profile) times every op without changing a result: a Wan2.1
+  // decode through it equals the plain one bit for bit, and its rows account for every op it ran
+  // (the convolutions by weight shape, the norms, the attention), slowest first.
+  void opProfileTimesEveryOpAndChangesNothing() {
+    const WanConfig cfg = WanConfig::wan21_tiny();
+    const VaeWeights w = synthesize_wan_weights(cfg, 3);
+    const HostTensor z = random_tensor({1, cfg.z_dim, 3, 4, 5}, 4);
+    const StreamOptions upstream{.chunk_latents = 1, .lone_head = true};
+    auto plain = WanModel::create(*tiny_.backend, w);
+    QVERIFY(plain.is_ok());
+    auto want = decode_latent(*plain, z, upstream);
+    QVERIFY(want.is_ok());
+    OpProfileBackend prof(*tiny_.backend);
+    auto profiled = WanModel::create(prof, w);
+    QVERIFY(profiled.is_ok());
+    auto got = decode_latent(*profiled, z, upstream);
+    QVERIFY2(got.is_ok(), got.status().to_string().c_str());
+    auto d = compare(*got, *want);
+    QVERIFY(d.is_ok() && d->max_abs == 0.0);
+    const auto rows = prof.rows();
+    QVERIFY(!rows.empty());
+    int64_t convs = 0, attention = 0, norms = 0;
+    double total = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (i > 0) QVERIFY(rows[i - 1].ms >= rows[i].ms);
+      QVERIFY(rows[i].calls > 0 && rows[i].ms >= 0);
+      if (rows[i].op.rfind("conv3d [", 0) == 0) convs += rows[i].calls;
+      if (rows[i].op == "rms_attention") attention += rows[i].calls;
+      if (rows[i].op == "rms_norm+silu") norms += rows[i].calls;
+      total += rows[i].ms;
+    }
+    QCOMPARE(attention, int64_t{3});  // the middle's, once per chunk
+    QVERIFY(convs > 3 * 20 && norms > 3 * 10);
+    QCOMPARE(prof.total_ms(), total);
+    prof.clear();
+    QVERIFY(prof.rows().empty());
+  }
+
   void offloadHintsExactlyTheKeptState() {
     test::ProbeBackend probe(*tiny_.backend);
     auto pm = VaeModel::create(probe, synthesize_weights(VaeConfig::tiny(), 7));
