@@ -255,7 +255,7 @@ if phase extra; then
     step "bench_extra_$tag" 240 "$BIN/seedvae_gpu_bench" bench --precision bf16 \
       --repeats "${EXTRA_REPEATS:-3}" --warmup 1 \
       $v --json "$WORK/bench_extra_$tag.json"
-    grep -E "^(encode|decode|memory)|^  (device|pipeline)|error" "$LOGS/bench_extra_$tag.log"
+    grep -E "^(encode|decode|memory)|^  (device|pipeline)|^    waits|error" "$LOGS/bench_extra_$tag.log"
   done
 fi
 

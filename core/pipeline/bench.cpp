@@ -228,7 +228,7 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
           const MemoryStats& m = ps.memory[d];
           op.devices.push_back({ps.backends[d], plan.describe_share(static_cast<int>(d)),
                                 ps.busy_ms[d], ps.import_ms[d], ps.imported_bytes[d], m.peak_bytes,
-                                m.peak_reserved_bytes, m.fixed_bytes});
+                                m.peak_reserved_bytes, m.fixed_bytes, ps.waits[d]});
         }
       }
       SEEDVAE_TRY(backend.synchronize());
@@ -302,7 +302,9 @@ std::string bench_json(const BenchResult& r, const std::string& weights_source) 
                    {"imported_mib", static_cast<double>(d.imported_bytes) / (1 << 20)},
                    {"peak_mib", static_cast<double>(d.peak_bytes) / (1 << 20)},
                    {"reserved_peak_mib", mib_or_null(d.reserved_peak_bytes)},
-                   {"device_level_mib", mib_or_null(d.device_level_bytes())}});
+                   {"device_level_mib", mib_or_null(d.device_level_bytes())},
+                   {"waits_ms", Json::object()}});
+      for (const auto& [k, v] : d.waits.fields()) a.back()["waits_ms"][k] = v;
     }
     return a;
   };

@@ -15,6 +15,7 @@
 
 #include "core/backend/backend.h"
 #include "core/pipeline/run_options.h"
+#include "core/schedule/pipeline_decode.h"
 #include "core/vae/state_dict.h"
 
 namespace seedvae {
@@ -72,6 +73,7 @@ struct BenchOpResult {
     double import_ms = 0;  // of busy_ms: copying the activations in from the device before
     int64_t imported_bytes = 0;
     int64_t peak_bytes = 0, reserved_peak_bytes = -1, fixed_bytes = -1;
+    PipelineWaits waits;  // where its thread waited
     int64_t device_level_bytes() const {
       return reserved_peak_bytes < 0 ? -1 : reserved_peak_bytes + std::max<int64_t>(0, fixed_bytes);
     }

@@ -95,10 +95,25 @@ Result<TileOptions> tile_options(const RunOptions& o, const VaeWeights& weights,
   to.layout = o.tile_layout == "uniform" ? TileLayout::kUniform : TileLayout::kReference;
   if (to.mode == TilingMode::kOff) return to;
   if (weights.is_wan() && o.budget_gb > 0 && o.tile == PixelSize{}) {
-    // The planner replays SeedVR2's network only: a Wan tile is the user's (or the default).
-    return unsupported("a memory budget cannot size the tiles of a " +
-                       std::string(family_name(weights.family)) +
-                       " VAE: the planner models SeedVR2 only; give a tile size (--tile WxH)");
+    // A Wan decode's halo tiles are sized by replaying them (fit_wan_tiles); an encode's are not.
+    if (encode) {
+      return unsupported("a memory budget cannot size the tiles of a " +
+                         std::string(family_name(weights.family)) +
+                         " encode: give a tile size (--tile WxH)");
+    }
+    SEEDVAE_ASSIGN_OR_RETURN(
+        const std::optional<WanTileFit> fit,
+        fit_wan_tiles(o, weights.wan, height, width, frames, budget_bytes(o), false));
+    if (!fit) {
+      return out_of_memory("no halo tiles of the " + std::string(family_name(weights.family)) +
+                           " decode fit the memory budget of " + format_bytes(budget_bytes(o)));
+    }
+    to.spec = {fit->options.tile.height, fit->options.tile.width, 0, 0};
+    if (note) {
+      *note = "halo tiles of " + fit->options.tile.to_string() + " (predicted peak " +
+              format_bytes(fit->peak_bytes) + ")";
+    }
+    return to;
   }
   SEEDVAE_ASSIGN_OR_RETURN(to.spec,
                            resolve_tile(o, weights.config, encode, height, width, frames, note));
@@ -525,6 +540,9 @@ Status preflight(const JobSpec& job) {
     return invalid_argument("--dit is SeedVR2's latent scale; a " +
                             std::string(family_name(w.family)) +
                             " latent is normalised for its DiT by default (--raw-latent: not)");
+  }
+  if (!w.is_wan() && job.options.tiling == "exact" && job.options.hires_chunk_frames > 0) {
+    return exact_tiling_refuses_hires();  // (a Wan decode's halo tiles take it)
   }
   if (job.kind == JobKind::kDecode && job.latent_family && *job.latent_family != w.family) {
     return invalid_argument("the latent was made by a " +

@@ -5,6 +5,7 @@
 #include "core/media/vae_padding.h"
 #include "core/schedule/planner.h"
 #include "core/schedule/streaming.h"
+#include "core/schedule/wan_tiles.h"
 #include "core/vae/wan_model.h"
 
 namespace seedvae {
@@ -250,11 +251,15 @@ struct WanPeak {
 
 // `must_fit`: as choose_schedule counts an offloaded state (what is prefetched ahead of use is
 // dropped when an allocation finds no room, so what must fit is the rest).
+// A decode with --tiling exact and a tile replays the halo tiles (core/schedule/wan_tiles.h).
 Result<WanPeak> wan_peak(const RunOptions& o, const WanConfig& cfg, bool encode, int64_t height,
                          int64_t width, int64_t frames, bool must_fit = false) {
-  if (o.tiling != "off") {
-    return unsupported("the memory prediction of a tiled " + std::string(family_name(cfg.family)) +
-                       " run: the planner's tile search models SeedVR2 only");
+  const bool halo_tiles = !encode && o.tiling == "exact" && !(o.tile == PixelSize{});
+  if (o.tiling != "off" && !halo_tiles) {
+    return unsupported("the memory prediction of a " + std::string(family_name(cfg.family)) +
+                       (encode ? " encode in tiles" : " decode in tiles without a tile size") +
+                       ": a Wan VAE is predicted untiled, or as a decode in halo tiles of a "
+                       "given size");
   }
   DryRunModel dm = dry_run_model(o);
   if (must_fit && dm.backend.offload_state) dm.backend.offload_window_bytes = -1;
@@ -287,12 +292,63 @@ Result<WanPeak> wan_peak(const RunOptions& o, const WanConfig& cfg, bool encode,
     }
     return Status::ok();
   };
+  if (halo_tiles) {
+    // tile-major: every tile runs the same chunks; three latent frames hold every causal memory
+    const HostTensor z(DType::kF32, Shape{1, cfg.z_dim, std::min<int64_t>(3, (frames - 1) / tf + 1),
+                                          height / sf, width / sf});
+    const WanTileOptions to{.tile_h = o.tile.height, .tile_w = o.tile.width, .assemble = false};
+    SEEDVAE_TRY(wan_tiled_decode(m, z, to, so).status());
+    out.peak = counting.memory_stats().peak_bytes + out.fixed;
+    return out;
+  }
   SEEDVAE_TRY(replay(1));
   counting.reset_peak();
   SEEDVAE_TRY(replay(3));
   out.peak = counting.memory_stats().peak_bytes + out.fixed;
   return out;
 }
+
+}  // namespace
+
+Result<std::optional<WanTileFit>> fit_wan_tiles(const RunOptions& o, const WanConfig& cfg,
+                                                int64_t height, int64_t width, int64_t frames,
+                                                int64_t budget_bytes, bool may_set_pieces) {
+  const int64_t sf = cfg.spatial_factor();
+  const int64_t lh = height / sf, lw = width / sf;
+  if (lh < 1 || lw < 1) return invalid_argument("fit: no frame");
+  // Grids of more and more tiles, the longer side split first; in each, the decoder as given,
+  // then with its full-frame-rate levels one frame at a time. Measured on an H200 (Wan2.1,
+  // 1280x720x81, bf16): 2 tiles 1.31x the untiled time, with pieces 1.44x, 4 with pieces 1.76x.
+  std::vector<std::pair<int64_t, int64_t>> grids;  // rows, columns
+  for (int64_t n = 2; n <= 64; ++n) {
+    for (int64_t r = 1; r <= n; ++r) {
+      if (n % r != 0 || r > lh || n / r > lw) continue;
+      const int64_t c = n / r;
+      // near-square tiles only: the halo costs least around a square
+      const double aspect = (static_cast<double>(lh) / static_cast<double>(r)) /
+                            (static_cast<double>(lw) / static_cast<double>(c));
+      if (aspect > 2.5 || aspect < 0.4) continue;
+      grids.emplace_back(r, c);
+    }
+  }
+  std::vector<int> piece_options{o.hires_chunk_frames};
+  if (may_set_pieces && o.hires_chunk_frames != 1) piece_options.push_back(1);
+  for (const auto& [r, c] : grids) {
+    for (const int pieces : piece_options) {
+      RunOptions t = o;
+      t.tiling = "exact";
+      t.tile = {((lw + c - 1) / c) * sf, ((lh + r - 1) / r) * sf};
+      t.hires_chunk_frames = pieces;
+      SEEDVAE_ASSIGN_OR_RETURN(const WanPeak w,
+                               wan_peak(t, cfg, false, height, width, frames, true));
+      const int64_t need = with_margins(w.peak, w.fixed);
+      if (need <= budget_bytes) return std::optional<WanTileFit>(WanTileFit{t, need, r * c});
+    }
+  }
+  return std::optional<WanTileFit>();
+}
+
+namespace {
 
 Result<ScheduleChoice> choose_wan_schedule(const RunOptions& o, const WanConfig& cfg, bool encode,
                                            bool decode, int64_t height, int64_t width,
@@ -335,8 +391,23 @@ Result<ScheduleChoice> choose_wan_schedule(const RunOptions& o, const WanConfig&
              " (the same output, slower; predicted peak " + format_bytes(offload_peak) + ")";
     return c;
   }
-  c.note = over + ", and the offloaded schedule's " + format_bytes(offload_peak) +
-           " too; spatial tiles (--tiling exact --tile WxH) hold less";
+  if (decode && !encode) {
+    SEEDVAE_ASSIGN_OR_RETURN(const std::optional<WanTileFit> fit,
+                             fit_wan_tiles(o, cfg, height, width, frames, budget_bytes));
+    if (fit) {
+      c.options = fit->options;
+      c.note = over + ", and the offloaded schedule's " + format_bytes(offload_peak) +
+               " too: exact halo tiles of " + fit->options.tile.to_string() +
+               (fit->options.hires_chunk_frames == 1
+                    ? " with the decoder's full-frame-rate levels one frame at a time"
+                    : "") +
+               " (the same output, slower; predicted peak " + format_bytes(fit->peak_bytes) + ")";
+      return c;
+    }
+  }
+  c.note = over + ", and the offloaded schedule's " + format_bytes(offload_peak) + " too" +
+           (decode && !encode ? ", and exact halo tiles up to 64 per frame too"
+                              : "; a decode alone (seedvae decode) can run in exact tiles");
   return c;
 }
 

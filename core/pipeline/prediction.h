@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/base/status.h"
@@ -69,11 +70,24 @@ Result<ScheduleChoice> choose_schedule(const RunOptions& options, const VaeConfi
 // The same for a checkpoint of any family. For a Wan VAE (untiled runs): the options as given when
 // the replayed peak fits; else, for a decode, chunked upsampling of 1 frame (the same output) when
 // that fits; else that with the causal state offloaded (the same output, slower) when that fits;
-// else the options as given, and the note says by how much the peak is over the budget and that
-// spatial tiles (--tiling exact --tile WxH) are what remains.
+// else, for a decode alone, exact halo tiles (fit_wan_tiles: the same output, slower); else the
+// options as given, and the note says by how much the peak is over the budget.
 Result<ScheduleChoice> choose_schedule(const RunOptions& options, const VaeWeights& weights,
                                        bool encode, bool decode, int64_t height, int64_t width,
                                        int64_t frames, int64_t budget_bytes);
+
+// A Wan decode in halo tiles (core/schedule/wan_tiles.h, --tiling exact) within `budget_bytes`:
+// the fewest near-square tiles, each grid tried with the options' chunked upsampling and then
+// (`may_set_pieces`) with pieces of one frame, whose replayed peak with the schedule's margins
+// fits. Empty when even 64 tiles do not fit.
+struct WanTileFit {
+  RunOptions options;  // tiling "exact", the tile, hires_chunk_frames
+  int64_t peak_bytes = 0;
+  int64_t tiles = 0;
+};
+Result<std::optional<WanTileFit>> fit_wan_tiles(const RunOptions& options, const WanConfig& config,
+                                                int64_t height, int64_t width, int64_t frames,
+                                                int64_t budget_bytes, bool may_set_pieces = true);
 
 // The planner's largest tile and temporal chunk (at most the options' chunk, or 4 for a whole-clip
 // chunk) whose predicted peak fits `budget_bytes`; an untiled setting is fitted with exact tiling,

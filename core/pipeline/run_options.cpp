@@ -804,12 +804,8 @@ Status validate(const RunOptions& o) {
         "one of them");
   }
   if (o.tiling == "exact") {
-    if (o.hires_chunk_frames > 0) {
-      return invalid_argument(
-          "--hires-chunk does not apply to --tiling exact, which runs layer "
-          "by layer on tiles (its memory is already bounded by the tile); "
-          "drop one");
-    }
+    // --hires-chunk: a Wan decode's halo tiles take it, SeedVR2's exact tiles refuse it when the
+    // job runs (core/schedule/tiled.cpp)
     if (o.lone_head || o.lean_convs) {
       return invalid_argument(std::string(o.lean_convs ? "--lean-convs" : "--lone-head") +
                               " does not apply to --tiling exact, which has its own "

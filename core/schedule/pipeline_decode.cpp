@@ -149,8 +149,12 @@ class Pipeline {
     int64_t first_frame = 0;  // of the chunk's output
     Tensor t;
   };
-  // Between share s and s + 1: at most one activation waits; the receiver gives each one back
-  // (`spent`) for its sender's thread to release.
+  // Between share s and s + 1: at most kDepth activations wait; the receiver gives each one back
+  // (`spent`) for its sender's thread to release. Two, so that the sender goes on while the
+  // receiver's thread is busy with its own host work (the last share's downloads take ~60 ms
+  // of a 1080p chunk's ~110 ms): with one, the first card waited 1.2 s of an 8.2 s decode on
+  // two H200 (docs/scaling.md). The cost: one more activation held by the sender.
+  static constexpr size_t kDepth = 2;
   struct Handoff {
     std::deque<Item> queue;
     std::vector<Tensor> spent;
@@ -206,7 +210,8 @@ class Pipeline {
     return error_;
   }
 
-  // The sender of handoff s (its thread): waits for room, then queues the activation. While it
+  // The sender of handoff s (its thread): waits for room (fewer than kDepth queued), then queues
+  // the activation. While it
   // waits, `idle` (the calling thread's outputs) runs without the lock. False once any device
   // failed.
   template <typename Idle>
@@ -215,7 +220,7 @@ class Pipeline {
     Handoff& h = handoffs_[static_cast<size_t>(s)];
     for (;;) {
       if (!error_.is_ok()) return false;
-      if (h.queue.empty()) break;
+      if (h.queue.size() < kDepth) break;
       if (!outputs_.empty()) {
         lock.unlock();
         idle();
@@ -237,6 +242,7 @@ class Pipeline {
     Item item = std::move(h.queue.front());
     h.queue.pop_front();
     ++h.in_flight;
+    cv_.notify_all();  // room for the sender
     return item;
   }
   // The receiver is done with an activation it popped.
@@ -331,11 +337,17 @@ void run_share(Pipeline& pipe, int s, PipelineStage& stage, const PipelinePlan& 
   int64_t imported = 0;
   double import_ms = 0;
   std::vector<Tensor> spent;
+  PipelineWaits waits;
   CopyPipeline copies(backend, options.async_tiles);
-  while (auto item = pipe.pop(s - 1)) {
+  for (;;) {
+    auto tw = std::chrono::steady_clock::now();
+    auto item = pipe.pop(s - 1);
+    waits.input_ms += ms_since(tw);
+    if (!item) break;
     const auto t0 = std::chrono::steady_clock::now();
     // the previous chunk's work first, so the copy's own time shows (import_ms)
     Status st = backend.synchronize();
+    waits.sync_ms += ms_since(t0);
     const auto t1 = std::chrono::steady_clock::now();
     Result<Tensor> x = internal_error("not imported");
     if (st.is_ok()) {
@@ -348,11 +360,14 @@ void run_share(Pipeline& pipe, int s, PipelineStage& stage, const PipelinePlan& 
     if (st.is_ok() && hooks.cancel) st = hooks.cancel->check();
     Result<Tensor> y = internal_error("not run");
     if (st.is_ok()) {
+      tw = std::chrono::steady_clock::now();
       y = stage.model->decode_chunk(x.value(), state,
                                     share_options(options, plan, s, item->chunk, hooks.tile));
+      waits.enqueue_ms += ms_since(tw);
       st = y.status();
     }
     x = Tensor{};
+    tw = std::chrono::steady_clock::now();
     if (st.is_ok() && last) {
       // downloaded while the next chunk computes (as the single-device stream does)
       const Shape ys = y->shape;
@@ -386,14 +401,17 @@ void run_share(Pipeline& pipe, int s, PipelineStage& stage, const PipelinePlan& 
           return Status::ok();
         });
       }
+      waits.host_ms += ms_since(tw);
     } else if (st.is_ok()) {
       st = backend.synchronize();  // the next share reads it from another stream
+      waits.sync_ms += ms_since(tw);
       spent = pipe.collect(s);
       spent.clear();
-      if (st.is_ok() &&
-          !pipe.push(s, {item->chunk, item->first_frame, std::move(y).value()}, [] {})) {
-        break;
-      }
+      tw = std::chrono::steady_clock::now();
+      const bool pushed =
+          st.is_ok() && pipe.push(s, {item->chunk, item->first_frame, std::move(y).value()}, [] {});
+      waits.output_ms += ms_since(tw);
+      if (st.is_ok() && !pushed) break;
     }
     busy += ms_since(t0);
     if (!st.is_ok()) {
@@ -422,6 +440,7 @@ void run_share(Pipeline& pipe, int s, PipelineStage& stage, const PipelinePlan& 
   stats.backends[static_cast<size_t>(s)] = backend.name();
   stats.imported_bytes[static_cast<size_t>(s)] = imported;
   stats.import_ms[static_cast<size_t>(s)] = import_ms;
+  stats.waits[static_cast<size_t>(s)] = waits;
 }
 
 }  // namespace
@@ -550,6 +569,7 @@ Result<HostTensor> PipelinedDecoder::decode(const PipelinePlan& plan, const Host
   stats.memory.resize(static_cast<size_t>(shares));
   stats.imported_bytes.resize(static_cast<size_t>(shares));
   stats.import_ms.resize(static_cast<size_t>(shares));
+  stats.waits.resize(static_cast<size_t>(shares));
   Pipeline pipe(shares, hooks.gathers(), out_frames);
   Backend& backend = first.backend();
   pipe.set_sender(0, &backend);
@@ -595,6 +615,7 @@ Result<HostTensor> PipelinedDecoder::decode(const PipelinePlan& plan, const Host
 
   CausalState state;
   double busy = 0, host_ms = 0;
+  PipelineWaits& waits = stats.waits[0];
   for (int64_t i = 0; i < total; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     Status st = hooks.cancel ? hooks.cancel->check() : Status::ok();
@@ -605,14 +626,18 @@ Result<HostTensor> PipelinedDecoder::decode(const PipelinePlan& plan, const Host
       Result<Tensor> x = backend.upload(whole ? latent : slice_time(latent, b, e));
       st = x.status();
       if (st.is_ok()) {
+        const auto e0 = std::chrono::steady_clock::now();
         y = first.decode_chunk(x.value(), state, share_options(options, plan, 0, i, hooks.tile));
+        waits.enqueue_ms += ms_since(e0);
         st = y.status();
       }
       // the host's work on finished chunks while the device computes this one
       const auto h0 = std::chrono::steady_clock::now();
       deliver(false);
       host_ms += ms_since(h0);
+      const auto s0 = std::chrono::steady_clock::now();
       if (st.is_ok()) st = backend.synchronize();
+      waits.sync_ms += ms_since(s0);
     }
     if (!st.is_ok()) {
       pipe.fail(st);
@@ -622,7 +647,16 @@ Result<HostTensor> PipelinedDecoder::decode(const PipelinePlan& plan, const Host
     spent.clear();
     busy += ms_since(t0);
     const int64_t first_frame = b == 0 ? 0 : b * f - (f - 1);
-    if (!pipe.push(0, {i, first_frame, std::move(y).value()}, [&] { deliver(false); })) break;
+    const auto p0 = std::chrono::steady_clock::now();
+    double idle_ms = 0;
+    const bool pushed = pipe.push(0, {i, first_frame, std::move(y).value()}, [&] {
+      const auto d0 = std::chrono::steady_clock::now();
+      deliver(false);
+      idle_ms += ms_since(d0);
+    });
+    waits.output_ms += ms_since(p0) - idle_ms;
+    waits.host_ms += idle_ms;
+    if (!pushed) break;
   }
   std::vector<Tensor> spent = pipe.close(0);
   spent.clear();
@@ -636,6 +670,7 @@ Result<HostTensor> PipelinedDecoder::decode(const PipelinePlan& plan, const Host
   state.reset();
   first.flush_telemetry();
   stats.busy_ms[0] = busy - host_ms;
+  waits.host_ms += host_ms;
   stats.memory[0] = backend.memory_stats();
   stats.backends[0] = backend.name();
   if (stats_out) *stats_out = std::move(stats);

@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/backend/backend.h"
@@ -69,6 +70,23 @@ Result<PipelinePlan> plan_pipeline(const VaeWeights& weights, int shares, int64_
                                    int64_t latent_width, const StreamOptions& options,
                                    const std::vector<int>& cuts = {}, DType dtype = DType::kBF16);
 
+// Where a share's host thread spent one decode, in ms: what shows a pipeline that stalls.
+struct PipelineWaits {
+  double input_ms = 0;    // waiting for the share before to hand an activation over
+  double output_ms = 0;   // waiting for the share after to take one (the hand-over holds one)
+  double enqueue_ms = 0;  // in decode_chunk (the host's launches; long: the host is the limit)
+  double sync_ms = 0;     // waiting for the device to finish the chunk
+  double host_ms = 0;     // the frames: downloads and the caller's hooks
+  // name and value, for reports
+  std::vector<std::pair<const char*, double>> fields() const {
+    return {{"input", input_ms},
+            {"output", output_ms},
+            {"enqueue", enqueue_ms},
+            {"sync", sync_ms},
+            {"host", host_ms}};
+  }
+};
+
 // What each device did in one decode (index = share); a worker's peaks are the decode's own.
 struct PipelineStats {
   std::vector<std::string> backends;    // Backend::name()
@@ -76,6 +94,7 @@ struct PipelineStats {
   std::vector<MemoryStats> memory;      // its backend's statistics at the end (peaks)
   std::vector<int64_t> imported_bytes;  // activations copied in from the share before
   std::vector<double> import_ms;        // host time of those copies (of busy_ms)
+  std::vector<PipelineWaits> waits;
 };
 
 // The devices of a pipelined decode: share 0 is `first` (on the calling thread); the others run

@@ -9,6 +9,7 @@
 #include "core/schedule/copy_pipeline.h"
 #include "core/schedule/exact_tiling.h"
 #include "core/schedule/planner.h"
+#include "core/schedule/wan_tiles.h"
 #include "core/vae/wan_model.h"
 
 namespace seedvae {
@@ -404,6 +405,7 @@ Result<HostTensor> run_exact(VideoVae& model, const HostTensor& input, const Til
     return invalid_argument("exact tiling: tile " + std::to_string(options.spec.tile_w) + "x" +
                             std::to_string(options.spec.tile_h) + " px is empty");
   }
+  if (stream.hires_chunk_frames > 0 && seedvr2) return exact_tiling_refuses_hires();
   const auto t0 = Clock::now();
   const int tf = model.temporal_factor(), sf = model.spatial_factor();
   const Shape& s = input.shape();
@@ -511,6 +513,12 @@ Result<HostTensor> run_off(VideoVae& model, const HostTensor& input, const Strea
 
 }  // namespace
 
+Status exact_tiling_refuses_hires() {
+  return invalid_argument(
+      "--hires-chunk does not apply to SeedVR2's --tiling exact, which runs layer by layer on "
+      "tiles (its memory is already bounded by the tile); drop one");
+}
+
 // The SeedVR2 network behind `model` for blend tiling, which reproduces SeedVR2's reference
 // tiling (its blending, overlaps and layout).
 Result<VaeModel*> seedvr2_model(VideoVae& model) {
@@ -535,6 +543,11 @@ Result<HostTensor> tiled_decode(VideoVae& model, const HostTensor& latent,
     return run_off(model, latent, stream, hooks, tile_hooks, false);
   }
   if (options.mode == TilingMode::kExact) {
+    if (auto* wan = dynamic_cast<WanModel*>(&model)) {
+      // halo tiles: the same result at the plain decode's pace (no host round trip per op)
+      const WanTileOptions wo{.tile_h = options.spec.tile_h, .tile_w = options.spec.tile_w};
+      return wan_tiled_decode(*wan, latent, wo, stream, hooks, tile_hooks);
+    }
     return run_exact(model, latent, options, stream, hooks, tile_hooks, false);
   }
   SEEDVAE_ASSIGN_OR_RETURN(VaeModel * m, seedvr2_model(model));

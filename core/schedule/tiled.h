@@ -12,7 +12,10 @@
 //             ExactTilingBackend whose convolutions run on tiles with halos, whose per-frame
 //             GroupNorm statistics are gathered over the whole frame, whose attention runs on the
 //             whole (1/64-size) frame, and which keeps the causal memory for the whole frame on
-//             the host.
+//             the host. A Wan decode runs in halo tiles instead (wan_tiles.h: the trunk on the
+//             whole latent frame, each tile's tail with the decoder's reach around it), which
+//             keeps one tile's activations and causal state on the backend without a host round
+//             trip per op.
 //
 // Order of work: exact mode is chunk-major (finished chunks stream out through
 // StreamHooks::on_chunk as with the untiled path); blend mode picks chunk- or tile-major
@@ -89,6 +92,7 @@ struct TileRunReport {
   bool tile_major = false;         // blend: the order that was used
   int64_t tiles_run = 0;           // tile executions (blend: tiles x chunks; exact: all layers)
   int64_t backend_peak_bytes = 0;  // Backend::memory_stats().peak_bytes at the end of the run
+  int64_t halo = 0;                // exact Wan decode: latent pixels of context around each tile
   int64_t host_state_bytes = 0;    // causal state held on the host (blend chunk-major: all
                                    // parked tiles; exact: the whole-frame state)
   double seconds = 0;
@@ -98,6 +102,10 @@ struct TileHooks {
   TileSink on_tile;                 // optional
   TileRunReport* report = nullptr;  // optional, filled when given
 };
+
+// Why SeedVR2's exact tiling (ExactTilingBackend) refuses chunked upsampling (--hires-chunk);
+// a Wan decode's halo tiles take it.
+Status exact_tiling_refuses_hires();
 
 // Either network runs untiled; blend tiling (SeedVR2's reference tiling) is SeedVR2's only, and
 // exact tiling runs the families whose ops ExactTilingBackend has (kUnsupported otherwise).

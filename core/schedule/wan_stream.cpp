@@ -29,9 +29,10 @@ Result<HostTensor> wan_decode(WanModel& model, const HostTensor& latent,
   if (options.normalized_latent) {
     SEEDVAE_ASSIGN_OR_RETURN(raw, wan_denormalize_latent(raw, model.family()));
   }
-  SEEDVAE_ASSIGN_OR_RETURN(
-      HostTensor y, options.tiles ? wan_tiled_decode(model, raw, *options.tiles, options.stream)
-                                  : decode_latent(model, raw, options.stream, hooks));
+  SEEDVAE_ASSIGN_OR_RETURN(HostTensor y,
+                           options.tiles
+                               ? wan_tiled_decode(model, raw, *options.tiles, options.stream, hooks)
+                               : decode_latent(model, raw, options.stream, hooks));
   if (options.clamp) {
     // on every core: a 720p clip of 81 frames is 224 M values, ~0.2 s on one
     float* v = y.data<float>();

@@ -17,8 +17,8 @@ struct WanStreamOptions {
   StreamOptions stream{.chunk_latents = 1, .lone_head = true};
   bool normalized_latent = true;  // the latent is (mu - mean) / std (upstream); false: raw mu
   bool clamp = true;              // the decoded video clamped to [-1, 1] (upstream's wrapper)
-  // decode only: in halo tiles (wan_tiles.h: the same result, one tile's state on the backend);
-  // the hooks are not called then
+  // decode only: in halo tiles (wan_tiles.h: the same result, one tile's state on the backend;
+  // the chunks reach the hooks once every tile has run)
   std::optional<WanTileOptions> tiles;
 };
 

@@ -13,13 +13,18 @@
 //
 // Order: tile-major. For each tile, every chunk runs the trunk (recomputed per tile: a few percent
 // of the decode, at the latent resolution) and the tail, each with its own causal state; one
-// tile's state is on the backend at a time. The whole clip is gathered on the host.
-// Measured on the CPU backend against the untiled decode (tst_wan_tiles).
+// tile's state is on the backend at a time. The clip is assembled on the host, so finished chunks
+// reach StreamHooks::on_chunk once the last tile has run (as blend tiling's tile-major order).
+// A tile's decoded window is downloaded while the next chunk computes (CopyPipeline).
+// Measured on the CPU backend against the untiled decode (tst_wan_exact_tiling).
+//
+// The job layer runs every exact (--tiling exact) Wan decode this way (core/schedule/tiled.h).
 #pragma once
 
 #include <cstdint>
 
 #include "core/schedule/streaming.h"
+#include "core/schedule/tiled.h"
 #include "core/vae/wan_model.h"
 
 namespace seedvae {
@@ -33,18 +38,19 @@ struct WanTileOptions {
   int64_t tile_h = 512, tile_w = 512;  // the tile's interior in output pixels (rounded to latent
                                        // pixels, at least one)
   int64_t halo = -1;                   // latent pixels around it; -1: wan_decoder_halo()
-};
-
-struct WanTileReport {
-  int64_t tiles = 0;               // tiles per chunk
-  int64_t halo = 0;                // latent pixels
-  int64_t backend_peak_bytes = 0;  // Backend::memory_stats().peak_bytes at the end of the run
+  // false: the planner's dry run on a counting backend -- only the tile with the largest window
+  // runs (each tile holds the same trunk and its own state), nothing is kept or handed on, and
+  // the result is an empty tensor
+  bool assemble = true;
 };
 
 // latent: the raw (denormalised) latent [1, z, t, h, w]. Returns the decoded video
-// [1, 3, 4t - 3, h * s, w * s] in fp32 (not clamped), as decode_latent does untiled.
+// [1, 3, 4t - 3, h * s, w * s] in fp32 (not clamped), as decode_latent does untiled (an empty
+// tensor when the hooks do not gather). Progress: "decode tiles", one step per tile and chunk;
+// cancellation between steps; TileHooks::on_tile gets each tile's interior per chunk, and its
+// report the tiles' rectangles, per-tile sums and the halo.
 Result<HostTensor> wan_tiled_decode(WanModel& model, const HostTensor& latent,
                                     const WanTileOptions& options, const StreamOptions& stream = {},
-                                    WanTileReport* report = nullptr);
+                                    const StreamHooks& hooks = {}, TileHooks* tile_hooks = nullptr);
 
 }  // namespace seedvae

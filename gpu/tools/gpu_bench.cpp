@@ -504,16 +504,20 @@ int cmd_bench(const Args& a) {
       for (const auto& d : op.devices) {
         std::printf(
             "  device %s: busy %.1f ms (import %.1f ms, %.2f GiB), peak %.2f GiB live, %.2f GiB "
-            "device level\n",
+            "device level\n"
+            "    waits: input %.1f, output %.1f, enqueue %.1f, sync %.1f, host %.1f ms\n",
             d.backend.c_str(), d.busy_ms, d.import_ms, gib(d.imported_bytes), gib(d.peak_bytes),
-            gib(d.device_level_bytes()));
+            gib(d.device_level_bytes()), d.waits.input_ms, d.waits.output_ms, d.waits.enqueue_ms,
+            d.waits.sync_ms, d.waits.host_ms);
         dj.push_back({{"backend", d.backend},
                       {"units", d.units},
                       {"busy_ms", d.busy_ms},
                       {"import_ms", d.import_ms},
                       {"imported_gib", gib(d.imported_bytes)},
                       {"peak_gib", gib(d.peak_bytes)},
-                      {"device_level_gib", gib(d.device_level_bytes())}});
+                      {"device_level_gib", gib(d.device_level_bytes())},
+                      {"waits_ms", Json::object()}});
+        for (const auto& [k, v] : d.waits.fields()) dj.back()["waits_ms"][k] = v;
       }
       j["ops"].back()["pipeline"] = op.pipeline;
       j["ops"].back()["devices"] = dj;

@@ -491,14 +491,26 @@ class tst_Planner : public QObject {
     const MemoryPrediction as_set = predict(o, false, 0), pieces = predict(o, false, 1);
     QVERIFY(pieces.engine_bytes < as_set.engine_bytes);
     // Budgets from 16 GiB down to 1 GiB: as set, then the decoder in pieces, then that with the
-    // state offloaded, then as set with a note naming spatial tiles -- each in turn, in order.
-    std::vector<int> steps;  // 0 as set, 1 pieces, 2 offloaded, 3 nothing fits
-    int64_t pieces_budget = 0;
+    // state offloaded, then exact halo tiles (more of them as the budget shrinks), then as set
+    // with a note that nothing fits -- each in turn, in order.
+    std::vector<int> steps;  // 0 as set, 1 pieces, 2 offloaded, 3 halo tiles, 4 nothing fits
+    int64_t pieces_budget = 0, tiles_before = 0;
     for (int64_t quarter = 64; quarter >= 4; --quarter) {
       const ScheduleChoice ch = choose(o, quarter * kGiB / 4);
-      int step = 3;
+      int step = 4;
       if (ch.note.empty()) {
         step = 0;
+      } else if (ch.options.tiling == "exact") {
+        step = 3;
+        QVERIFY2(
+            ch.note.find("exact halo tiles of " + ch.options.tile.to_string()) != std::string::npos,
+            ch.note.c_str());
+        QVERIFY(!ch.options.offload_state);
+        // the tiles' own prediction, within the budget; smaller budgets, more tiles
+        const int64_t tiles = ((720 + ch.options.tile.height - 1) / ch.options.tile.height) *
+                              ((1280 + ch.options.tile.width - 1) / ch.options.tile.width);
+        QVERIFY(tiles >= 2 && tiles >= tiles_before);
+        tiles_before = tiles;
       } else if (ch.options.offload_state && ch.options.hires_chunk_frames == 1) {
         step = 2;
         QVERIFY(ch.note.find("offloading the causal state") != std::string::npos);
@@ -508,7 +520,7 @@ class tst_Planner : public QObject {
         pieces_budget = quarter * kGiB / 4;
       } else {
         QVERIFY2(!ch.options.offload_state && ch.options.hires_chunk_frames == 0, ch.note.c_str());
-        QVERIFY2(ch.note.find("--tiling exact") != std::string::npos, ch.note.c_str());
+        QVERIFY2(ch.note.find("halo tiles up to 64") != std::string::npos, ch.note.c_str());
       }
       if (steps.empty() || steps.back() != step) {
         steps.push_back(step);
@@ -516,12 +528,18 @@ class tst_Planner : public QObject {
                     ch.note.empty() ? "as set" : ch.note.c_str());
       }
     }
-    QCOMPARE(steps, (std::vector<int>{0, 1, 2, 3}));
+    QVERIFY2(steps == (std::vector<int>{0, 1, 2, 3}) || steps == (std::vector<int>{0, 1, 2, 3, 4}),
+             qPrintable(QString::number(steps.size())));
+    // a roundtrip's encoder runs whole: no tiles for it
+    auto both = choose_schedule(o, w, true, true, 720, 1280, 81, 3 * kGiB);
+    QVERIFY(both.is_ok());
+    QCOMPARE(both->options.tiling, std::string("off"));
+    QVERIFY(both->note.find("a decode alone") != std::string::npos);
     // the prediction the studio shows is for the schedule the run will choose in its budget
     const MemoryPrediction within = predict(o, false, 0, pieces_budget);
     QVERIFY(within.method.find("automatic schedule") != std::string::npos);
     QVERIFY(within.engine_bytes < as_set.engine_bytes);
-    // a tiled run has no Wan prediction (the tile search is SeedVR2's)
+    // a tiled round trip has no Wan prediction (an encode's tiles are not replayed)
     RunOptions tiled = o;
     tiled.tiling = "exact";
     tiled.tile = {256, 256};

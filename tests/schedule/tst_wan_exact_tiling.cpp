@@ -9,11 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/backend/counting_backend.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/schedule/exact_tiling.h"
+#include "core/schedule/tiled.h"
 #include "core/schedule/wan_stream.h"
 #include "core/schedule/wan_tiles.h"
 #include "tests/support/synthetic_video.h"
@@ -48,6 +51,15 @@ StreamHooks record_steps(const ExactTilingBackend& tiles, std::vector<int64_t>& 
     return Status::ok();
   };
   return h;
+}
+
+// Three latent frames of h x w, standard normal.
+HostTensor normal_latent(const WanConfig& cfg, int64_t h, int64_t w, unsigned seed) {
+  HostTensor z(DType::kF32, Shape{1, cfg.z_dim, 3, h, w});
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.f, 1.f);
+  for (float& v : z.f32()) v = n(rng);
+  return z;
 }
 
 }  // namespace
@@ -202,10 +214,7 @@ class tst_WanExactTiling : public QObject {
     const WanConfig cfg = config_of(config);
     ASSIGN_OK(WanModel model, WanModel::create(*cpu_, synthesize_wan_weights(cfg, 5)));
     const int64_t sf = cfg.spatial_factor();
-    HostTensor z(DType::kF32, Shape{1, cfg.z_dim, 3, 48, 52});
-    std::mt19937 rng(3);
-    std::normal_distribution<float> n(0.f, 1.f);
-    for (float& v : z.f32()) v = n(rng);
+    const HostTensor z = normal_latent(cfg, 48, 52, 3);
     const StreamOptions upstream{.chunk_latents = 1, .lone_head = true};
     ASSIGN_OK(HostTensor whole, decode_latent(model, z, upstream));
     float scale = 0;
@@ -218,10 +227,13 @@ class tst_WanExactTiling : public QObject {
     for (const int pieces : piece_sizes) {
       StreamOptions so = upstream;
       so.hires_chunk_frames = pieces;
-      WanTileReport rep;
+      TileRunReport rep;
+      TileHooks th{.report = &rep};
       ASSIGN_OK(HostTensor tiled,
-                wan_tiled_decode(model, z, {.tile_h = 16 * sf, .tile_w = 18 * sf}, so, &rep));
-      QCOMPARE(rep.tiles, int64_t{9});
+                wan_tiled_decode(model, z, {.tile_h = 16 * sf, .tile_w = 18 * sf}, so, {}, &th));
+      QCOMPARE(rep.rects.size(), size_t{9});
+      QCOMPARE(rep.halo, halo);
+      QCOMPARE(rep.tiles_run, int64_t{9 * 3});  // every tile in every chunk
       QCOMPARE(tiled.shape(), whole.shape());
       const double d = max_abs_diff(tiled, whole);
       qInfo("%s halo tiles (pieces %d): max abs %.3g against the untiled decode (scale %.3g)",
@@ -245,6 +257,76 @@ class tst_WanExactTiling : public QObject {
              StatusCode::kInvalidArgument);
     HostTensor wrong(DType::kF32, Shape{1, cfg.z_dim + 1, 1, 4, 4});
     QCOMPARE(wan_tiled_decode(model, wrong, {}).status().code(), StatusCode::kInvalidArgument);
+  }
+
+  // The job layer's exact decode of a Wan latent (tiled_decode, --tiling exact) runs in halo
+  // tiles: the untiled frames chunk by chunk in order through on_chunk (not gathered), one
+  // progress step per tile and chunk, each tile's interior to on_tile, the tiles' rectangles
+  // covering the frame once; a cancel between tiles stops it with kCancelled.
+  void exactDecodeRunsInHaloTiles() {
+    const WanConfig cfg = WanConfig::wan21_tiny();
+    ASSIGN_OK(WanModel model, WanModel::create(*cpu_, synthesize_wan_weights(cfg, 7)));
+    const int64_t sf = cfg.spatial_factor();
+    const HostTensor z = normal_latent(cfg, 40, 36, 4);
+    const StreamOptions upstream{.chunk_latents = 1, .lone_head = true};
+    ASSIGN_OK(HostTensor whole, decode_latent(model, z, upstream));
+
+    TileOptions to;
+    to.mode = TilingMode::kExact;
+    to.spec = {.tile_h = 24 * sf, .tile_w = 20 * sf, .overlap_h = 0, .overlap_w = 0};
+    struct Steps final : ProgressSink {
+      std::vector<std::pair<std::string, int64_t>> seen;
+      void report(std::string_view stage, int64_t done, int64_t total) override {
+        seen.emplace_back(std::string(stage), total);
+        (void)done;
+      }
+    } steps;
+    std::vector<HostTensor> chunks;
+    std::vector<int64_t> starts;
+    StreamHooks hooks;
+    hooks.progress = &steps;
+    hooks.keep_output = false;
+    hooks.on_chunk = [&](int64_t first, const HostTensor& part) {
+      starts.push_back(first);
+      chunks.push_back(part);
+      return Status::ok();
+    };
+    TileRunReport rep;
+    int64_t events = 0, event_pixels = 0;
+    TileHooks th;
+    th.report = &rep;
+    th.on_tile = [&](const TileEvent& ev) {
+      ++events;
+      event_pixels += ev.data->shape()[3] * ev.data->shape()[4] * ev.data->shape()[2];
+      return Status::ok();
+    };
+    ASSIGN_OK(HostTensor none, tiled_decode(model, z, to, upstream, hooks, &th));
+    QVERIFY(none.empty());
+    ASSIGN_OK(HostTensor joined, concat_time(chunks));
+    QCOMPARE(starts, (std::vector<int64_t>{0, 1, 5}));
+    QVERIFY2(max_abs_diff(joined, whole) <= 1e-5, "halo-tiled frames differ from the untiled");
+    QCOMPARE(rep.mode, TilingMode::kExact);
+    QCOMPARE(rep.rects.size(), size_t{4});  // 2 x 2 tiles of 24x20 latent pixels
+    int64_t covered = 0;
+    for (const Rect& r : rep.output_rects) covered += r.area();
+    QCOMPARE(covered, whole.shape()[3] * whole.shape()[4]);
+    QCOMPARE(events, int64_t{4 * 3});
+    QCOMPARE(event_pixels, whole.shape()[2] * whole.shape()[3] * whole.shape()[4]);
+    QCOMPARE(steps.seen.size(), size_t{12});
+    QCOMPARE(steps.seen.front().first, std::string("decode tiles"));
+    QCOMPARE(steps.seen.back().second, int64_t{12});
+
+    // cancel from the second tile on
+    CancelToken cancel;
+    StreamHooks stop;
+    stop.cancel = &cancel;
+    TileHooks cancel_after_one;
+    cancel_after_one.on_tile = [&](const TileEvent& ev) {
+      if (ev.index >= 0) cancel.request();
+      return Status::ok();
+    };
+    QCOMPARE(tiled_decode(model, z, to, upstream, stop, &cancel_after_one).status().code(),
+             StatusCode::kCancelled);
   }
 
   // What halo tiles hold on the device: the real Wan2.1 decoder at 1280x720 (17 frames,
