@@ -111,6 +111,25 @@ int64_t with_margins(int64_t peak, int64_t fixed) {
   return peak + (peak - fixed) / 10 + kLibraryAllowance;
 }
 
+// The larger of `peak_of(true)` (the encoder) and `peak_of(false)` (the decoder), over those the
+// run has.
+template <typename PeakOf>
+Result<int64_t> worst_of(bool encode, bool decode, PeakOf peak_of) {
+  int64_t worst = 0;
+  for (const bool enc : {true, false}) {
+    if ((enc && !encode) || (!enc && !decode)) continue;
+    SEEDVAE_ASSIGN_OR_RETURN(const int64_t p, peak_of(enc));
+    worst = std::max(worst, p);
+  }
+  return worst;
+}
+
+// The automatic schedule's note when the run as given does not fit ("planned" / "predicted").
+std::string over_budget(std::string_view how, int64_t peak, int64_t budget_bytes) {
+  return "the " + std::string(how) + " peak of " + format_bytes(peak) +
+         " exceeds the device budget of " + format_bytes(budget_bytes);
+}
+
 // Whether the automatic schedule applies to a run of `o` within `budget_bytes`.
 bool auto_schedule_applies(const RunOptions& o, int64_t budget_bytes) {
   return o.backend == "cuda" && o.auto_schedule && budget_bytes > 0 &&
@@ -171,23 +190,19 @@ Result<ScheduleChoice> choose_schedule(const RunOptions& o, const VaeConfig& con
                                        int64_t budget_bytes) {
   ScheduleChoice c{o, {}};
   if (!auto_schedule_applies(o, budget_bytes)) return c;
-  auto peak = [&](const RunOptions& r) -> Result<int64_t> {
-    int64_t p = 0;
-    for (const bool enc : {true, false}) {
-      if ((enc && !encode) || (!enc && !decode)) continue;
+  auto peak = [&](const RunOptions& r) {
+    return worst_of(encode, decode, [&](bool enc) -> Result<int64_t> {
       PlanRequest req = plan_request(r, config, enc, height, width, frames);
       // State prefetched ahead of use is dropped when an allocation finds no room: what must fit
       // is the rest.
       if (req.backend.offload_state) req.backend.offload_window_bytes = -1;
       SEEDVAE_ASSIGN_OR_RETURN(const PlanEstimate e, estimate(req, req.spec, req.chunk_latents));
-      p = std::max(p, with_margins(e.peak_bytes, req.backend.fixed_bytes));
-    }
-    return p;
+      return with_margins(e.peak_bytes, req.backend.fixed_bytes);
+    });
   };
   SEEDVAE_ASSIGN_OR_RETURN(const int64_t as_given, peak(o));
   if (as_given <= budget_bytes) return c;
-  const std::string over = "the planned peak of " + format_bytes(as_given) +
-                           " exceeds the device budget of " + format_bytes(budget_bytes);
+  const std::string over = over_budget("planned", as_given, budget_bytes);
   RunOptions lean = o;
   lean.offload_state = lean.lone_head = lean.lean_convs = true;
   SEEDVAE_ASSIGN_OR_RETURN(const int64_t lean_peak, peak(lean));
@@ -355,19 +370,15 @@ Result<ScheduleChoice> choose_wan_schedule(const RunOptions& o, const WanConfig&
                                            int64_t frames, int64_t budget_bytes) {
   ScheduleChoice c{o, {}};
   if (!auto_schedule_applies(o, budget_bytes)) return c;
-  auto peak = [&](const RunOptions& r) -> Result<int64_t> {
-    int64_t p = 0;
-    for (const bool enc : {true, false}) {
-      if ((enc && !encode) || (!enc && !decode)) continue;
+  auto peak = [&](const RunOptions& r) {
+    return worst_of(encode, decode, [&](bool enc) -> Result<int64_t> {
       SEEDVAE_ASSIGN_OR_RETURN(const WanPeak w, wan_peak(r, cfg, enc, height, width, frames, true));
-      p = std::max(p, with_margins(w.peak, w.fixed));
-    }
-    return p;
+      return with_margins(w.peak, w.fixed);
+    });
   };
   SEEDVAE_ASSIGN_OR_RETURN(const int64_t as_given, peak(o));
   if (as_given <= budget_bytes) return c;
-  const std::string over = "the predicted peak of " + format_bytes(as_given) +
-                           " exceeds the device budget of " + format_bytes(budget_bytes);
+  const std::string over = over_budget("predicted", as_given, budget_bytes);
   RunOptions pieces = o;
   if (decode) {
     pieces.hires_chunk_frames = 1;

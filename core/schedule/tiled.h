@@ -19,8 +19,8 @@
 //
 // Order of work: exact mode is chunk-major (finished chunks stream out through
 // StreamHooks::on_chunk as with the untiled path), except a Wan decode's halo tiles, which are
-// tile-major (the chunks reach on_chunk once the last tile has run); blend mode picks chunk- or tile-major
-// (TileOrder), with only one tile's causal state on the backend at any time either way.
+// tile-major (the chunks reach on_chunk once the last tile has run); blend mode picks chunk- or
+// tile-major (TileOrder), with only one tile's causal state on the backend at any time either way.
 //
 // Cancellation is checked between tiles; progress is reported per tile ("decode tiles" /
 // "encode tiles"; in exact mode per tile of every layer, "decode exact" / "encode exact", and

@@ -221,10 +221,7 @@ Result<HostTensor> wan_tiled_decode(WanModel& model, const HostTensor& latent,
       co.end_unit = -1;
       SEEDVAE_ASSIGN_OR_RETURN(Tensor y, model.decode_chunk(xw, tail, co));
       xw = {};
-      if (!options.assemble) {
-        ++done;
-        continue;
-      }
+      if (!options.assemble) continue;
       auto window = std::make_shared<HostTensor>();
       SEEDVAE_ASSIGN_OR_RETURN(*window, HostTensor::create(DType::kF32, y.shape));
       SEEDVAE_TRY(copies.download(y, *window, 0));

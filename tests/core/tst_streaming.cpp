@@ -2,8 +2,11 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/backend/op_profile.h"
@@ -36,6 +39,37 @@ class CountingProgress final : public ProgressSink {
   int64_t last_done = 0, last_total = 0;
   int calls = 0;
 };
+
+// Streams `input` (a video to encode, or a latent to decode) through `m` on `probe` in `chunks`
+// (latent frames) with chunked upsampling of `pieces` frames and checks that every chunk hints
+// (Backend::offload_hint) exactly the causal memories it keeps outside the piece stages, once each.
+void expect_hints_of_kept_state(test::ProbeBackend& probe, VideoVae& m, const HostTensor& input,
+                                bool encode, int pieces,
+                                const std::vector<std::pair<int64_t, int64_t>>& chunks,
+                                const std::function<bool(const std::string&)>& in_piece_stage,
+                                const std::string& tag) {
+  const ChunkOptions co{.hires_chunk_frames = pieces};
+  CausalState state;
+  for (const auto& [b, e] : chunks) {
+    const HostTensor in = encode ? slice_time(input, b == 0 ? 0 : (b - 1) * 4 + 1, (e - 1) * 4 + 1)
+                                 : slice_time(input, b, e);
+    auto t = probe.upload(in);
+    QVERIFY(t.is_ok());
+    probe.hinted.clear();
+    auto y = encode ? m.encode_chunk(*t, state, co) : m.decode_chunk(*t, state, co);
+    QVERIFY2(y.is_ok(), (tag + " " + y.status().to_string()).c_str());
+    std::vector<const Storage*> kept;
+    for (const auto& [k, mem] : state.memory) {
+      if (!in_piece_stage(k)) kept.push_back(mem.storage.get());
+    }
+    std::vector<const Storage*> hinted = probe.hinted;
+    std::sort(kept.begin(), kept.end());
+    std::sort(hinted.begin(), hinted.end());
+    QVERIFY2(!kept.empty() && hinted == kept, (tag + ": " + std::to_string(probe.hinted.size()) +
+                                               " hints, " + std::to_string(kept.size()) + " kept")
+                                                  .c_str());
+  }
+}
 
 }  // namespace
 
@@ -283,50 +317,29 @@ class tst_Streaming : public QObject {
     QVERIFY(pm.is_ok());
     const HostTensor x = random_tensor({1, 3, 13, 32, 40}, 6, 0.5f);
     const HostTensor z = random_tensor({1, 16, 4, 4, 3}, 7);
+    const VaeConfig& cfg = pm->config();
     for (const bool encode : {true, false}) {
+      int split = 0;  // decoder: first level in pieces; encoder: last level in pieces
+      if (encode) {
+        while (split < cfg.levels() - 1 && !cfg.encoder_temporal_down(split)) ++split;
+      } else {
+        while (split < cfg.levels() && cfg.decoder_temporal_up(split)) ++split;
+      }
       for (int pieces : {0, 1, 2}) {
-        const ChunkOptions co{.hires_chunk_frames = pieces};
-        const std::string tag =
-            std::string(encode ? "encode" : "decode") + ", pieces " + std::to_string(pieces);
-        CausalState state;
-        const auto chunks = plan_chunks(encode ? 4 : z.shape()[2], 1);
-        for (const auto& [b, e] : chunks) {
-          const HostTensor in = encode
-                                    ? slice_time(x, b == 0 ? 0 : (b - 1) * 4 + 1, (e - 1) * 4 + 1)
-                                    : slice_time(z, b, e);
-          auto t = probe.upload(in);
-          QVERIFY(t.is_ok());
-          probe.hinted.clear();
-          auto y = encode ? pm->encode_chunk(*t, state, co) : pm->decode_chunk(*t, state, co);
-          QVERIFY2(y.is_ok(), (tag + " " + y.status().to_string()).c_str());
-          const VaeConfig& cfg = pm->config();
-          int split = 0;  // decoder: first level in pieces; encoder: last level in pieces
-          if (encode) {
-            while (split < cfg.levels() - 1 && !cfg.encoder_temporal_down(split)) ++split;
-          } else {
-            while (split < cfg.levels() && cfg.decoder_temporal_up(split)) ++split;
-          }
-          auto in_piece_stage = [&](const std::string& key) {
-            if (pieces == 0) return false;
-            if (encode && key.rfind("encoder.conv_in", 0) == 0) return true;
-            if (!encode && key.rfind("decoder.conv_out", 0) == 0) return true;
-            const std::string pre = encode ? "encoder.down_blocks." : "decoder.up_blocks.";
-            if (key.rfind(pre, 0) != 0) return false;
-            const int level = std::stoi(key.substr(pre.size()));
-            return encode ? level <= split : level >= split;
-          };
-          std::vector<const Storage*> kept;
-          for (const auto& [k, m] : state.memory) {
-            if (!in_piece_stage(k)) kept.push_back(m.storage.get());
-          }
-          std::vector<const Storage*> hinted = probe.hinted;
-          std::sort(kept.begin(), kept.end());
-          std::sort(hinted.begin(), hinted.end());
-          QVERIFY2(!kept.empty(), tag.c_str());
-          QVERIFY2(hinted == kept, (tag + ": " + std::to_string(probe.hinted.size()) + " hints, " +
-                                    std::to_string(kept.size()) + " kept")
-                                       .c_str());
-        }
+        auto in_piece_stage = [&](const std::string& key) {
+          if (pieces == 0) return false;
+          if (encode && key.rfind("encoder.conv_in", 0) == 0) return true;
+          if (!encode && key.rfind("decoder.conv_out", 0) == 0) return true;
+          const std::string pre = encode ? "encoder.down_blocks." : "decoder.up_blocks.";
+          if (key.rfind(pre, 0) != 0) return false;
+          const int level = std::stoi(key.substr(pre.size()));
+          return encode ? level <= split : level >= split;
+        };
+        expect_hints_of_kept_state(
+            probe, *pm, encode ? x : z, encode, pieces, plan_chunks(encode ? 4 : z.shape()[2], 1),
+            in_piece_stage,
+            std::string(encode ? "encode" : "decode") + ", pieces " + std::to_string(pieces));
+        if (QTest::currentTestFailed()) return;
       }
     }
   }
@@ -344,42 +357,21 @@ class tst_Streaming : public QObject {
       const HostTensor z = random_tensor({1, cfg.z_dim, 3, 2, 3}, 9);
       for (const bool encode : {true, false}) {
         for (int pieces : {0, 1, 2}) {
-          const ChunkOptions co{.hires_chunk_frames = pieces};
-          const std::string tag = std::string(family_name(cfg.family)) + " " +
-                                  (encode ? "encode" : "decode") + ", pieces " +
-                                  std::to_string(pieces);
-          CausalState state;
-          for (const auto& [b, e] : plan_chunks(3, 1, true)) {
-            const HostTensor in = encode
-                                      ? slice_time(x, b == 0 ? 0 : (b - 1) * 4 + 1, (e - 1) * 4 + 1)
-                                      : slice_time(z, b, e);
-            auto t = probe.upload(in);
-            QVERIFY(t.is_ok());
-            probe.hinted.clear();
-            auto y = encode ? pm->encode_chunk(*t, state, co) : pm->decode_chunk(*t, state, co);
-            QVERIFY2(y.is_ok(), (tag + " " + y.status().to_string()).c_str());
-            // the piece stages: the decoder's levels from the first after the last temporal
-            // upsampling (Wan2.1 block indices 8 on; Wan2.2 levels 2 on) and the head
-            auto in_piece_stage = [&](const std::string& k) {
-              if (encode || pieces == 0) return false;
-              if (k.rfind("decoder.head", 0) == 0) return true;
-              const std::string pre = "decoder.upsamples.";
-              if (k.rfind(pre, 0) != 0) return false;
-              const int i = std::stoi(k.substr(pre.size()));
-              return cfg.family == VaeFamily::kWan22 ? i >= 2 : i >= 8;
-            };
-            std::vector<const Storage*> kept;
-            for (const auto& [k, m] : state.memory) {
-              if (!in_piece_stage(k)) kept.push_back(m.storage.get());
-            }
-            std::vector<const Storage*> hinted = probe.hinted;
-            std::sort(kept.begin(), kept.end());
-            std::sort(hinted.begin(), hinted.end());
-            QVERIFY2(!kept.empty() && hinted == kept,
-                     (tag + ": " + std::to_string(probe.hinted.size()) + " hints, " +
-                      std::to_string(kept.size()) + " kept")
-                         .c_str());
-          }
+          // the piece stages: the decoder's levels from the first after the last temporal
+          // upsampling (Wan2.1 block indices 8 on; Wan2.2 levels 2 on) and the head
+          auto in_piece_stage = [&](const std::string& k) {
+            if (encode || pieces == 0) return false;
+            if (k.rfind("decoder.head", 0) == 0) return true;
+            const std::string pre = "decoder.upsamples.";
+            if (k.rfind(pre, 0) != 0) return false;
+            const int i = std::stoi(k.substr(pre.size()));
+            return cfg.family == VaeFamily::kWan22 ? i >= 2 : i >= 8;
+          };
+          expect_hints_of_kept_state(
+              probe, *pm, encode ? x : z, encode, pieces, plan_chunks(3, 1, true), in_piece_stage,
+              std::string(family_name(cfg.family)) + " " + (encode ? "encode" : "decode") +
+                  ", pieces " + std::to_string(pieces));
+          if (QTest::currentTestFailed()) return;
         }
       }
     }

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "core/cpu/cpu_backend.h"
+#include "core/pipeline/job.h"
 #include "core/pipeline/prediction.h"
 #include "core/schedule/planner.h"
 #include "core/schedule/tiled.h"
@@ -544,6 +545,38 @@ class tst_Planner : public QObject {
     tiled.tiling = "exact";
     tiled.tile = {256, 256};
     QCOMPARE(predict_memory(tiled, w, 1280, 720, 81).status().code(), StatusCode::kUnsupported);
+  }
+
+  // --tiling exact with a budget and no tile: a Wan decode's halo tiles are sized to the budget
+  // (fit_wan_tiles, without changing the chunked upsampling), an encode's are refused by name,
+  // and a budget no tiling fits is an out-of-memory error before any work.
+  void wanTilesFromABudget() {
+    VaeWeights w;
+    w.family = VaeFamily::kWan21;
+    w.wan = WanConfig::wan21();
+    RunOptions o;
+    o.backend = "cuda";
+    o.precision = "bf16";
+    o.tiling = "exact";
+    o.hires_chunk_frames = 1;
+    o.budget_gb = 4;
+    std::string note;
+    auto to = tile_options(o, w, false, 720, 1280, 81, &note);
+    QVERIFY2(to.is_ok(), to.status().to_string().c_str());
+    QVERIFY(to->spec.tile_h < 720 || to->spec.tile_w < 1280);
+    QVERIFY2(note.find("halo tiles of") != std::string::npos, note.c_str());
+    // the same tile as the schedule's search with the run's own pieces
+    auto fit = fit_wan_tiles(o, w.wan, 720, 1280, 81, budget_bytes(o), false);
+    QVERIFY(fit.is_ok() && fit->has_value());
+    QCOMPARE(to->spec.tile_h, (*fit)->options.tile.height);
+    QCOMPARE(to->spec.tile_w, (*fit)->options.tile.width);
+    QCOMPARE((*fit)->options.hires_chunk_frames, 1);
+    QVERIFY((*fit)->peak_bytes <= budget_bytes(o));
+    QCOMPARE(tile_options(o, w, true, 720, 1280, 81, nullptr).status().code(),
+             StatusCode::kUnsupported);
+    o.budget_gb = 0.5;
+    QCOMPARE(tile_options(o, w, false, 720, 1280, 81, nullptr).status().code(),
+             StatusCode::kOutOfMemory);
   }
 
   // A CUDA backend applies the device budget when it is made: another budget is another backend
