@@ -344,7 +344,7 @@ Result<JobResult> run_job(JobSpec job, const ModelArgs& mo) {
     std::cerr << "backend: " << r.backend_name << "\n";
     if (!r.plan_note.empty()) std::cerr << "plan: " << r.plan_note << "\n";
     for (const JobResult::DeviceShare& d : r.device_shares) {
-      std::cerr << "device " << d.backend << ": units " << d.units << ", busy "
+      std::cerr << "device " << d.backend << ": " << d.share << ", busy "
                 << static_cast<int64_t>(d.busy_ms) << " ms, peak "
                 << static_cast<int64_t>(mib(d.memory.peak_bytes)) << " MiB live\n";
     }

@@ -473,11 +473,11 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   sum.async_tiles = r.async_tiles;
   sum.async_tiles_note = qstr(r.async_tiles_note);
   sum.plan_note = qstr(r.plan_note);
-  // a decode over several devices: each one's share of the decoder and its busy time
+  // a job over several devices: what each one ran and its busy time
   for (const JobResult::DeviceShare& d : r.device_shares) {
     if (!sum.plan_note.isEmpty()) sum.plan_note += QStringLiteral("; ");
-    sum.plan_note += QStringLiteral("%1: units %2, busy %3 ms")
-                         .arg(qstr(d.backend.substr(0, d.backend.find(" ("))), qstr(d.units))
+    sum.plan_note += QStringLiteral("%1: %2, busy %3 ms")
+                         .arg(qstr(d.backend.substr(0, d.backend.find(" ("))), qstr(d.share))
                          .arg(d.busy_ms, 0, 'f', 0);
   }
   for (const std::string& w : r.warnings) sum.warnings << qstr(w);

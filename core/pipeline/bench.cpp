@@ -164,36 +164,43 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
   SEEDVAE_ASSIGN_OR_RETURN(std::unique_ptr<VideoVae> made, make_video_vae(backend, weights));
   VideoVae& model = *made;
   const int latents = (o.frames - 1) / f + 1;
-  // Several devices: the decode is pipelined over them, their engines made once for every run.
+  // Several devices: an untiled decode is pipelined over them, blend tiles are spread over them;
+  // their engines are made once for every run.
   SEEDVAE_ASSIGN_OR_RETURN(const std::vector<int> devices, parse_devices(o.run.devices));
-  std::unique_ptr<PipelinedDecoder> pipeline;
+  std::unique_ptr<DeviceWorkers> workers;
+  const bool tiles_over_devices = devices.size() >= 2 && o.run.tiling == "blend";
+  const bool pipelined = devices.size() >= 2 && o.run.tiling == "off" && o.decode;
   PipelinePlan plan;
-  if (devices.size() >= 2 && o.decode) {
+  if (pipelined || tiles_over_devices) {
     if (!make_backend)
       return invalid_argument("this benchmark cannot make other devices' backends");
+    const DeviceEngineFactory make = [&](int index) -> Result<DeviceEngine> {
+      RunOptions d = o.run;
+      d.device = devices[static_cast<size_t>(index)];
+      DeviceEngine engine;
+      SEEDVAE_ASSIGN_OR_RETURN(engine.backend, make_backend(d));
+      SEEDVAE_ASSIGN_OR_RETURN(engine.model, make_video_vae(*engine.backend, weights));
+      return engine;
+    };
+    SEEDVAE_ASSIGN_OR_RETURN(workers,
+                             DeviceWorkers::create(model, make, static_cast<int>(devices.size())));
+  }
+  if (pipelined) {
     SEEDVAE_ASSIGN_OR_RETURN(const std::vector<int> cuts, parse_pipeline_cuts(o.run.pipeline_cuts));
     SEEDVAE_ASSIGN_OR_RETURN(
         plan, plan_pipeline(weights, static_cast<int>(devices.size()), o.height / s, o.width / s,
                             stream_options(o.run), cuts, backend.activation_dtype()));
-    const PipelineStageFactory make = [&](int share) -> Result<PipelineStage> {
-      RunOptions d = o.run;
-      d.device = devices[static_cast<size_t>(share)];
-      PipelineStage stage;
-      SEEDVAE_ASSIGN_OR_RETURN(stage.backend, make_backend(d));
-      SEEDVAE_ASSIGN_OR_RETURN(stage.model, make_video_vae(*stage.backend, weights));
-      return stage;
-    };
-    SEEDVAE_ASSIGN_OR_RETURN(pipeline, PipelinedDecoder::create(model, make, plan.shares()));
   }
+  DeviceWorkers* tile_devices = tiles_over_devices ? workers.get() : nullptr;
   for (const bool enc : {true, false}) {
     if ((enc && !o.encode) || (!enc && !o.decode)) continue;
     const Shape in = enc ? Shape{1, 3, o.frames, o.height, o.width}
                          : Shape{1, weights.latent_channels(), latents, o.height / s, o.width / s};
     const HostTensor x = random_input(in, enc ? 1 : 2);
-    const bool piped = pipeline && !enc;
-    // A network without stage telemetry (Wan) gets no per-stage run, nor a pipelined decode
-    // (its telemetry is only the first device's).
-    const int staged_runs = weights.is_wan() || piped ? 0 : 1;
+    const bool piped = pipelined && !enc;
+    // A network without stage telemetry (Wan) gets no per-stage run, nor a run over several
+    // devices (its telemetry is only the first device's).
+    const int staged_runs = weights.is_wan() || piped || tile_devices ? 0 : 1;
     SEEDVAE_ASSIGN_OR_RETURN(auto flops, stage_flops(weights, enc, in, o.run.chunk_latents));
     BenchOpResult op;
     op.op = enc ? "encode" : "decode";
@@ -217,9 +224,9 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
       std::string note;
       const auto t0 = Clock::now();
       PipelineStats ps;
-      auto out = enc     ? encode_clip(model, weights, x, o.run, {}, &th, &note)
-                 : piped ? pipeline->decode(plan, x, stream_options(o.run), {}, &ps)
-                         : decode_clip(model, weights, x, o.run, {}, &th, &note);
+      auto out = enc     ? encode_clip(model, weights, x, o.run, {}, &th, &note, tile_devices)
+                 : piped ? decode_pipelined(*workers, plan, x, stream_options(o.run), {}, &ps)
+                         : decode_clip(model, weights, x, o.run, {}, &th, &note, tile_devices);
       if (!out) return out.take_status();
       if (piped && measured) {
         op.pipeline = plan.describe();
@@ -229,6 +236,21 @@ Result<BenchResult> run_bench(Backend& backend, const VaeWeights& weights, const
           op.devices.push_back({ps.backends[d], plan.describe_share(static_cast<int>(d)),
                                 ps.busy_ms[d], ps.import_ms[d], ps.imported_bytes[d], m.peak_bytes,
                                 m.peak_reserved_bytes, m.fixed_bytes, ps.waits[d]});
+        }
+      }
+      if (!tiles.devices.empty() && measured) {
+        op.devices.clear();
+        for (const TileDeviceStats& d : tiles.devices) {
+          const MemoryStats& m = d.memory;
+          op.devices.push_back({d.backend,
+                                std::to_string(d.tiles) + " tiles",
+                                d.busy_ms,
+                                0,
+                                0,
+                                m.peak_bytes,
+                                m.peak_reserved_bytes,
+                                m.fixed_bytes,
+                                {}});
         }
       }
       SEEDVAE_TRY(backend.synchronize());

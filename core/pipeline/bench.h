@@ -63,12 +63,12 @@ struct BenchOpResult {
   int64_t tile_w = 0, tile_h = 0, overlap_w = 0, overlap_h = 0;
   int64_t tiles = 1;      // tiles per chunk (exact: of the output layer)
   std::string plan_note;  // what the memory budget chose
-  // A decode pipelined over several devices (RunOptions::devices), the last timed run: each
-  // device's share of the decoder, busy time and peaks (device level: the allocator's reserve at
-  // its peak plus the context and library handles).
+  // An op over several devices (RunOptions::devices), the last timed run: each device's share
+  // of the decoder (a pipelined decode) or its tiles (blend tiles), busy time and peaks (device
+  // level: the allocator's reserve at its peak plus the context and library handles).
   struct Device {
     std::string backend;
-    std::string units;
+    std::string units;  // "0-14 (decoder.conv_in .. …)" or "12 tiles"
     double busy_ms = 0;
     double import_ms = 0;  // of busy_ms: copying the activations in from the device before
     int64_t imported_bytes = 0;
@@ -90,7 +90,7 @@ struct BenchResult {
   std::vector<BenchStage> stages;
 };
 
-// `backend` runs the ops (the first device of options.run.devices, when given). A decode over
+// `backend` runs the ops (the first device of options.run.devices, when given). An op over
 // several devices makes the other devices' backends with `make_backend` (RunOptions::device set
 // to each), once for all runs.
 using BenchBackendFactory = std::function<Result<std::unique_ptr<Backend>>(const RunOptions&)>;

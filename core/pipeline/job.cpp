@@ -122,21 +122,23 @@ Result<TileOptions> tile_options(const RunOptions& o, const VaeWeights& weights,
 
 Result<HostTensor> encode_clip(VideoVae& model, const VaeWeights& weights, const HostTensor& video,
                                const RunOptions& options, const StreamHooks& hooks,
-                               TileHooks* tile_hooks, std::string* note) {
+                               TileHooks* tile_hooks, std::string* note, DeviceWorkers* devices) {
   const Shape& s = video.shape();
   SEEDVAE_ASSIGN_OR_RETURN(TileOptions to,
                            tile_options(options, weights, true, s[3], s[4], s[2], note));
+  to.devices = devices;
   return tiled_encode(model, video, to, stream_options(options), hooks, tile_hooks);
 }
 
 Result<HostTensor> decode_clip(VideoVae& model, const VaeWeights& weights, const HostTensor& latent,
                                const RunOptions& options, const StreamHooks& hooks,
-                               TileHooks* tile_hooks, std::string* note) {
+                               TileHooks* tile_hooks, std::string* note, DeviceWorkers* devices) {
   const Shape& s = latent.shape();
   if (s.rank() != 5) return invalid_argument("a latent must be 5-D, got " + s.to_string());
   const int64_t tf = weights.temporal_factor(), sf = weights.spatial_factor();
   SEEDVAE_ASSIGN_OR_RETURN(TileOptions to, tile_options(options, weights, false, s[3] * sf,
                                                         s[4] * sf, (s[2] - 1) * tf + 1, note));
+  to.devices = devices;
   return tiled_decode(model, latent, to, stream_options(options), hooks, tile_hooks);
 }
 
@@ -435,13 +437,17 @@ struct Session::State {
   std::string backend_key;
   std::unique_ptr<VideoVae> model;  // the weights' family's network
   std::shared_ptr<const VaeWeights> model_weights;
-  // The other devices of a pipelined decode, kept for the next job with the same engine,
-  // devices and weights (destroyed before the model, its first share).
-  std::unique_ptr<PipelinedDecoder> pipeline;
-  std::string pipeline_key;
+  // The other devices' engines of a job on several devices (a pipelined decode, or blend tiles
+  // spread over them), kept for the next job with the same engine, devices and weights
+  // (destroyed before the model, device 0's).
+  std::unique_ptr<DeviceWorkers> workers;
+  std::string workers_key;
 
   Status ensure_engine(const RunOptions& o, const std::shared_ptr<const VaeWeights>& weights);
-  // The decode of z pipelined over `devices` (the first: this session's engine, `first`).
+  // The engines of `devices` (the first: this session's engine, `first`).
+  Result<DeviceWorkers*> ensure_workers(VideoVae& first, const RunOptions& o,
+                                        const std::vector<int>& devices);
+  // The decode of z pipelined over `devices`.
   Status decode_pipelined(VideoVae& first, const VaeWeights& weights, const HostTensor& z,
                           const RunOptions& o, const std::vector<int>& devices,
                           const StreamHooks& hooks, JobResult& r);
@@ -457,7 +463,7 @@ Session::~Session() {
 }
 
 void Session::release() {
-  s_->pipeline.reset();
+  s_->workers.reset();
   s_->model.reset();
   s_->model_weights.reset();
   s_->backend.reset();
@@ -471,7 +477,7 @@ Backend* Session::backend() const {
 Status Session::State::ensure_engine(const RunOptions& o,
                                      const std::shared_ptr<const VaeWeights>& weights) {
   const std::string key = seedvae::backend_key(o);
-  if (!backend || key != backend_key || model_weights != weights) pipeline.reset();
+  if (!backend || key != backend_key || model_weights != weights) workers.reset();
   if (!backend || key != backend_key) {
     model.reset();  // the model's tensors live on the old backend
     model_weights.reset();
@@ -488,6 +494,29 @@ Status Session::State::ensure_engine(const RunOptions& o,
   return Status::ok();
 }
 
+Result<DeviceWorkers*> Session::State::ensure_workers(VideoVae& first, const RunOptions& o,
+                                                      const std::vector<int>& devices) {
+  const std::string key = seedvae::backend_key(o) + "|devices " + o.devices;
+  if (!workers || key != workers_key) {
+    workers.reset();
+    // each device's engine, made on its own thread as the session's was (copies: the workers
+    // keep the factory)
+    DeviceEngineFactory make = [make_backend = make_backend, o, devices,
+                                weights = model_weights](int index) -> Result<DeviceEngine> {
+      RunOptions d = o;
+      d.device = devices[static_cast<size_t>(index)];
+      DeviceEngine engine;
+      SEEDVAE_ASSIGN_OR_RETURN(engine.backend, make_backend(d));
+      SEEDVAE_ASSIGN_OR_RETURN(engine.model, make_video_vae(*engine.backend, *weights));
+      return engine;
+    };
+    SEEDVAE_ASSIGN_OR_RETURN(
+        workers, DeviceWorkers::create(first, std::move(make), static_cast<int>(devices.size())));
+    workers_key = key;
+  }
+  return workers.get();
+}
+
 Status Session::State::decode_pipelined(VideoVae& first, const VaeWeights& weights,
                                         const HostTensor& z, const RunOptions& o,
                                         const std::vector<int>& devices, const StreamHooks& hooks,
@@ -497,33 +526,16 @@ Status Session::State::decode_pipelined(VideoVae& first, const VaeWeights& weigh
   SEEDVAE_ASSIGN_OR_RETURN(const PipelinePlan plan,
                            plan_pipeline(weights, static_cast<int>(devices.size()), z.shape()[3],
                                          z.shape()[4], stream, cuts, backend->activation_dtype()));
-  const std::string key = seedvae::backend_key(o) + "|devices " + o.devices;
-  if (!pipeline || key != pipeline_key) {
-    pipeline.reset();
-    // each device's engine, made on its own thread as the session's was (copies: the workers
-    // keep the factory)
-    PipelineStageFactory make = [make_backend = make_backend, o, devices,
-                                 weights = model_weights](int share) -> Result<PipelineStage> {
-      RunOptions d = o;
-      d.device = devices[static_cast<size_t>(share)];
-      PipelineStage stage;
-      SEEDVAE_ASSIGN_OR_RETURN(stage.backend, make_backend(d));
-      SEEDVAE_ASSIGN_OR_RETURN(stage.model, make_video_vae(*stage.backend, *weights));
-      return stage;
-    };
-    SEEDVAE_ASSIGN_OR_RETURN(pipeline,
-                             PipelinedDecoder::create(first, std::move(make), plan.shares()));
-    pipeline_key = key;
-  }
+  SEEDVAE_ASSIGN_OR_RETURN(DeviceWorkers * engines, ensure_workers(first, o, devices));
   PipelineStats stats;
-  const Status st = pipeline->decode(plan, z, stream, hooks, &stats).status();
-  if (!st.is_ok()) pipeline.reset();  // a device may be in an error state: make them anew
+  const Status st = seedvae::decode_pipelined(*engines, plan, z, stream, hooks, &stats).status();
+  if (!st.is_ok()) workers.reset();  // a device may be in an error state: make them anew
   for (size_t i = 0; i < stats.backends.size(); ++i) {
     JobResult::DeviceShare share;
     share.backend = stats.backends[i];
     share.busy_ms = stats.busy_ms[i];
     share.memory = stats.memory[i];
-    share.units = plan.describe_share(static_cast<int>(i));
+    share.share = "units " + plan.describe_share(static_cast<int>(i));
     r.device_shares.push_back(std::move(share));
   }
   return st;
@@ -1175,10 +1187,11 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     if (cb.on_phase) cb.on_phase(p);
   };
   if (cb.cancel) SEEDVAE_TRY(cb.cancel->check());
-  // several devices: the session's engine is the first one's; the decode is pipelined
+  // several devices: the session's engine is the first one's; an untiled decode is pipelined
+  // over them, blend tiles are spread over them (the encode's and the decode's)
   SEEDVAE_ASSIGN_OR_RETURN(const std::vector<int> devices, parse_devices(o.devices));
   if (!devices.empty()) o.device = devices.front();
-  const bool pipelined = devices.size() >= 2;
+  const bool several = devices.size() >= 2;
   SEEDVAE_TRY(ensure_engine(o, job.weights));
   r.weights_source = weights.source;
   const bool encodes = job.kind != JobKind::kDecode;
@@ -1248,10 +1261,11 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
                              choose_schedule(o, weights, encodes, decodes, h, w, t,
                                              backend->memory_stats().budget_bytes));
     if (!choice.note.empty()) {
-      if (pipelined && choice.options.tiling != "off") {
+      if (several && choice.options.tiling == "exact") {
         return out_of_memory("the decode does not fit the device budget untiled (" + choice.note +
-                             "), and spatial tiles run on one device: raise "
-                             "--budget, or decode on one device");
+                             "), and exact tiles run on one device: raise --budget-gb, decode "
+                             "on one device, or spread blend tiles over the devices (--tiling "
+                             "blend)");
       }
       o = choice.options;
       schedule_note = choice.note;
@@ -1293,7 +1307,13 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
   // (with the options the automatic schedule chose: one that turned to tiling is not resumable)
   JobSpec effective = job;
   effective.options = o;
-  if (!pipelined && resumable(effective)) {
+  // a blend run spreads its tiles over the devices; an untiled decode is pipelined over them
+  DeviceWorkers* tile_devices = nullptr;
+  if (several && o.tiling == "blend") {
+    SEEDVAE_ASSIGN_OR_RETURN(tile_devices, ensure_workers(m, o, devices));
+  }
+  const bool pipelined = several && o.tiling == "off";
+  if (!several && resumable(effective)) {
     ResumableRun run{job, cb, r, o, m, *backend, phase, trim_heap};
     SEEDVAE_TRY(run.run());
     if (!schedule_note.empty()) {
@@ -1330,8 +1350,8 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     } else {
       // Tiles run over every chunk: the whole padded clip first.
       SEEDVAE_ASSIGN_OR_RETURN(HostTensor video, read_all_frames(*source));
-      SEEDVAE_ASSIGN_OR_RETURN(moments,
-                               encode_clip(m, weights, video, o, hooks, nullptr, &r.plan_note));
+      SEEDVAE_ASSIGN_OR_RETURN(
+          moments, encode_clip(m, weights, video, o, hooks, nullptr, &r.plan_note, tile_devices));
     }
     if (!source->finished()) {
       return internal_error("the frame source did not reach the end of the clip");
@@ -1428,7 +1448,13 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     if (pipelined) {
       SEEDVAE_TRY(decode_pipelined(m, weights, z, o, devices, hooks, r));
     } else {
-      SEEDVAE_TRY(decode_clip(m, weights, z, o, hooks, &th, &note).status());
+      const Status st = decode_clip(m, weights, z, o, hooks, &th, &note, tile_devices).status();
+      if (!st.is_ok() && tile_devices) workers.reset();  // a device may be in an error state
+      SEEDVAE_TRY(st);
+      for (const TileDeviceStats& d : r.tiles.devices) {
+        r.device_shares.push_back(
+            {d.backend, std::to_string(d.tiles) + " decode tiles", d.busy_ms, d.memory});
+      }
     }
     to_decode = {};
     if (r.plan_note.empty()) r.plan_note = note;

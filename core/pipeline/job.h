@@ -160,11 +160,13 @@ struct JobResult {
   // What the user should know about the input or output that did not stop the job (a
   // truncated input, an output format that stores another size).
   std::vector<std::string> warnings;
-  // A decode pipelined over several devices (RunOptions::devices): each device's share of the
-  // decoder's units, its backend, its busy time and its memory statistics at the end (peaks).
+  // A job over several devices (RunOptions::devices): what each device ran, its backend, its busy
+  // time and its memory statistics at the end (peaks).
   struct DeviceShare {
     std::string backend;
-    std::string units;  // "0-14 (decoder.conv_in .. decoder.up_blocks.2.resnets.1)"
+    // "units 0-14 (decoder.conv_in .. decoder.up_blocks.2.resnets.1)" (a pipelined decode's
+    // share) or "12 decode tiles" (blend tiles)
+    std::string share;
     double busy_ms = 0;
     MemoryStats memory;
   };
@@ -237,13 +239,16 @@ std::optional<int64_t> checkpoint_frame(const std::filesystem::path& output);
 // (resolve_tile, core/pipeline/prediction.h).
 Result<TileOptions> tile_options(const RunOptions& options, const VaeWeights& weights, bool encode,
                                  int64_t height, int64_t width, int64_t frames, std::string* note);
-// Encodes a padded clip / decodes a latent as the options say (untiled, blend or exact tiling).
+// Encodes a padded clip / decodes a latent as the options say (untiled, blend or exact tiling);
+// blend tiles spread over `devices` when given (TileOptions::devices; its first() is `model`).
 Result<HostTensor> encode_clip(VideoVae& model, const VaeWeights& weights, const HostTensor& video,
                                const RunOptions& options, const StreamHooks& hooks,
-                               TileHooks* tile_hooks, std::string* note);
+                               TileHooks* tile_hooks, std::string* note,
+                               DeviceWorkers* devices = nullptr);
 Result<HostTensor> decode_clip(VideoVae& model, const VaeWeights& weights, const HostTensor& latent,
                                const RunOptions& options, const StreamHooks& hooks,
-                               TileHooks* tile_hooks, std::string* note);
+                               TileHooks* tile_hooks, std::string* note,
+                               DeviceWorkers* devices = nullptr);
 
 // ---- checks a job makes before any work, for front ends that write or allocate by themselves --
 

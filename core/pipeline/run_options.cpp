@@ -161,14 +161,15 @@ const std::vector<OptionSpec>& table() {
          .label = "Devices",
          .group = OptionGroup::kEngine,
          .kind = OptionKind::kText,
-         .help = "Decode on several GPUs of this host, e.g. 0,1: the decoder is cut into one "
-                 "share per device, and chunk k runs on the second device while the first "
-                 "starts chunk k + 1 (a pipeline; activations pass peer to peer). The output is "
-                 "one device's, bit for bit. Untiled decodes; an encode runs on the first device. "
-                 "Empty: one device (--device).",
+         .help = "Run on several GPUs of this host, e.g. 0,1, with one device's output, bit for "
+                 "bit. Untiled, the decoder is cut into one share per device, and chunk k runs "
+                 "on the second device while the first starts chunk k + 1 (a pipeline; "
+                 "activations pass peer to peer); an untiled encode runs on the first device. "
+                 "With --tiling blend, every device encodes and decodes whole tiles, each within "
+                 "its own --budget-gb. Empty: one device (--device).",
          .member = &RunOptions::devices,
          .not_applicable = [](const RunOptions& o) -> std::string {
-           return o.tiling != "off" ? "spatial tiling runs on one device" : "";
+           return o.tiling == "exact" ? "exact tiles run on one device" : "";
          }});
     add({.key = "pipeline_cuts",
          .flag = "--pipeline-cuts",
@@ -181,7 +182,8 @@ const std::vector<OptionSpec>& table() {
          .member = &RunOptions::pipeline_cuts,
          .not_applicable = [](const RunOptions& o) -> std::string {
            auto d = parse_devices(o.devices);
-           return d.is_ok() && d->size() >= 2 ? "" : "needs --devices with two or more devices";
+           if (!d.is_ok() || d->size() < 2) return "needs --devices with two or more devices";
+           return o.tiling != "off" ? "tiles run whole on each device" : "";
          }});
     add({.key = "threads",
          .flag = "--threads",
@@ -788,9 +790,10 @@ Status validate(const RunOptions& o) {
   SEEDVAE_TRY(validate_tile_sizes(o));
   SEEDVAE_ASSIGN_OR_RETURN(const std::vector<int> devices, parse_devices(o.devices));
   SEEDVAE_ASSIGN_OR_RETURN(const std::vector<int> cuts, parse_pipeline_cuts(o.pipeline_cuts));
-  if (devices.size() >= 2 && o.tiling != "off") {
-    return invalid_argument("--devices " + o.devices + " with --tiling " + o.tiling +
-                            ": spatial tiles run on one device; use --tiling off or one device");
+  if (devices.size() >= 2 && o.tiling == "exact") {
+    return invalid_argument("--devices " + o.devices +
+                            " with --tiling exact: exact tiles run on one device; use --tiling "
+                            "blend or off, or one device");
   }
   if (!cuts.empty() && cuts.size() + 1 != std::max<size_t>(devices.size(), 1)) {
     return invalid_argument("--pipeline-cuts " + o.pipeline_cuts +

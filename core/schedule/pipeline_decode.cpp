@@ -7,11 +7,9 @@
 #include <limits>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include "core/backend/counting_backend.h"
-#include "core/base/thread_name.h"
 #include "core/schedule/copy_pipeline.h"
 
 namespace seedvae {
@@ -326,10 +324,10 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 // Share s >= 1 on its worker thread, for one decode: imports each activation from share s - 1,
 // runs its units, and hands the result on (or, the last share, downloads the frames).
-void run_share(Pipeline& pipe, int s, PipelineStage& stage, const PipelinePlan& plan,
+void run_share(Pipeline& pipe, int s, VideoVae& model, const PipelinePlan& plan,
                const StreamOptions& options, const StreamHooks& hooks, PipelineStats& stats) {
   const bool last = s == plan.shares() - 1;
-  Backend& backend = *stage.backend;
+  Backend& backend = model.backend();
   if (!last) pipe.set_sender(s, &backend);
   backend.reset_peak();
   CausalState state;
@@ -361,8 +359,8 @@ void run_share(Pipeline& pipe, int s, PipelineStage& stage, const PipelinePlan& 
     Result<Tensor> y = internal_error("not run");
     if (st.is_ok()) {
       tw = std::chrono::steady_clock::now();
-      y = stage.model->decode_chunk(x.value(), state,
-                                    share_options(options, plan, s, item->chunk, hooks.tile));
+      y = model.decode_chunk(x.value(), state,
+                             share_options(options, plan, s, item->chunk, hooks.tile));
       waits.enqueue_ms += ms_since(tw);
       st = y.status();
     }
@@ -445,109 +443,12 @@ void run_share(Pipeline& pipe, int s, PipelineStage& stage, const PipelinePlan& 
 
 }  // namespace
 
-// ---- the decoder's workers ---------------------------------------------------------------------
+// ---- the decode ------------------------------------------------------------------------------
 
-struct PipelinedDecoder::Impl {
-  VideoVae* first = nullptr;
-  PipelineStageFactory make;
-  int shares = 1;
-  std::vector<std::thread> workers;
-
-  std::mutex mu;
-  std::condition_variable cv;
-  int ready = 0;      // workers that have made their engine (or failed to)
-  Status make_error;  // the first failure to make one
-  bool quit = false;
-  int64_t generation = 0;  // one per decode
-  int finished = 0;        // workers done with the current decode
-  // the current decode
-  Pipeline* pipe = nullptr;
-  const PipelinePlan* plan = nullptr;
-  const StreamOptions* options = nullptr;
-  const StreamHooks* hooks = nullptr;
-  PipelineStats* stats = nullptr;
-
-  void worker(int s) {
-    set_current_thread_name(("seedvae-pipe" + std::to_string(s)).c_str());
-    Result<PipelineStage> made = make(s);
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!made.is_ok() && make_error.is_ok()) {
-        make_error = made.status().with_context("device share " + std::to_string(s));
-      }
-      ++ready;
-      cv.notify_all();
-    }
-    if (!made.is_ok()) return;
-    PipelineStage stage = std::move(made).value();
-    int64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return quit || generation != seen; });
-        if (quit) break;
-        seen = generation;
-      }
-      run_share(*pipe, s, stage, *plan, *options, *hooks, *stats);
-      std::lock_guard<std::mutex> lock(mu);
-      ++finished;
-      cv.notify_all();
-    }
-  }  // the engine goes with its thread
-
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      quit = true;
-      cv.notify_all();
-    }
-    for (std::thread& w : workers) w.join();
-    workers.clear();
-  }
-};
-
-PipelinedDecoder::PipelinedDecoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-
-PipelinedDecoder::~PipelinedDecoder() {
-  impl_->stop();
-}
-
-int PipelinedDecoder::shares() const {
-  return impl_->shares;
-}
-
-Result<std::unique_ptr<PipelinedDecoder>> PipelinedDecoder::create(VideoVae& first,
-                                                                   PipelineStageFactory make,
-                                                                   int shares) {
-  if (shares < 1) return invalid_argument("a pipelined decode needs at least one device");
-  auto impl = std::make_unique<Impl>();
-  impl->first = &first;
-  impl->make = std::move(make);
-  impl->shares = shares;
-  Impl* im = impl.get();
-  // the other devices' backends load what this one has tuned when they are made: the same
-  // convolution algorithms, the same output (a cache that cannot be written costs only their
-  // own tuning)
-  (void)first.backend().save_tuning();
-  for (int i = 1; i < shares; ++i) im->workers.emplace_back([im, i] { im->worker(i); });
-  Status error;
-  {
-    std::unique_lock<std::mutex> lock(im->mu);
-    im->cv.wait(lock, [&] { return im->ready == shares - 1; });
-    error = im->make_error;
-  }
-  if (!error.is_ok()) {
-    im->stop();
-    return error;
-  }
-  return std::unique_ptr<PipelinedDecoder>(new PipelinedDecoder(std::move(impl)));
-}
-
-Result<HostTensor> PipelinedDecoder::decode(const PipelinePlan& plan, const HostTensor& latent,
-                                            const StreamOptions& options, const StreamHooks& hooks,
-                                            PipelineStats* stats_out) {
-  Impl& im = *impl_;
-  VideoVae& first = *im.first;
+Result<HostTensor> decode_pipelined(DeviceWorkers& devices, const PipelinePlan& plan,
+                                    const HostTensor& latent, const StreamOptions& options,
+                                    const StreamHooks& hooks, PipelineStats* stats_out) {
+  VideoVae& first = devices.first();
   const Shape& s = latent.shape();
   if (s.rank() != 5 || s[0] != 1 || s[2] < 1) {
     return invalid_argument("decode needs a [1, C, t, h, w] latent, got " + s.to_string());
@@ -557,7 +458,7 @@ Result<HostTensor> PipelinedDecoder::decode(const PipelinePlan& plan, const Host
   const auto total = static_cast<int64_t>(chunks.size());
   const int f = first.temporal_factor();
   const int64_t out_frames = (s[2] - 1) * f + 1;
-  if (shares != im.shares ||
+  if (shares != devices.devices() ||
       static_cast<size_t>(plan.bounds.back()) != first.decoder_units().size()) {
     return invalid_argument("the pipeline plan does not fit this decoder and its devices");
   }
@@ -573,18 +474,6 @@ Result<HostTensor> PipelinedDecoder::decode(const PipelinePlan& plan, const Host
   Pipeline pipe(shares, hooks.gathers(), out_frames);
   Backend& backend = first.backend();
   pipe.set_sender(0, &backend);
-  {
-    std::lock_guard<std::mutex> lock(im.mu);
-    im.pipe = &pipe;
-    im.plan = &plan;
-    im.options = &options;
-    im.hooks = &hooks;
-    im.stats = &stats;
-    im.finished = 0;
-    ++im.generation;
-    im.cv.notify_all();
-  }
-
   // The calling thread: share 0, and the frames as they arrive.
   HostTensor out;
   int64_t produced = 0, received = 0;
@@ -616,57 +505,64 @@ Result<HostTensor> PipelinedDecoder::decode(const PipelinePlan& plan, const Host
   CausalState state;
   double busy = 0, host_ms = 0;
   PipelineWaits& waits = stats.waits[0];
-  for (int64_t i = 0; i < total; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    Status st = hooks.cancel ? hooks.cancel->check() : Status::ok();
-    Result<Tensor> y = internal_error("not run");
-    const auto [b, e] = chunks[static_cast<size_t>(i)];
-    if (st.is_ok()) {
-      const bool whole = b == 0 && e == s[2];
-      Result<Tensor> x = backend.upload(whole ? latent : slice_time(latent, b, e));
-      st = x.status();
+  auto share0 = [&] {
+    for (int64_t i = 0; i < total; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      Status st = hooks.cancel ? hooks.cancel->check() : Status::ok();
+      Result<Tensor> y = internal_error("not run");
+      const auto [b, e] = chunks[static_cast<size_t>(i)];
       if (st.is_ok()) {
-        const auto e0 = std::chrono::steady_clock::now();
-        y = first.decode_chunk(x.value(), state, share_options(options, plan, 0, i, hooks.tile));
-        waits.enqueue_ms += ms_since(e0);
-        st = y.status();
+        const bool whole = b == 0 && e == s[2];
+        Result<Tensor> x = backend.upload(whole ? latent : slice_time(latent, b, e));
+        st = x.status();
+        if (st.is_ok()) {
+          const auto e0 = std::chrono::steady_clock::now();
+          y = first.decode_chunk(x.value(), state, share_options(options, plan, 0, i, hooks.tile));
+          waits.enqueue_ms += ms_since(e0);
+          st = y.status();
+        }
+        // the host's work on finished chunks while the device computes this one
+        const auto h0 = std::chrono::steady_clock::now();
+        deliver(false);
+        host_ms += ms_since(h0);
+        const auto s0 = std::chrono::steady_clock::now();
+        if (st.is_ok()) st = backend.synchronize();
+        waits.sync_ms += ms_since(s0);
       }
-      // the host's work on finished chunks while the device computes this one
-      const auto h0 = std::chrono::steady_clock::now();
-      deliver(false);
-      host_ms += ms_since(h0);
-      const auto s0 = std::chrono::steady_clock::now();
-      if (st.is_ok()) st = backend.synchronize();
-      waits.sync_ms += ms_since(s0);
+      if (!st.is_ok()) {
+        pipe.fail(st);
+        break;
+      }
+      std::vector<Tensor> spent = pipe.collect(0);
+      spent.clear();
+      busy += ms_since(t0);
+      const int64_t first_frame = b == 0 ? 0 : b * f - (f - 1);
+      const auto p0 = std::chrono::steady_clock::now();
+      double idle_ms = 0;
+      const bool pushed = pipe.push(0, {i, first_frame, std::move(y).value()}, [&] {
+        const auto d0 = std::chrono::steady_clock::now();
+        deliver(false);
+        idle_ms += ms_since(d0);
+      });
+      waits.output_ms += ms_since(p0) - idle_ms;
+      waits.host_ms += idle_ms;
+      if (!pushed) break;
     }
-    if (!st.is_ok()) {
-      pipe.fail(st);
-      break;
-    }
-    std::vector<Tensor> spent = pipe.collect(0);
+    std::vector<Tensor> spent = pipe.close(0);
     spent.clear();
-    busy += ms_since(t0);
-    const int64_t first_frame = b == 0 ? 0 : b * f - (f - 1);
-    const auto p0 = std::chrono::steady_clock::now();
-    double idle_ms = 0;
-    const bool pushed = pipe.push(0, {i, first_frame, std::move(y).value()}, [&] {
-      const auto d0 = std::chrono::steady_clock::now();
-      deliver(false);
-      idle_ms += ms_since(d0);
-    });
-    waits.output_ms += ms_since(p0) - idle_ms;
-    waits.host_ms += idle_ms;
-    if (!pushed) break;
-  }
-  std::vector<Tensor> spent = pipe.close(0);
-  spent.clear();
-  while (deliver(true)) {
-  }
-  deliver(false);
-  {
-    std::unique_lock<std::mutex> lock(im.mu);
-    im.cv.wait(lock, [&] { return im.finished == shares - 1; });
-  }
+    while (deliver(true)) {
+    }
+    deliver(false);
+  };
+  // every share's failure goes to the pipeline (pipe.error() below): the tasks return ok
+  (void)devices.run([&](int d, VideoVae& model) -> Status {
+    if (d == 0) {
+      share0();
+    } else {
+      run_share(pipe, d, model, plan, options, hooks, stats);
+    }
+    return Status::ok();
+  });
   state.reset();
   first.flush_telemetry();
   stats.busy_ms[0] = busy - host_ms;
@@ -685,13 +581,13 @@ Result<HostTensor> PipelinedDecoder::decode(const PipelinePlan& plan, const Host
   return out;
 }
 
-Result<HostTensor> decode_latent_pipelined(VideoVae& first, const PipelineStageFactory& make,
+Result<HostTensor> decode_latent_pipelined(VideoVae& first, const DeviceEngineFactory& make,
                                            const PipelinePlan& plan, const HostTensor& latent,
                                            const StreamOptions& options, const StreamHooks& hooks,
                                            PipelineStats* stats) {
-  SEEDVAE_ASSIGN_OR_RETURN(std::unique_ptr<PipelinedDecoder> decoder,
-                           PipelinedDecoder::create(first, make, plan.shares()));
-  return decoder->decode(plan, latent, options, hooks, stats);
+  SEEDVAE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceWorkers> devices,
+                           DeviceWorkers::create(first, make, plan.shares()));
+  return decode_pipelined(*devices, plan, latent, options, hooks, stats);
 }
 
 }  // namespace seedvae

@@ -13,10 +13,9 @@
 // the imbalance of the shares and the copies (docs/scaling.md, ARCHITECTURE.md).
 //
 // Threads: device 0's share runs on the calling thread with its model (the session's engine);
-// every other device gets a worker thread that makes its own backend and model
-// (PipelineStageFactory) and owns them as long as the PipelinedDecoder lives. A tensor is released
-// only by the thread of the backend that made it: a receiver hands each imported activation back to
-// its sender.
+// every other device's on its worker thread with its own engine (device_workers.h). A tensor is
+// released only by the thread of the backend that made it: a receiver hands each imported
+// activation back to its sender.
 #pragma once
 
 #include <functional>
@@ -26,23 +25,12 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/schedule/device_workers.h"
 #include "core/schedule/streaming.h"
 #include "core/vae/state_dict.h"
 #include "core/vae/video_vae.h"
 
 namespace seedvae {
-
-// One device's engine of a pipelined decode.
-struct PipelineStage {
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<VideoVae> model;  // destroyed before the backend
-  PipelineStage() = default;
-  PipelineStage(PipelineStage&&) = default;
-  PipelineStage& operator=(PipelineStage&&) = default;
-  ~PipelineStage() { model.reset(); }
-};
-// Makes the engine of share `index` (1 .. shares - 1) on the calling thread, which then owns it.
-using PipelineStageFactory = std::function<Result<PipelineStage>(int index)>;
 
 // Where the decoder is cut: share s runs units [bounds[s], bounds[s + 1]); bounds[0] = 0,
 // bounds.back() = the unit count.
@@ -97,42 +85,18 @@ struct PipelineStats {
   std::vector<PipelineWaits> waits;
 };
 
-// The devices of a pipelined decode: share 0 is `first` (on the calling thread); the others run
-// on worker threads, each of which makes its engine with `make` when the decoder is created and
-// keeps it for every decode until the decoder is destroyed (so repeated decodes pay the engines'
-// creation, weight upload and tuning once). Not thread-safe: decode() is called from the thread
-// that owns `first`. After a failed decode the engines may be unusable (a device error): make a
-// new decoder.
-class PipelinedDecoder {
- public:
-  // Starts the workers of shares 1 .. shares - 1 and waits until each has made its engine; the
-  // first failure is returned ("device share 2: ...").
-  static Result<std::unique_ptr<PipelinedDecoder>> create(VideoVae& first,
-                                                          PipelineStageFactory make, int shares);
-  ~PipelinedDecoder();  // stops the workers; each destroys its engine on its own thread
-  PipelinedDecoder(const PipelinedDecoder&) = delete;
-  PipelinedDecoder& operator=(const PipelinedDecoder&) = delete;
+// decode_latent() over the shares of `plan` on `devices` (plan.shares() == devices.devices(); share
+// 0 is devices.first(), on the calling thread). Returns the decoded video [1, 3, 4t-3, sh, sw] in
+// fp32 (unclamped) -- or, with hooks that do not gather, an empty tensor after handing every chunk
+// to hooks.on_chunk on the calling thread in order. Cancellation is checked before each chunk on
+// every device; the first error of any device stops all of them and is returned. `stats`, when
+// given, is filled also on failure (as far as the devices got).
+Result<HostTensor> decode_pipelined(DeviceWorkers& devices, const PipelinePlan& plan,
+                                    const HostTensor& latent, const StreamOptions& options,
+                                    const StreamHooks& hooks = {}, PipelineStats* stats = nullptr);
 
-  int shares() const;
-  // decode_latent() over the shares of `plan` (plan.shares() == shares()). Returns the decoded
-  // video [1, 3, 4t-3, sh, sw] in fp32 (unclamped) -- or, with hooks that do not gather, an empty
-  // tensor after handing every chunk to hooks.on_chunk on the calling thread in order.
-  // Cancellation is checked before each chunk on every device; the first error of any device
-  // stops all of them and is returned. `stats`, when given, is filled also on failure (as far as
-  // the devices got).
-  Result<HostTensor> decode(const PipelinePlan& plan, const HostTensor& latent,
-                            const StreamOptions& options, const StreamHooks& hooks = {},
-                            PipelineStats* stats = nullptr);
-
-  struct Impl;
-
- private:
-  explicit PipelinedDecoder(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
-};
-
-// One pipelined decode with engines made for it (PipelinedDecoder::create, then decode).
-Result<HostTensor> decode_latent_pipelined(VideoVae& first, const PipelineStageFactory& make,
+// One pipelined decode with engines made for it (DeviceWorkers::create, then decode_pipelined).
+Result<HostTensor> decode_latent_pipelined(VideoVae& first, const DeviceEngineFactory& make,
                                            const PipelinePlan& plan, const HostTensor& latent,
                                            const StreamOptions& options,
                                            const StreamHooks& hooks = {},

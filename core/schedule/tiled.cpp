@@ -1,12 +1,15 @@
 #include "core/schedule/tiled.h"
 
-#include "core/vae/wan_model.h"
-
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "core/schedule/copy_pipeline.h"
+#include "core/schedule/device_workers.h"
 #include "core/schedule/exact_tiling.h"
 #include "core/schedule/planner.h"
 #include "core/schedule/wan_tiles.h"
@@ -91,6 +94,61 @@ HostTensor crop_hw(const HostTensor& src_any, int64_t y0, int64_t x0, int64_t h,
   }
   return out;
 }
+
+Result<VaeModel*> seedvr2_model(VideoVae& model) {
+  if (auto* m = dynamic_cast<VaeModel*>(&model)) return m;
+  return unsupported("blend tiling is SeedVR2's reference tiling; a " +
+                     std::string(family_name(model.family())) +
+                     " VAE runs untiled or with exact tiling (--tiling exact)");
+}
+
+// Finished steps of a tiled run, applied on the calling thread in the order one device runs
+// them (the key: a step's place in that order), whichever device finished them and when: blending
+// is a sum, whose rounding depends on its order.
+class OrderedSteps {
+ public:
+  // Any thread: step `key` is finished; `apply` blends it.
+  void put(int64_t key, std::function<Status()> apply) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ready_.emplace(key, std::move(apply));
+    cv_.notify_all();
+  }
+  // Any thread: a device has failed; apply() waits no more.
+  void stop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+    cv_.notify_all();
+  }
+  // The calling thread: applies the finished steps that come next in order, up to key `end`;
+  // with `wait`, until all of them are applied (or stop()).
+  Status apply(int64_t end, bool wait) {
+    for (;;) {
+      std::function<Status()> f;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        auto next_ready = [&] { return !ready_.empty() && ready_.begin()->first == next_; };
+        if (wait) cv_.wait(lock, [&] { return stopped_ || next_ >= end || next_ready(); });
+        if (next_ >= end || !next_ready()) return Status::ok();
+        f = std::move(ready_.begin()->second);
+        ready_.erase(ready_.begin());
+      }
+      SEEDVAE_TRY(f());
+      std::lock_guard<std::mutex> lock(mu_);
+      ++next_;
+    }
+  }
+  int64_t applied() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return next_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<int64_t, std::function<Status()>> ready_;
+  int64_t next_ = 0;
+  bool stopped_ = false;
+};
 
 struct BlendJob {
   VaeModel& model;
@@ -205,22 +263,107 @@ Result<HostTensor> run_blend(const BlendJob& job) {
   if (report) report->tile_major = tile_major;
 
   std::vector<ParkedState> parked(tile_major ? 0 : static_cast<size_t>(ntiles));
-  const int64_t total_steps = ntiles * static_cast<int64_t>(chunks.size());
+  const auto nchunks = static_cast<int64_t>(chunks.size());
+  const int64_t total_steps = ntiles * nchunks;
   int64_t steps = 0;
   const std::string stage = job.encode ? "encode tiles" : "decode tiles";
   const DType park_dtype = backend.activation_dtype();
 
-  // One (tile, chunk) step: run the tile's chunk with `state`, then (through `pipe`, at once or
-  // while the next step computes: StreamOptions::async_tiles) report it and accumulate it into
-  // `acc` (frames [frame0, frame0 + T) of acc's T axis). `park_into`, if given, receives the
-  // tile's causal state (chunk-major order) in the same step.
-  CopyPipeline pipe(backend, job.stream.async_tiles);
-  auto step = [&](const PlannedTile& tile, size_t ci, const HostTensor& chunk_in,
-                  CausalState& state, HostTensor& acc, int64_t frame0,
-                  ParkedState* park_into) -> Status {
+  // Several devices (TileOptions::devices, more than one tile): whichever device is free takes the
+  // next tile in index order -- chunk-major, the tile's chunk (its causal state is parked on the
+  // host, so any device can take it up); tile-major, every chunk of the tile -- on its own thread
+  // and backend. The steps' outputs are blended on the calling thread in the one-device order
+  // (OrderedSteps), so every output pixel is the one-device sum, bit for bit, when each device
+  // computes a tile as device 0 would (the same kernels: DeviceWorkers::create shares the tuning).
+  DeviceWorkers* devices = job.options.devices;
+  if (devices != nullptr && &devices->first() != &model) {
+    return invalid_argument("blend tiles over several devices: the run's model is not device 0's");
+  }
+  if (devices != nullptr && (ntiles < 2 || devices->devices() < 2)) devices = nullptr;
+  const int lanes = devices ? devices->devices() : 1;
+  OrderedSteps ordered;
+  std::atomic<int64_t> next_work{0};
+  std::atomic<bool> stopping{false};
+  std::vector<TileDeviceStats> lane_stats(static_cast<size_t>(lanes));
+  std::vector<int64_t> lane_state_bytes(static_cast<size_t>(lanes), 0);  // tile-major: the largest
+
+  // The blend of one finished (tile, chunk) step on the calling thread: report it and accumulate
+  // it into `sum` (frames [frame0, frame0 + T) of its T axis).
+  auto blend_step = [&](const PlannedTile& pt, size_t ci, const HostTensor& y, HostTensor& sum,
+                        int64_t frame0) -> Status {
+    const auto ti = static_cast<size_t>(pt.index);
+    const Shape& ys = y.shape();
+    const Shape& as = sum.shape();
+    const auto& wr = wrows[static_cast<size_t>(pt.row)];
+    const auto& wc = wcols[static_cast<size_t>(pt.col)];
+    const int64_t th = static_cast<int64_t>(wr.size()), tw = static_cast<int64_t>(wc.size());
+    if (ys[1] != out_c || ys[3] < th || ys[4] < tw || frame0 + ys[2] > as[2]) {
+      return internal_error("tile " + std::to_string(pt.index) + " output " + ys.to_string() +
+                            " does not fit its " + std::to_string(th) + "x" + std::to_string(tw) +
+                            " region");
+    }
+    if (job.tile_hooks && job.tile_hooks->on_tile) {
+      TileEvent ev;
+      ev.index = pt.index;
+      ev.total = ntiles;
+      ev.chunk = static_cast<int64_t>(ci);
+      ev.first_frame = out_first[ci];
+      ev.pixel = job.encode ? Rect{pt.pixel.y, pt.pixel.x, std::min(pt.pixel.h, is[3] - pt.pixel.y),
+                                   std::min(pt.pixel.w, is[4] - pt.pixel.x)}
+                            : pt.pixel;
+      ev.latent = pt.latent;
+      ev.data = &y;
+      SEEDVAE_TRY(job.tile_hooks->on_tile(ev));
+    }
+    // sum += (tile * w_h) * w_w, as upstream (pt.mul_(w_h).mul_(w_w); result += tile).
+    const int64_t oy = pt.latent.y * unit, ox = pt.latent.x * unit;
+    if (report) report->tile_sums[ti].resize(static_cast<size_t>(out_c), 0.0);
+    // on every core, a plane (channel and frame) each: the sums of the clip's frames on the host
+    // are the serial part of a run over several devices; each pixel's sum keeps its order, and
+    // the planes' sums for the report are added in plane order
+    const int64_t planes = out_c * ys[2];
+    std::vector<double> plane_sums(static_cast<size_t>(planes), 0.0);
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes; ++p) {
+      const int64_t c = p / ys[2], f = p % ys[2];
+      const float* src = y.data<float>() + p * ys[3] * ys[4];
+      float* dst = sum.data<float>() + ((c * as[2] + frame0 + f) * out_h) * out_w;
+      double plane_sum = 0;
+      for (int64_t i = 0; i < th; ++i) {
+        const float whi = wr[static_cast<size_t>(i)];
+        const float* sr = src + i * ys[4];
+        float* d = dst + (oy + i) * out_w + ox;
+        for (int64_t j = 0; j < tw; ++j) {
+          d[j] += (sr[j] * whi) * wc[static_cast<size_t>(j)];
+          plane_sum += sr[j];
+        }
+      }
+      plane_sums[static_cast<size_t>(p)] = plane_sum;
+    }
+    if (report) {
+      for (int64_t p = 0; p < planes; ++p) {
+        report->tile_sums[ti][static_cast<size_t>(p / ys[2])] += plane_sums[static_cast<size_t>(p)];
+      }
+    }
+    if (report) {
+      report->tile_counts[ti] += ys[2] * th * tw;
+      ++report->tiles_run;
+    }
+    ++steps;
+    if (job.hooks.progress) job.hooks.progress->report(stage, steps, total_steps);
+    return Status::ok();
+  };
+
+  // One (tile, chunk) step on a device's model `m`: run the tile's chunk with `state`, download
+  // its output through `pipe` (at once or while the next step computes:
+  // StreamOptions::async_tiles), then hand it to `ordered` as step `key` of the one-device order.
+  // `park_into`, if given, receives the tile's causal state (chunk-major order) in the same step.
+  auto step = [&](VaeModel& m, CopyPipeline& pipe, const PlannedTile& tile, size_t ci,
+                  const HostTensor& chunk_in, CausalState& state, HostTensor& acc, int64_t frame0,
+                  ParkedState* park_into, int64_t key) -> Status {
     if (job.hooks.cancel) SEEDVAE_TRY(job.hooks.cancel->check());
-    const auto ti = static_cast<size_t>(tile.index);
-    const VaeModel::SummarySpan summary = model.begin_summary();
+    Backend& be = m.backend();
+    const VaeModel::SummarySpan summary = m.begin_summary();
     HostTensor tin;
     if (job.encode) {
       const int64_t y1 = std::min(tile.latent.y_end() * sf, is[3]);
@@ -230,12 +373,12 @@ Result<HostTensor> run_blend(const BlendJob& job) {
     } else {
       tin = crop_hw(chunk_in, tile.latent.y, tile.latent.x, tile.latent.h, tile.latent.w);
     }
-    SEEDVAE_ASSIGN_OR_RETURN(Tensor x, backend.upload(tin));
+    SEEDVAE_ASSIGN_OR_RETURN(Tensor x, be.upload(tin));
     tin = HostTensor();
     const ChunkOptions chunk_options =
         job.stream.chunk_options(static_cast<int64_t>(ci), tile.index);
-    Result<Tensor> yr = job.encode ? model.encode_chunk(x, state, chunk_options)
-                                   : model.decode_chunk(x, state, chunk_options);
+    Result<Tensor> yr = job.encode ? m.encode_chunk(x, state, chunk_options)
+                                   : m.decode_chunk(x, state, chunk_options);
     if (!yr.is_ok()) return yr.take_status().with_context("tile " + std::to_string(tile.index));
     x = {};
     Tensor yt = std::move(yr).value();
@@ -249,76 +392,75 @@ Result<HostTensor> run_blend(const BlendJob& job) {
     SEEDVAE_TRY(pipe.download(yt, *out, 0));
     yt = {};
     if (park_into) SEEDVAE_TRY(park_async(pipe, state, *park_into));
-    SEEDVAE_TRY(model.end_summary("tile", summary, static_cast<int64_t>(ci), tile.index));
-
-    return pipe.end_step([&, out, ti, ci, frame0, park_into, tp = &tile, ap = &acc]() -> Status {
-      const PlannedTile& pt = *tp;
-      HostTensor& sum = *ap;
-      const HostTensor& y = *out;
-      if (park_into) {
-        convert_parked(*park_into, park_dtype);
-        if (report) {
-          int64_t all = 0;
-          for (const ParkedState& p : parked) all += p.bytes();
-          report->host_state_bytes = std::max(report->host_state_bytes, all);
-        }
-      }
-      const Shape& ys = y.shape();
-      const Shape& as = sum.shape();
-      const auto& wr = wrows[static_cast<size_t>(pt.row)];
-      const auto& wc = wcols[static_cast<size_t>(pt.col)];
-      const int64_t th = static_cast<int64_t>(wr.size()), tw = static_cast<int64_t>(wc.size());
-      if (ys[1] != out_c || ys[3] < th || ys[4] < tw || frame0 + ys[2] > as[2]) {
-        return internal_error("tile " + std::to_string(pt.index) + " output " + ys.to_string() +
-                              " does not fit its " + std::to_string(th) + "x" + std::to_string(tw) +
-                              " region");
-      }
-      if (job.tile_hooks && job.tile_hooks->on_tile) {
-        TileEvent ev;
-        ev.index = pt.index;
-        ev.total = ntiles;
-        ev.chunk = static_cast<int64_t>(ci);
-        ev.first_frame = out_first[ci];
-        ev.pixel = job.encode
-                       ? Rect{pt.pixel.y, pt.pixel.x, std::min(pt.pixel.h, is[3] - pt.pixel.y),
-                              std::min(pt.pixel.w, is[4] - pt.pixel.x)}
-                       : pt.pixel;
-        ev.latent = pt.latent;
-        ev.data = &y;
-        SEEDVAE_TRY(job.tile_hooks->on_tile(ev));
-      }
-      // acc += (tile * w_h) * w_w, as upstream (pt.mul_(w_h).mul_(w_w); result += tile).
-      const int64_t oy = pt.latent.y * unit, ox = pt.latent.x * unit;
-      if (report) report->tile_sums[ti].resize(static_cast<size_t>(out_c), 0.0);
-      for (int64_t c = 0; c < out_c; ++c) {
-        double tile_sum = 0;
-        for (int64_t f = 0; f < ys[2]; ++f) {
-          const float* src = y.data<float>() + ((c * ys[2] + f) * ys[3]) * ys[4];
-          float* dst = sum.data<float>() + ((c * as[2] + frame0 + f) * out_h) * out_w;
-          for (int64_t i = 0; i < th; ++i) {
-            const float whi = wr[static_cast<size_t>(i)];
-            const float* sr = src + i * ys[4];
-            float* d = dst + (oy + i) * out_w + ox;
-            for (int64_t j = 0; j < tw; ++j) {
-              d[j] += (sr[j] * whi) * wc[static_cast<size_t>(j)];
-              tile_sum += sr[j];
-            }
-          }
-        }
-        if (report) report->tile_sums[ti][static_cast<size_t>(c)] += tile_sum;
-      }
-      if (report) {
-        report->tile_counts[ti] += ys[2] * th * tw;
-        ++report->tiles_run;
-      }
-      ++steps;
-      if (job.hooks.progress) job.hooks.progress->report(stage, steps, total_steps);
+    SEEDVAE_TRY(m.end_summary("tile", summary, static_cast<int64_t>(ci), tile.index));
+    return pipe.end_step([&, out, ci, frame0, park_into, key, tp = &tile, ap = &acc]() -> Status {
+      if (park_into) convert_parked(*park_into, park_dtype);
+      ordered.put(key, [&blend_step, out, ci, frame0, tp, ap]() {
+        return blend_step(*tp, ci, *out, *ap, frame0);
+      });
       return Status::ok();
     });
   };
+
+  // Runs `work` (the steps of one device: it takes tiles from next_work) on every device at once,
+  // device 0 on the calling thread blending every device's steps up to `end_key` as they come.
+  auto run_lanes = [&](int64_t end_key,
+                       const std::function<Status(VaeModel&, CopyPipeline&, int)>& work) -> Status {
+    next_work = 0;
+    auto lane = [&](int d, VaeModel& m) -> Status {
+      Backend& be = m.backend();
+      const auto lane_start = Clock::now();
+      CopyPipeline pipe(be, job.stream.async_tiles);
+      Status st = work(m, pipe, d);
+      if (st.is_ok()) st = pipe.drain();
+      m.flush_telemetry();
+      TileDeviceStats& ls = lane_stats[static_cast<size_t>(d)];
+      ls.busy_ms += std::chrono::duration<double, std::milli>(Clock::now() - lane_start).count();
+      ls.backend = be.name();
+      ls.memory = be.memory_stats();
+      if (!st.is_ok()) {
+        stopping = true;
+        ordered.stop();
+        return devices && st.code() != StatusCode::kCancelled
+                   ? st.with_context("device " + std::to_string(d))
+                   : st;
+      }
+      // the other devices' steps (a device that failed stops the wait; its error is returned)
+      return d == 0 ? ordered.apply(end_key, true) : Status::ok();
+    };
+    Status st = devices ? devices->run([&](int d, VideoVae& vm) -> Status {
+      if (d == 0) return lane(0, model);
+      SEEDVAE_ASSIGN_OR_RETURN(VaeModel * m, seedvr2_model(vm));
+      return lane(d, *m);
+    })
+                        : lane(0, model);
+    SEEDVAE_TRY(st);
+    if (ordered.applied() != end_key) {
+      return internal_error("tiled run stopped at step " + std::to_string(ordered.applied()) +
+                            " of " + std::to_string(end_key));
+    }
+    return Status::ok();
+  };
+  // the next tile for device d, or -1 (none left, or a device failed)
+  auto take_tile = [&](int d) -> int64_t {
+    if (stopping) return -1;
+    const int64_t t = next_work++;
+    if (t >= ntiles) return -1;
+    ++lane_stats[static_cast<size_t>(d)].tiles;
+    return t;
+  };
+  if (devices) {
+    // the other devices' peaks are this run's own (device 0's is the caller's)
+    const DeviceWorkers::Task reset = [](int d, VideoVae& vm) {
+      if (d > 0) vm.backend().reset_peak();
+      return Status::ok();
+    };
+    SEEDVAE_TRY(devices->run(reset));
+  }
   auto normalise = [&](HostTensor& acc) {
     const int64_t hw = out_h * out_w;
     const int64_t planes = acc.shape()[1] * acc.shape()[2];
+#pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < planes; ++p) {
       float* d = acc.data<float>() + p * hw;
       for (int64_t i = 0; i < hw; ++i) d[i] /= std::max(cnt[static_cast<size_t>(i)], 1e-6f);
@@ -334,15 +476,25 @@ Result<HostTensor> run_blend(const BlendJob& job) {
     SEEDVAE_ASSIGN_OR_RETURN(
         HostTensor acc,
         HostTensor::create(DType::kF32, Shape{1, out_c, out_t_total, out_h, out_w}));
-    for (const PlannedTile& tile : plan.tiles) {
-      CausalState state;
-      for (size_t ci = 0; ci < chunks.size(); ++ci) {
-        SEEDVAE_TRY(step(tile, ci, chunk_input(ci), state, acc, out_first[ci], nullptr));
+    auto tiles_whole = [&](VaeModel& m, CopyPipeline& pipe, int d) -> Status {
+      for (int64_t t = take_tile(d); t >= 0; t = take_tile(d)) {
+        const PlannedTile& tile = plan.tiles[static_cast<size_t>(t)];
+        CausalState state;
+        for (size_t ci = 0; ci < chunks.size(); ++ci) {
+          SEEDVAE_TRY(step(m, pipe, tile, ci, chunk_input(ci), state, acc, out_first[ci], nullptr,
+                           t * nchunks + static_cast<int64_t>(ci)));
+          if (d == 0) SEEDVAE_TRY(ordered.apply(total_steps, false));
+        }
+        int64_t& most = lane_state_bytes[static_cast<size_t>(d)];
+        most = std::max(most, state.bytes());
       }
-      if (report) report->host_state_bytes = std::max(report->host_state_bytes, state.bytes());
+      return Status::ok();
+    };
+    SEEDVAE_TRY(run_lanes(total_steps, tiles_whole));
+    if (report) {
+      report->host_state_bytes =
+          *std::max_element(lane_state_bytes.begin(), lane_state_bytes.end());
     }
-    SEEDVAE_TRY(pipe.drain());
-    model.flush_telemetry();
     normalise(acc);
     if (job.hooks.on_chunk) {
       for (size_t ci = 0; ci < chunks.size(); ++ci) {
@@ -352,7 +504,7 @@ Result<HostTensor> run_blend(const BlendJob& job) {
     }
     result = std::move(acc);
   } else {
-    CausalState single_state;
+    CausalState single_state;  // one tile: its state stays on the (one) backend
     std::vector<HostTensor> pieces;
     for (size_t ci = 0; ci < chunks.size(); ++ci) {
       const HostTensor chunk_in = chunk_input(ci);
@@ -360,16 +512,27 @@ Result<HostTensor> run_blend(const BlendJob& job) {
           HostTensor acc,
           HostTensor::create(DType::kF32,
                              Shape{1, out_c, out_first[ci + 1] - out_first[ci], out_h, out_w}));
-      for (const PlannedTile& tile : plan.tiles) {
-        const auto ti = static_cast<size_t>(tile.index);
-        CausalState local;
-        CausalState& state = ntiles == 1 ? single_state : local;  // one tile: stays on the backend
-        if (ci > 0 && ntiles > 1) SEEDVAE_TRY(unpark(backend, parked[ti], state));
-        const bool park_it = ntiles > 1 && ci + 1 < chunks.size();
-        SEEDVAE_TRY(step(tile, ci, chunk_in, state, acc, 0, park_it ? &parked[ti] : nullptr));
+      const int64_t end_key = (static_cast<int64_t>(ci) + 1) * ntiles;
+      auto tiles_of_chunk = [&](VaeModel& m, CopyPipeline& pipe, int d) -> Status {
+        for (int64_t t = take_tile(d); t >= 0; t = take_tile(d)) {
+          const PlannedTile& tile = plan.tiles[static_cast<size_t>(t)];
+          CausalState local;
+          CausalState& state = ntiles == 1 ? single_state : local;
+          if (ci > 0 && ntiles > 1) SEEDVAE_TRY(unpark(m.backend(), parked[t], state));
+          const bool park_it = ntiles > 1 && ci + 1 < chunks.size();
+          SEEDVAE_TRY(step(m, pipe, tile, ci, chunk_in, state, acc, 0,
+                           park_it ? &parked[static_cast<size_t>(t)] : nullptr,
+                           static_cast<int64_t>(ci) * ntiles + t));
+          if (d == 0) SEEDVAE_TRY(ordered.apply(end_key, false));
+        }
+        return Status::ok();
+      };
+      SEEDVAE_TRY(run_lanes(end_key, tiles_of_chunk));
+      if (report) {
+        int64_t all = 0;
+        for (const ParkedState& p : parked) all += p.bytes();
+        report->host_state_bytes = std::max(report->host_state_bytes, all);
       }
-      SEEDVAE_TRY(pipe.drain());  // the chunk's last tile, before normalising and unparking
-      model.flush_telemetry();
       normalise(acc);
       if (job.hooks.on_chunk) SEEDVAE_TRY(job.hooks.on_chunk(out_first[ci], acc));
       if (job.hooks.gathers()) pieces.push_back(std::move(acc));
@@ -381,6 +544,7 @@ Result<HostTensor> run_blend(const BlendJob& job) {
   if (report) {
     report->backend_peak_bytes = backend.memory_stats().peak_bytes;
     report->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (devices) report->devices = std::move(lane_stats);
   }
   return result;
 }
@@ -521,13 +685,6 @@ Status exact_tiling_refuses_hires() {
 
 // The SeedVR2 network behind `model` for blend tiling, which reproduces SeedVR2's reference
 // tiling (its blending, overlaps and layout).
-Result<VaeModel*> seedvr2_model(VideoVae& model) {
-  if (auto* m = dynamic_cast<VaeModel*>(&model)) return m;
-  return unsupported("blend tiling is SeedVR2's reference tiling; a " +
-                     std::string(family_name(model.family())) +
-                     " VAE runs untiled or with exact tiling (--tiling exact)");
-}
-
 Result<HostTensor> tiled_decode(VideoVae& model, const HostTensor& latent,
                                 const TileOptions& options, const StreamOptions& stream,
                                 const StreamHooks& hooks, TileHooks* tile_hooks) {

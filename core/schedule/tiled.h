@@ -37,6 +37,8 @@
 
 namespace seedvae {
 
+class DeviceWorkers;
+
 enum class TilingMode { kOff, kBlend, kExact };
 std::string_view tiling_mode_name(TilingMode mode);  // "off", "blend", "exact"
 // Parses "off" | "blend" | "exact".
@@ -65,6 +67,9 @@ struct TileOptions {
   // Exact mode: keep every uploaded weight for the whole run (faster) instead of uploading each
   // layer's weights while it runs and releasing them after (less backend memory).
   bool exact_keep_weights = false;
+  // Blend mode: the tiles spread over these devices' engines (device_workers.h; its first() is
+  // the model the run is given), each tile whole on one device. Null: one device.
+  DeviceWorkers* devices = nullptr;
 };
 
 // One finished tile, for the UI's live preview and for telemetry.
@@ -81,6 +86,15 @@ using TileSink = std::function<Status(const TileEvent&)>;
 
 // What a tiled run did, for seam metrics (seam_metrics.h), `seedvae plan` style reports and the
 // overlay of tile rectangles.
+// One device's part of a blend run over several devices (TileOptions::devices).
+struct TileDeviceStats {
+  std::string backend;  // Backend::name()
+  int64_t tiles = 0;    // tiles it took (chunk-major: per chunk, summed)
+  double busy_ms = 0;   // its thread's time in its steps
+  MemoryStats memory;   // its backend's statistics at the end (peaks: device 0's since the
+                        // caller's reset, the others' this run's)
+};
+
 struct TileRunReport {
   TilingMode mode = TilingMode::kOff;
   TilePlan plan;                   // blend: the tile plan; exact: the plan of the final layer
@@ -98,6 +112,7 @@ struct TileRunReport {
   int64_t host_state_bytes = 0;    // causal state held on the host (blend chunk-major: all
                                    // parked tiles; exact: the whole-frame state)
   double seconds = 0;
+  std::vector<TileDeviceStats> devices;  // blend over several devices: one per device
 };
 
 struct TileHooks {

@@ -1,5 +1,6 @@
 #include "core/tensor/host_tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -9,6 +10,15 @@ HostTensor::HostTensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::mo
   int64_t n = 0;
   if (shape_.checked_numel(&n) && n <= INT64_MAX / dtype_size(dtype_)) {
     bytes_.resize(static_cast<size_t>(n * dtype_size(dtype_)));
+    // zero-filled in blocks of 16 MiB, on every core when there are several
+    constexpr int64_t kBlock = int64_t{16} << 20;
+    const auto size = static_cast<int64_t>(bytes_.size());
+    const int64_t blocks = (size + kBlock - 1) / kBlock;
+    std::byte* p = bytes_.data();
+#pragma omp parallel for schedule(static) if (blocks > 1)
+    for (int64_t b = 0; b < blocks; ++b) {
+      std::memset(p + b * kBlock, 0, static_cast<size_t>(std::min(kBlock, size - b * kBlock)));
+    }
   }
 }
 

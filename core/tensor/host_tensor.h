@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/base/status.h"
@@ -13,6 +14,28 @@
 #include "core/tensor/shape.h"
 
 namespace seedvae {
+
+// An allocator whose elements are default-initialised (for bytes: not at all), so that
+// HostTensor zero-fills its bytes itself: a large tensor on every core (a whole 4K clip is
+// gigabytes, and its first touch on one thread takes seconds).
+template <typename T>
+struct UninitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitAllocator<U>;
+  };
+  UninitAllocator() = default;
+  template <typename U>
+  UninitAllocator(const UninitAllocator<U>&) noexcept {}
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
 
 class HostTensor {
  public:
@@ -54,7 +77,7 @@ class HostTensor {
  private:
   DType dtype_ = DType::kF32;
   Shape shape_;
-  std::vector<std::byte> bytes_;
+  std::vector<std::byte, UninitAllocator<std::byte>> bytes_;
 };
 
 // Comparison statistics between two same-shape tensors (any dtypes, computed in double).

@@ -499,16 +499,17 @@ int cmd_bench(const Args& a) {
                         {"plan", op.plan_note},
                         {"runs_ms", op.runs_ms}});
     if (!op.devices.empty()) {
-      std::printf("  pipeline %s\n", op.pipeline.c_str());
+      // a pipelined decode's shares, or blend tiles spread over the devices
+      if (!op.pipeline.empty()) std::printf("  pipeline %s\n", op.pipeline.c_str());
       Json dj = Json::array();
       for (const auto& d : op.devices) {
         std::printf(
-            "  device %s: busy %.1f ms (import %.1f ms, %.2f GiB), peak %.2f GiB live, %.2f GiB "
-            "device level\n"
+            "  device %s: %s, busy %.1f ms (import %.1f ms, %.2f GiB), peak %.2f GiB live, %.2f "
+            "GiB device level\n"
             "    waits: input %.1f, output %.1f, enqueue %.1f, sync %.1f, host %.1f ms\n",
-            d.backend.c_str(), d.busy_ms, d.import_ms, gib(d.imported_bytes), gib(d.peak_bytes),
-            gib(d.device_level_bytes()), d.waits.input_ms, d.waits.output_ms, d.waits.enqueue_ms,
-            d.waits.sync_ms, d.waits.host_ms);
+            d.backend.c_str(), d.units.c_str(), d.busy_ms, d.import_ms, gib(d.imported_bytes),
+            gib(d.peak_bytes), gib(d.device_level_bytes()), d.waits.input_ms, d.waits.output_ms,
+            d.waits.enqueue_ms, d.waits.sync_ms, d.waits.host_ms);
         dj.push_back({{"backend", d.backend},
                       {"units", d.units},
                       {"busy_ms", d.busy_ms},
@@ -519,7 +520,7 @@ int cmd_bench(const Args& a) {
                       {"waits_ms", Json::object()}});
         for (const auto& [k, v] : d.waits.fields()) dj.back()["waits_ms"][k] = v;
       }
-      j["ops"].back()["pipeline"] = op.pipeline;
+      if (!op.pipeline.empty()) j["ops"].back()["pipeline"] = op.pipeline;
       j["ops"].back()["devices"] = dj;
     }
   }

@@ -1,7 +1,6 @@
-// Engines of a pipelined decode on CUDA devices for the GPU tests
-// (core/schedule/pipeline_decode.h): share i on devices[i], every share with the same options;
-// optionally one share whose convolutions fail after a number of calls (a card failing mid-job). No
-// Qt.
+// Engines of jobs over several CUDA devices for the GPU tests (core/schedule/device_workers.h):
+// engine i on devices[i], every one with the same options; optionally one whose convolutions fail
+// after a number of calls (a card failing mid-job). No Qt.
 #pragma once
 
 #include <memory>
@@ -14,13 +13,13 @@
 
 namespace seedvae::test {
 
-inline PipelineStageFactory cuda_stages(gpu::CudaOptions options, const VaeWeights& weights,
-                                        std::vector<int> devices, int fail_share = -1,
-                                        int fail_after = 0) {
-  return [=, &weights](int share) -> Result<PipelineStage> {
+inline DeviceEngineFactory cuda_stages(gpu::CudaOptions options, const VaeWeights& weights,
+                                       std::vector<int> devices, int fail_share = -1,
+                                       int fail_after = 0) {
+  return [=, &weights](int share) -> Result<DeviceEngine> {
     gpu::CudaOptions o = options;
     o.device = devices[static_cast<size_t>(share)];
-    PipelineStage stage;
+    DeviceEngine stage;
     SEEDVAE_ASSIGN_OR_RETURN(stage.backend, gpu::create_cuda_backend(o));
     if (share == fail_share) {
       stage.backend = std::make_unique<FailingBackend>(std::move(stage.backend), fail_after);

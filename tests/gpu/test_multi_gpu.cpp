@@ -1,14 +1,17 @@
-// The pipelined decode over two CUDA devices (core/schedule/pipeline_decode.h): bit-identical to
-// one device (tiny configuration in fp32 and bf16 with the heuristic's algorithms; the real
-// configuration at 256x256 in bf16 with autotune, its choices shared through the cache), and a
-// device failing mid-clip stops the decode with its error, after which the remaining device
-// decodes alone. Exits 77 with fewer than two devices.
+// Jobs over two CUDA devices. The pipelined decode (core/schedule/pipeline_decode.h):
+// bit-identical to one device (tiny configuration in fp32 and bf16 with the heuristic's
+// algorithms; the real configuration at 256x256 in bf16 with autotune, its choices shared through
+// the cache), and a device failing mid-clip stops the decode with its error, after which the
+// remaining device decodes alone. Blend tiles spread over the devices (core/schedule/tiled.h):
+// decode and encode of the real configuration in bf16 with autotune bit-identical to one device,
+// and a device failing mid-run stops it with its error. Exits 77 with fewer than two devices.
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "core/schedule/pipeline_decode.h"
 #include "core/schedule/streaming.h"
+#include "core/schedule/tiled.h"
 #include "core/vae/state_dict.h"
 #include "core/vae/vae_model.h"
 #include "gpu/cuda_backend.h"
@@ -93,6 +96,65 @@ GPU_TEST(failing_card_stops_the_decode_and_the_other_card_decodes_alone) {
   // the remaining card alone
   auto alone = decode_latent(m, z, StreamOptions{});
   CHECK_MSG(alone.is_ok(), alone.status().to_string());
+}
+
+GPU_TEST(blend_tiles_on_two_cards_equal_one_card) {
+  const VaeWeights w = synthesize_weights(VaeConfig::real(), 11);
+  const CudaOptions o = options(Precision::kBf16, true);
+  auto b = gpu::create_cuda_backend(o);
+  CHECK_MSG(b.is_ok(), b.status().to_string());
+  if (!b) return;
+  REQUIRE_OK(VaeModel m, VaeModel::create(**b, w));
+  TileOptions to;
+  to.mode = TilingMode::kBlend;
+  to.spec = {128, 128, 32, 32};  // 3 x 3 tiles of a 256 x 256 frame
+  const StreamOptions so;
+  const HostTensor z = test::random_tensor(Shape{1, 16, 5, 32, 32}, 98);
+  const HostTensor video = test::random_tensor(Shape{1, 3, 17, 256, 256}, 99);
+  // one card first: it tunes every tile's convolutions, which the other card then loads
+  REQUIRE_OK(HostTensor want_dec, tiled_decode(m, z, to, so));
+  REQUIRE_OK(HostTensor want_enc, tiled_encode(m, video, to, so));
+  {
+    auto devices = DeviceWorkers::create(m, test::cuda_stages(o, w, {0, 1}), 2);
+    CHECK_MSG(devices.is_ok(), devices.status().to_string());
+    if (!devices) return;
+    to.devices = devices->get();
+    for (const bool encode : {false, true}) {
+      TileRunReport report;
+      TileHooks th;
+      th.report = &report;
+      auto got =
+          encode ? tiled_encode(m, video, to, so, {}, &th) : tiled_decode(m, z, to, so, {}, &th);
+      CHECK_MSG(got.is_ok(), got.status().to_string());
+      if (!got) return;
+      auto d = compare(*got, encode ? want_enc : want_dec);
+      const bool same = d.is_ok() && d->max_abs == 0.0;
+      CHECK_MSG(same, std::string(encode ? "encode" : "decode") + ": max abs " +
+                          std::to_string(d ? d->max_abs : -1.0));
+      CHECK(report.devices.size() == 2);
+      if (report.devices.size() != 2) return;
+      std::printf(
+          "    blend %s, 9 tiles x %lld chunks: %s; tiles per card %lld / %lld, busy %.0f / "
+          "%.0f ms\n",
+          encode ? "encode" : "decode", static_cast<long long>(report.chunks),
+          same ? "identical" : "DIFFERENT", static_cast<long long>(report.devices[0].tiles),
+          static_cast<long long>(report.devices[1].tiles), report.devices[0].busy_ms,
+          report.devices[1].busy_ms);
+      CHECK(report.devices[0].tiles > 0 && report.devices[1].tiles > 0);
+    }
+  }
+  // a card failing mid-run stops it with its error
+  auto failing =
+      DeviceWorkers::create(m, test::cuda_stages(o, w, {0, 1}, /*fail_share=*/1, /*after=*/20), 2);
+  CHECK_MSG(failing.is_ok(), failing.status().to_string());
+  if (!failing) return;
+  to.devices = failing->get();
+  auto failed = tiled_decode(m, z, to, so);
+  CHECK(!failed.is_ok());
+  const std::string msg = failed.status().to_string();
+  std::printf("    failing card 1 in blend tiles: %s\n", msg.c_str());
+  CHECK(msg.find("device 1") != std::string::npos);
+  CHECK(msg.find("injected") != std::string::npos);
 }
 
 int main(int argc, char** argv) {

@@ -15,40 +15,13 @@
 #include "core/cpu/cpu_backend.h"
 #include "core/pipeline/job.h"
 #include "core/schedule/pipeline_decode.h"
-#include "tests/support/failing_backend.h"
+#include "tests/support/cpu_devices.h"
 #include "tests/support/synthetic_video.h"
 #include "tests/support/tiny_model.h"
 
 using namespace seedvae;
 
 namespace {
-
-// Share engines on CPU backends: share `fail_share` gets a backend that fails after
-// `fail_after` convolutions (-1: at creation).
-PipelineStageFactory cpu_stages(const VaeWeights& weights, int fail_share = -1,
-                                int fail_after = 0) {
-  return [&weights, fail_share, fail_after](int index) -> Result<PipelineStage> {
-    if (index == fail_share && fail_after < 0) {
-      return out_of_memory("injected: no memory for the share's engine");
-    }
-    PipelineStage stage;
-    SEEDVAE_ASSIGN_OR_RETURN(stage.backend, create_cpu_backend({.threads = 1}));
-    if (index == fail_share) {
-      stage.backend = std::make_unique<test::FailingBackend>(std::move(stage.backend), fail_after);
-    }
-    SEEDVAE_ASSIGN_OR_RETURN(stage.model, make_video_vae(*stage.backend, weights));
-    return stage;
-  };
-}
-
-// Share 0's engine, configured as the others (one thread each: oneDNN picks its algorithms by
-// the thread count, and the shares must run the algorithms one backend would).
-Status make_first(test::TinyCpuModel& m, const VaeWeights& weights) {
-  SEEDVAE_ASSIGN_OR_RETURN(m.backend, create_cpu_backend({.threads = 1}));
-  SEEDVAE_ASSIGN_OR_RETURN(VaeModel model, VaeModel::create(*m.backend, weights));
-  m.model.emplace(std::move(model));
-  return Status::ok();
-}
 
 double max_abs_diff(const HostTensor& a, const HostTensor& b) {
   if (a.shape() != b.shape()) return -1;
@@ -83,7 +56,8 @@ class TstPipelineDecode : public QObject {
     }
     const HostTensor* want = &want_[key];
     PipelineStats stats;
-    auto got = decode_latent_pipelined(model, cpu_stages(weights_), plan, z, options, {}, &stats);
+    auto got =
+        decode_latent_pipelined(model, test::cpu_devices(weights_), plan, z, options, {}, &stats);
     QVERIFY2(got.is_ok(), (what + ": " + got.status().to_string()).c_str());
     const double d = max_abs_diff(*got, *want);
     if (d != 0) qWarning("%s (%s): max abs %.3g", what.c_str(), plan.describe().c_str(), d);
@@ -95,7 +69,7 @@ class TstPipelineDecode : public QObject {
  private slots:
   void units() {
     test::TinyCpuModel m;
-    QVERIFY(make_first(m, weights_).is_ok());
+    QVERIFY(test::make_first_device(m, weights_).is_ok());
     const auto u = m.model->decoder_units();
     QVERIFY(u.size() > 10);
     QCOMPARE(QString::fromStdString(u.front()), QString("decoder.conv_in"));
@@ -107,7 +81,7 @@ class TstPipelineDecode : public QObject {
   // Every cut of the decoder into two shares, with upstream's chunking.
   void everyCutOfTwo() {
     test::TinyCpuModel m;
-    QVERIFY(make_first(m, weights_).is_ok());
+    QVERIFY(test::make_first_device(m, weights_).is_ok());
     const StreamOptions options;  // chunks of one latent frame
     const int n = static_cast<int>(m.model->decoder_units().size());
     const HostTensor short_latent = test::random_latent(16, 3, 4, 4, 5);  // three chunks
@@ -135,8 +109,8 @@ class TstPipelineDecode : public QObject {
       for (int cut = 1; cut < n; ++cut) {
         auto plan = plan_pipeline(w, 2, 4, 4, StreamOptions{}, {cut});
         QVERIFY2(plan.is_ok(), plan.status().to_string().c_str());
-        auto stages = [&w](int) -> Result<PipelineStage> {
-          PipelineStage stage;
+        auto stages = [&w](int) -> Result<DeviceEngine> {
+          DeviceEngine stage;
           SEEDVAE_ASSIGN_OR_RETURN(stage.backend, create_cpu_backend({.threads = 1}));
           SEEDVAE_ASSIGN_OR_RETURN(stage.model, make_video_vae(*stage.backend, w));
           return stage;
@@ -152,7 +126,7 @@ class TstPipelineDecode : public QObject {
 
   void threeSharesAndChunkings() {
     test::TinyCpuModel m;
-    QVERIFY(make_first(m, weights_).is_ok());
+    QVERIFY(test::make_first_device(m, weights_).is_ok());
     StreamOptions lone{.chunk_latents = 2, .lone_head = true};
     StreamOptions pieces{.chunk_latents = 2, .hires_chunk_frames = 2, .lean_convs = true};
     for (const StreamOptions& o : {StreamOptions{}, lone, pieces}) {
@@ -173,7 +147,8 @@ class TstPipelineDecode : public QObject {
     };
     auto plan = plan_pipeline(weights_, 2, 4, 4, StreamOptions{});
     QVERIFY(plan.is_ok());
-    auto r = decode_latent_pipelined(*m.model, cpu_stages(weights_), *plan, latent_, {}, hooks);
+    auto r =
+        decode_latent_pipelined(*m.model, test::cpu_devices(weights_), *plan, latent_, {}, hooks);
     QVERIFY2(r.is_ok(), r.status().to_string().c_str());
     QVERIFY(r->empty());
     QCOMPARE(frames, int64_t{(6 - 1) * 4 + 1});
@@ -213,15 +188,16 @@ class TstPipelineDecode : public QObject {
   // its error; a rerun with working devices gives the single-backend result.
   void failingDeviceStopsTheDecode() {
     test::TinyCpuModel m;
-    QVERIFY(make_first(m, weights_).is_ok());
+    QVERIFY(test::make_first_device(m, weights_).is_ok());
     auto plan = plan_pipeline(weights_, 3, 4, 4, StreamOptions{}, {5, 13});
     QVERIFY(plan.is_ok());
     // share 2 (up_blocks.2.resnets.1 on) fails in a later chunk
     for (const auto& [share, after] :
          std::vector<std::pair<int, int>>{{1, -1}, {2, -1}, {1, 9}, {2, 16}}) {
       PipelineStats stats;
-      auto r = decode_latent_pipelined(*m.model, cpu_stages(weights_, share, after), *plan, latent_,
-                                       {}, {}, &stats);
+      auto r = decode_latent_pipelined(
+          *m.model, test::cpu_devices(weights_, {.fail = share, .fail_after = after}), *plan,
+          latent_, {}, {}, &stats);
       QVERIFY(!r.is_ok());
       const std::string msg = r.status().to_string();
       qInfo("share %d failing after %d convolutions: %s", share, after, msg.c_str());
@@ -257,7 +233,7 @@ class TstPipelineDecode : public QObject {
     QVERIFY2(st.is_ok(), st.to_string().c_str());
     QVERIFY(r1.device_shares.empty());
     QCOMPARE(static_cast<int>(r2.device_shares.size()), 2);
-    QVERIFY(r2.device_shares[1].units.find("decoder.conv_out") != std::string::npos);
+    QVERIFY(r2.device_shares[1].share.find("decoder.conv_out") != std::string::npos);
     QCOMPARE(two.size(), one.size());
     for (size_t i = 0; i < one.size(); ++i) QCOMPARE(max_abs_diff(two[i], one[i]), 0.0);
     QVERIFY(run("0,1", again, r3).is_ok());  // the devices' engines kept
@@ -276,7 +252,7 @@ class TstPipelineDecode : public QObject {
 
   void cancelStopsEveryShare() {
     test::TinyCpuModel m;
-    QVERIFY(make_first(m, weights_).is_ok());
+    QVERIFY(test::make_first_device(m, weights_).is_ok());
     auto plan = plan_pipeline(weights_, 2, 4, 4, StreamOptions{});
     QVERIFY(plan.is_ok());
     CancelToken cancel;
@@ -286,7 +262,8 @@ class TstPipelineDecode : public QObject {
       cancel.request();
       return Status::ok();
     };
-    auto r = decode_latent_pipelined(*m.model, cpu_stages(weights_), *plan, latent_, {}, hooks);
+    auto r =
+        decode_latent_pipelined(*m.model, test::cpu_devices(weights_), *plan, latent_, {}, hooks);
     QVERIFY(!r.is_ok());
     QCOMPARE(r.status().code(), StatusCode::kCancelled);
   }
