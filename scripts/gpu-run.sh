@@ -9,7 +9,8 @@
 #                                       (~35 MB; DIST_CLI=0: without the CLI, ~34 MB)
 #   scripts/gpu-run.sh [phase ...]      (on the GPU machine) phases: info tests verify wan
 #                                       wanbench bench hires extra small ablate cli demo
-#                                       (default: all but small, wan and wanbench)
+#                                       longvideo (default: all but small, wan, wanbench and
+#                                       longvideo; longvideo needs a dist made with DIST_MEDIA=1)
 #
 # Environment: OUT (results folder, default /tmp/seedvae-out), DIST (default build-gpu/dist),
 # DIST_GOLDEN (dist: "wan" carries ../shared/golden-wan instead of the SeedVR2 golden set, for the
@@ -62,6 +63,19 @@ if [ "${1:-}" = "dist" ]; then
       xz -T2 -6 "$DIST/bin/$(basename "$b")"
     fi
   done
+  if [ "${DIST_MEDIA:-0}" = 1 ]; then
+    # the longvideo phase: the CLI with video I/O (a CUDA build with SEEDVAE_WITH_MEDIA=ON in
+    # MEDIA_BUILD), Debian's ffmpeg (FFMPEG_BIN), and their libraries, stubs for the rest
+    MB=${MEDIA_BUILD:-$ROOT/build-gpu-media}
+    strip -o "$DIST/bin/seedvae" "$MB/app/seedvae"
+    cp "${FFMPEG_BIN:-/usr/bin/ffmpeg}" "$DIST/bin/ffmpeg"
+    xz -f -T2 -6 "$DIST/bin/seedvae" "$DIST/bin/ffmpeg"
+    rm -rf "$DIST/media-libs"
+    python3 "$ROOT/scripts/gpu-media-libs.py" "$DIST/media-libs" "$MB/app/seedvae" \
+      "${FFMPEG_BIN:-/usr/bin/ffmpeg}" > /dev/null
+    tar cf - -C "$DIST" media-libs | xz -T2 -6 > "$DIST/media-libs.tar.xz"
+    rm -rf "$DIST/media-libs"
+  fi
   xz -T2 -6 -c "$(readlink -f /usr/lib/x86_64-linux-gnu/libdnnl.so.2)" > "$DIST/lib/libdnnl.so.2.xz"
   for l in libOpenCL.so.1 libgomp.so.1; do
     cp -L "/usr/lib/x86_64-linux-gnu/$l" "$DIST/lib/" 2>/dev/null || true
@@ -345,6 +359,73 @@ elif phase demo; then
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('demo', sys.argv[2], 'psnr %.3f dB ssim %.4f, %.1f ms/frame' % (d['psnr_db'], d['ssim'], d['ms_per_frame']))" \
       "$LOGS/demo_$tag.log" "$b" 2>&1 | tail -1
   done
+fi
+
+if phase longvideo; then
+  # A long 1080p video through FFmpeg on CUDA, stopped and resumed (a dist made with DIST_MEDIA=1:
+  # the CLI with video I/O, Debian's ffmpeg, and their libraries with stubs for what a video
+  # round trip never calls, scripts/gpu-media-libs.py). ffmpeg makes LONG_S seconds (default
+  # 600) of 1080p at 24 fps with a tone; the demo model's bf16 round trip writes H.264, stopped
+  # by SIGINT after LONG_STOP_S seconds (default 90; once, on the call that makes the input) and
+  # run again until done or out of time, which resumes from its checkpoint (a warm machine keeps
+  # /tmp/seedvae-long between calls, so a later call goes on); the process's resident set is
+  # logged every 5 s. Then SHORT_S seconds (default 10) of the clip into FFV1, stopped and
+  # resumed, against an uninterrupted run (cmp).
+  M=/tmp/seedvae-media
+  V=/tmp/seedvae-long
+  mkdir -p "$M" "$V"
+  [ -f "$DIST/media-libs.tar.xz" ] && tar xJf "$DIST/media-libs.tar.xz" -C "$M"
+  ML="$M/media-libs:$LD_LIBRARY_PATH"
+  export SEEDVAE_DEMO_WEIGHTS=$ROOT/resources/demo/demo_vae.safetensors
+  RT=(--backend cuda --precision bf16)
+  # long_run NAME LIMIT ARGS...: the CLI's round trip, its resident set every 5 s in NAME.rss
+  long_run() {
+    local name=$1 limit=$2
+    shift 2
+    local left=$(( BUDGET_S - $(elapsed) ))
+    [ "$limit" -gt "$left" ] && limit=$left
+    [ "$limit" -le 5 ] && { echo "SKIP $name (time budget used)" | tee -a "$WORK/summary.txt"; return 0; }
+    local t0=$(date +%s)
+    env LD_LIBRARY_PATH="$ML" timeout --signal=INT --kill-after=30 "$limit" \
+      "$BIN/seedvae" roundtrip "$@" > "$LOGS/$name.log" 2>&1 &
+    local pid=$! child
+    while kill -0 "$pid" 2>/dev/null; do
+      child=$(pgrep -P "$pid" | head -1)
+      [ -n "$child" ] && echo "$(( $(date +%s) - t0 )) $(ps -o rss= -p "$child")" >> "$LOGS/$name.rss"
+      sleep 5
+    done
+    wait "$pid"
+    echo "[$name] rc=$? $(( $(date +%s) - t0 ))s: roundtrip $*" | tee -a "$WORK/summary.txt"
+  }
+  stop_once=0
+  if [ ! -f "$V/in.mp4" ]; then
+    step long_make 400 env LD_LIBRARY_PATH="$ML" "$BIN/ffmpeg" -hide_banner -loglevel error -y \
+      -f lavfi -i "testsrc2=size=1920x1080:rate=24" -f lavfi -i "sine=frequency=440:sample_rate=48000" \
+      -t "${LONG_S:-600}" -c:v libx264 -preset veryfast -crf 18 -pix_fmt yuv420p -c:a aac -shortest \
+      "$V/in.mp4"
+    env LD_LIBRARY_PATH="$ML" "$BIN/seedvae" info "$V/in.mp4" 2>&1 | head -12
+    stop_once=1
+  fi
+  if [ ! -f "$V/out.mkv" ]; then
+    [ "$stop_once" = 1 ] && long_run long_stopped "${LONG_STOP_S:-90}" "$V/in.mp4" -o "$V/out.mkv" \
+      "${RT[@]}" --codec h264 --preset ultrafast
+    n=$(ls "$LOGS" | grep -c '^long_resumed')
+    long_run "long_resumed$n" 600 "$V/in.mp4" -o "$V/out.mkv" "${RT[@]}" --codec h264 --preset ultrafast
+    tail -4 "$LOGS/long_resumed$n.log"
+  fi
+  if [ -f "$V/out.mkv" ]; then
+    env LD_LIBRARY_PATH="$ML" "$BIN/seedvae" info "$V/out.mkv" 2>&1 | head -12
+    step short_make 60 env LD_LIBRARY_PATH="$ML" "$BIN/ffmpeg" -hide_banner -loglevel error -y \
+      -i "$V/in.mp4" -t "${SHORT_S:-10}" -c copy "$V/short.mp4"
+    long_run short_whole 120 "$V/short.mp4" -o "$V/short_whole.mkv" "${RT[@]}" --codec ffv1 \
+      --checkpoint-every 4
+    long_run short_stopped 8 "$V/short.mp4" -o "$V/short_resumed.mkv" "${RT[@]}" --codec ffv1 \
+      --checkpoint-every 4
+    long_run short_resumed 120 "$V/short.mp4" -o "$V/short_resumed.mkv" "${RT[@]}" --codec ffv1 \
+      --checkpoint-every 4
+    cmp "$V/short_whole.mkv" "$V/short_resumed.mkv" && echo "short: resumed == uninterrupted" |
+      tee -a "$WORK/summary.txt"
+  fi
 fi
 
 cp -r /tmp/seedvae-cache "$WORK/" 2>/dev/null || true

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <new>
@@ -635,37 +636,44 @@ HostTensor TensorView::to_host(DType target) const {
 
 namespace {
 
+// One tensor of a file being written: where it comes from (index into the caller's span).
+struct Entry {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;
+  int64_t nbytes = 0;
+  size_t index = 0;
+};
+
 struct Plan {
   std::vector<std::byte> prefix;  // 8-byte length + padded header
-  std::vector<const NamedTensor*> order;
+  std::vector<Entry> order;       // the file's order: ascending names
   uint64_t data_size = 0;
 };
 
-Result<Plan> plan_file(std::span<const NamedTensor> tensors,
+// An entry for a tensor of `shape` and `dtype`, or why it cannot be stored.
+Result<Entry> make_entry(const std::string& name, DType dtype, const Shape& shape, size_t index) {
+  if (name == kMetadataKey) {
+    return invalid_argument("a tensor cannot be named " + std::string(kMetadataKey));
+  }
+  int64_t numel = 0;
+  if (!shape.checked_numel(&numel) ||
+      numel > std::numeric_limits<int64_t>::max() / dtype_size(dtype)) {
+    return invalid_argument("tensor " + quote_name(name) + " of shape " + shape.to_string() +
+                            " is too large");
+  }
+  return Entry{name, dtype, shape, numel * dtype_size(dtype), index};
+}
+
+Result<Plan> plan_file(std::vector<Entry> entries,
                        const std::map<std::string, std::string>& metadata) {
   Plan plan;
-  plan.order.reserve(tensors.size());
-  for (const NamedTensor& t : tensors) {
-    if (t.tensor == nullptr) return invalid_argument("tensor " + quote_name(t.name) + " is null");
-    if (t.name == kMetadataKey) {
-      return invalid_argument("a tensor cannot be named " + std::string(kMetadataKey));
-    }
-    int64_t numel = 0;
-    if (!t.tensor->shape().checked_numel(&numel) ||
-        numel > std::numeric_limits<int64_t>::max() / dtype_size(t.tensor->dtype()) ||
-        numel * dtype_size(t.tensor->dtype()) != t.tensor->nbytes()) {
-      return invalid_argument("tensor " + quote_name(t.name) + " of shape " +
-                              t.tensor->shape().to_string() + " holds " +
-                              std::to_string(t.tensor->nbytes()) + " bytes, not numel x " +
-                              std::to_string(dtype_size(t.tensor->dtype())));
-    }
-    plan.order.push_back(&t);
-  }
+  plan.order = std::move(entries);
   std::sort(plan.order.begin(), plan.order.end(),
-            [](const NamedTensor* a, const NamedTensor* b) { return a->name < b->name; });
+            [](const Entry& a, const Entry& b) { return a.name < b.name; });
   for (size_t i = 1; i < plan.order.size(); ++i) {
-    if (plan.order[i]->name == plan.order[i - 1]->name) {
-      return invalid_argument("duplicate tensor name " + quote_name(plan.order[i]->name));
+    if (plan.order[i].name == plan.order[i - 1].name) {
+      return invalid_argument("duplicate tensor name " + quote_name(plan.order[i].name));
     }
   }
 
@@ -676,13 +684,13 @@ Result<Plan> plan_file(std::span<const NamedTensor> tensors,
     header[std::string(kMetadataKey)] = std::move(meta);
   }
   uint64_t offset = 0;
-  for (const NamedTensor* t : plan.order) {
-    const auto nbytes = static_cast<uint64_t>(t->tensor->nbytes());
+  for (const Entry& t : plan.order) {
+    const auto nbytes = static_cast<uint64_t>(t.nbytes);
     nlohmann::ordered_json entry = nlohmann::ordered_json::object();
-    entry["dtype"] = std::string(dtype_safetensors_name(t->tensor->dtype()));
-    entry["shape"] = t->tensor->shape().dims();
+    entry["dtype"] = std::string(dtype_safetensors_name(t.dtype));
+    entry["shape"] = t.shape.dims();
     entry["data_offsets"] = {offset, offset + nbytes};
-    header[t->name] = std::move(entry);
+    header[t.name] = std::move(entry);
     offset += nbytes;
   }
   plan.data_size = offset;
@@ -705,6 +713,25 @@ Result<Plan> plan_file(std::span<const NamedTensor> tensors,
   return plan;
 }
 
+// The entries of in-memory tensors, each checked to hold numel x dtype size bytes.
+Result<std::vector<Entry>> entries_of(std::span<const NamedTensor> tensors) {
+  std::vector<Entry> entries;
+  entries.reserve(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const NamedTensor& t = tensors[i];
+    if (t.tensor == nullptr) return invalid_argument("tensor " + quote_name(t.name) + " is null");
+    SEEDVAE_ASSIGN_OR_RETURN(Entry e, make_entry(t.name, t.tensor->dtype(), t.tensor->shape(), i));
+    if (e.nbytes != t.tensor->nbytes()) {
+      return invalid_argument("tensor " + quote_name(t.name) + " of shape " +
+                              t.tensor->shape().to_string() + " holds " +
+                              std::to_string(t.tensor->nbytes()) + " bytes, not numel x " +
+                              std::to_string(dtype_size(t.tensor->dtype())));
+    }
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
 std::span<const std::byte> tensor_bytes(const HostTensor& t) {
   return {static_cast<const std::byte*>(t.raw()), static_cast<size_t>(t.nbytes())};
 }
@@ -715,11 +742,12 @@ Result<std::vector<std::byte>> serialize_safetensors(
     std::span<const NamedTensor> tensors, const std::map<std::string, std::string>& metadata) {
   std::vector<std::byte> out;
   Status st = guarded("serializing safetensors", [&]() -> Status {
-    SEEDVAE_ASSIGN_OR_RETURN(Plan plan, plan_file(tensors, metadata));
+    SEEDVAE_ASSIGN_OR_RETURN(std::vector<Entry> entries, entries_of(tensors));
+    SEEDVAE_ASSIGN_OR_RETURN(Plan plan, plan_file(std::move(entries), metadata));
     out = std::move(plan.prefix);
     out.reserve(out.size() + plan.data_size);
-    for (const NamedTensor* t : plan.order) {
-      const auto b = tensor_bytes(*t->tensor);
+    for (const Entry& e : plan.order) {
+      const auto b = tensor_bytes(*tensors[e.index].tensor);
       out.insert(out.end(), b.begin(), b.end());
     }
     return Status::ok();
@@ -728,21 +756,67 @@ Result<std::vector<std::byte>> serialize_safetensors(
   return out;
 }
 
+namespace {
+
+// Writes the file of `plan` atomically; `bytes_of(entry, write)` hands the entry's bytes to write.
+using EntryWriter =
+    std::function<Status(const Entry&, const std::function<Status(std::span<const std::byte>)>&)>;
+Status write_planned(const std::filesystem::path& path, const Plan& plan,
+                     const EntryWriter& bytes_of) {
+  AtomicFile atomic(path);  // removes its temporary on every early return below
+  SEEDVAE_ASSIGN_OR_RETURN(FileWriter writer, FileWriter::create(atomic.temp_path()));
+  SEEDVAE_TRY(writer.write(plan.prefix));
+  auto write = [&writer](std::span<const std::byte> b) { return writer.write(b); };
+  for (const Entry& e : plan.order) SEEDVAE_TRY(bytes_of(e, write));
+  SEEDVAE_TRY(writer.close());
+  return atomic.commit();
+}
+
+}  // namespace
+
 Status write_safetensors(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
                          const std::map<std::string, std::string>& metadata) {
   const std::string who = "writing " + display(path);
+  auto body = [&]() -> Status {
+    SEEDVAE_ASSIGN_OR_RETURN(std::vector<Entry> entries, entries_of(tensors));
+    SEEDVAE_ASSIGN_OR_RETURN(Plan plan, plan_file(std::move(entries), metadata));
+    return write_planned(path, plan, [&](const Entry& e, const auto& write) {
+      return write(tensor_bytes(*tensors[e.index].tensor));
+    });
+  };
   return guarded(who, [&]() -> Status {
-    auto plan = plan_file(tensors, metadata);
-    if (!plan.is_ok()) return plan.status().with_context(who);
-    AtomicFile atomic(path);  // removes its temporary on every early return below
-    auto writer = FileWriter::create(atomic.temp_path());
-    if (!writer.is_ok()) return writer.status().with_context(who);
-    Status st = writer->write(plan->prefix);
-    for (size_t i = 0; st.is_ok() && i < plan->order.size(); ++i) {
-      st = writer->write(tensor_bytes(*plan->order[i]->tensor));
+    Status st = body();
+    return st.is_ok() ? st : std::move(st).with_context(who);
+  });
+}
+
+Status write_safetensors_streamed(const std::filesystem::path& path,
+                                  std::span<const StreamedTensor> tensors,
+                                  const TensorProducer& produce,
+                                  const std::map<std::string, std::string>& metadata) {
+  const std::string who = "writing " + display(path);
+  auto body = [&]() -> Status {
+    std::vector<Entry> entries;
+    entries.reserve(tensors.size());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      SEEDVAE_ASSIGN_OR_RETURN(Entry e,
+                               make_entry(tensors[i].name, tensors[i].dtype, tensors[i].shape, i));
+      entries.push_back(std::move(e));
     }
-    if (st.is_ok()) st = writer->close();
-    if (st.is_ok()) st = atomic.commit();
+    SEEDVAE_ASSIGN_OR_RETURN(Plan plan, plan_file(std::move(entries), metadata));
+    return write_planned(path, plan, [&](const Entry& e, const auto& write) -> Status {
+      SEEDVAE_ASSIGN_OR_RETURN(HostTensor t, produce(e.index));
+      if (t.dtype() != e.dtype || t.shape() != e.shape || t.nbytes() != e.nbytes) {
+        return internal_error("tensor " + quote_name(e.name) + " came as " + t.shape().to_string() +
+                              " " + std::string(dtype_safetensors_name(t.dtype())) + ", declared " +
+                              e.shape.to_string() + " " +
+                              std::string(dtype_safetensors_name(e.dtype)));
+      }
+      return write(tensor_bytes(t));
+    });
+  };
+  return guarded(who, [&]() -> Status {
+    Status st = body();
     return st.is_ok() ? st : std::move(st).with_context(who);
   });
 }

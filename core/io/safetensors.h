@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -63,6 +64,25 @@ struct NamedTensor {
 // Atomic: writes `path` + ".tmp-<random>" then renames over `path`; on failure nothing is left.
 Status write_safetensors(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
                          const std::map<std::string, std::string>& metadata = {});
+
+// A tensor of write_safetensors_streamed: its name, dtype and shape up front; its bytes come from
+// the producer when its turn comes.
+struct StreamedTensor {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;
+};
+// Returns tensor `index` of the span (its dtype and shape as declared).
+using TensorProducer = std::function<Result<HostTensor>(size_t index)>;
+
+// write_safetensors with one tensor in memory at a time: the producer is called for each tensor
+// in the file's order (ascending names) and its result written and dropped before the next (a
+// causal state of many gigabytes is saved with the host memory of its largest tensor). The same
+// bytes and atomicity as write_safetensors.
+Status write_safetensors_streamed(const std::filesystem::path& path,
+                                  std::span<const StreamedTensor> tensors,
+                                  const TensorProducer& produce,
+                                  const std::map<std::string, std::string>& metadata = {});
 
 // Serialises to memory (the same bytes write_safetensors would write).
 Result<std::vector<std::byte>> serialize_safetensors(

@@ -784,25 +784,40 @@ struct Checkpoint {
   int64_t segments = 0;        // closed segments
   std::string state_file;      // the causal states
   media::QualityAccumulator::Sums quality;
+  int64_t every = 0;  // chunks between checkpoints (checkpoint_every; 0: not recorded)
 };
 
+// Chunks between checkpoints: the option's `chunks`, or more where the causal state is large, so
+// that checkpoints write at most 32 MiB per chunk on average (the demo model's 1080p state is
+// 6.2 GB in bf16: a checkpoint every 186 chunks, 744 frames, instead of every 16).
+int64_t checkpoint_every(int64_t chunks, int64_t state_bytes) {
+  constexpr int64_t kBytesPerChunk = int64_t{32} << 20;
+  return std::max(chunks, (state_bytes + kBytesPerChunk - 1) / kBytesPerChunk);
+}
+
+// The causal states in their device dtype (bf16 on a 16-bit GPU backend: exact, half the bytes of
+// fp32), one tensor at a time: a 1080p state is gigabytes, which the host never holds at once.
 Status save_states(const fs::path& path, Backend& backend, const CausalState& enc,
                    const CausalState& dec) {
-  std::vector<std::pair<std::string, HostTensor>> host;
+  std::vector<StreamedTensor> specs;
+  std::vector<const Tensor*> sources;
   const std::pair<const char*, const CausalState*> states[] = {{"encoder/", &enc},
                                                                {"decoder/", &dec}};
   for (const auto& [prefix, st] : states) {
     for (const auto& [key, t] : st->memory) {
-      SEEDVAE_ASSIGN_OR_RETURN(HostTensor h, backend.download(t));
-      host.emplace_back(std::string(prefix) + key, std::move(h));
+      specs.push_back({std::string(prefix) + key, t.dtype, t.shape});
+      sources.push_back(&t);
     }
   }
-  std::vector<NamedTensor> named;
-  named.reserve(host.size());
-  for (const auto& [name, h] : host) named.push_back({name, &h});
   const std::map<std::string, std::string> meta{{"encoder.started", enc.started ? "1" : "0"},
                                                 {"decoder.started", dec.started ? "1" : "0"}};
-  return write_safetensors(path, named, meta);
+  return write_safetensors_streamed(
+      path, specs,
+      [&](size_t i) -> Result<HostTensor> {
+        SEEDVAE_ASSIGN_OR_RETURN(HostTensor h, backend.download(*sources[i]));
+        return h.dtype() == sources[i]->dtype ? std::move(h) : h.to(sources[i]->dtype);
+      },
+      meta);
 }
 
 Status load_states(const fs::path& path, Backend& backend, CausalState& enc, CausalState& dec) {
@@ -853,6 +868,7 @@ Result<std::optional<Checkpoint>> read_checkpoint(const fs::path& dir, const Jso
     c.chunks = j.at("chunks").get<int64_t>();
     c.segments = j.at("segments").get<int64_t>();
     c.state_file = j.at("state_file").get<std::string>();
+    c.every = j.value("every", int64_t{0});
     const Json& q = j.at("quality");
     c.quality = {q.at("elements").get<int64_t>(), q.at("frames").get<int64_t>(),
                  q.at("squares").get<double>(), q.at("max_abs").get<double>(),
@@ -881,6 +897,7 @@ Status write_checkpoint(const fs::path& dir, const Json& fingerprint, const Chec
          {"chunks", c.chunks},
          {"segments", c.segments},
          {"state_file", c.state_file},
+         {"every", c.every},
          {"quality",
           {{"elements", c.quality.elements},
            {"frames", c.quality.frames},
@@ -1087,6 +1104,10 @@ Status ResumableRun::run() {
   int64_t frames_in = ck.next_frame, frames_out = ck.frames_written;
   int64_t chunk = ck.chunks;
   int64_t in_segment = 0;  // chunks in the open segment
+  // Fixed by the first chunk's state and kept in the checkpoint, so that a resumed run closes its
+  // segments where an uninterrupted one does (a checkpoint of an older build: the option).
+  int64_t every = ck.every > 0 ? ck.every : (resumed ? o.checkpoint_chunks : 0);
+  ck.every = every;
   for (;; ++chunk) {
     if (cb.cancel) SEEDVAE_TRY(cb.cancel->check());
     int64_t inputs = 0;
@@ -1124,8 +1145,11 @@ Status ResumableRun::run() {
     }
     report("decode", chunk + 1);
     trim_heap();
-    // a closed segment and a checkpoint every checkpoint_chunks chunks (not after the last)
-    if (++in_segment == o.checkpoint_chunks && !last && writer.in_segment()) {
+    // a closed segment and a checkpoint every `every` chunks (not after the last)
+    if (every == 0) {
+      every = ck.every = checkpoint_every(o.checkpoint_chunks, enc.bytes() + dec.bytes());
+    }
+    if (++in_segment == every && !last && writer.in_segment()) {
       t = Clock::now();
       SEEDVAE_TRY(writer.end_segment());
       const std::string previous = ck.state_file;
@@ -1350,8 +1374,10 @@ Status Session::State::run(const JobSpec& job, const JobCallbacks& cb, JobResult
     } else {
       // Tiles run over every chunk: the whole padded clip first.
       SEEDVAE_ASSIGN_OR_RETURN(HostTensor video, read_all_frames(*source));
-      SEEDVAE_ASSIGN_OR_RETURN(
-          moments, encode_clip(m, weights, video, o, hooks, nullptr, &r.plan_note, tile_devices));
+      Result<HostTensor> encoded =
+          encode_clip(m, weights, video, o, hooks, nullptr, &r.plan_note, tile_devices);
+      if (!encoded.is_ok() && tile_devices) workers.reset();  // a device may be in an error state
+      SEEDVAE_ASSIGN_OR_RETURN(moments, std::move(encoded));
     }
     if (!source->finished()) {
       return internal_error("the frame source did not reach the end of the clip");

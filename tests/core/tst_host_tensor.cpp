@@ -34,7 +34,8 @@ class TstHostTensor : public QObject {
   }
 
   void conversionsAndReshapes() {
-    const HostTensor t = HostTensor::from_floats(Shape{2, 3}, std::vector<float>{1, -2, 0.5f, 3, 4, -0.25f});
+    const HostTensor t =
+        HostTensor::from_floats(Shape{2, 3}, std::vector<float>{1, -2, 0.5f, 3, 4, -0.25f});
     const HostTensor back = t.to(DType::kBF16).to(DType::kF32);
     QVERIFY(std::equal(back.f32().begin(), back.f32().end(), t.f32().begin()));
     auto r = t.reshaped(Shape{3, 2});

@@ -5,6 +5,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -105,6 +106,7 @@ class tst_Safetensors : public QObject {
   void goldenTinyWeights();
   void writerRejectsBadInput();
   void atomicWriterLeavesNothing();
+  void streamedWriterWritesTheSameBytes();
   void hostile_data();
   void hostile();
   void hostileFileNamesPath();
@@ -418,6 +420,45 @@ void tst_Safetensors::atomicWriterLeavesNothing() {
   QCOMPARE(dir_entries(root), std::vector<fs::path>{"taken.safetensors"});
   QVERIFY(fs::is_directory(root / "taken.safetensors"));
   QVERIFY(fs::is_empty(root / "taken.safetensors"));
+}
+
+// write_safetensors_streamed: the same file as write_safetensors, each tensor asked for once in
+// the file's (name) order; a producer's error, or a tensor other than declared, leaves no file.
+void tst_Safetensors::streamedWriterWritesTheSameBytes() {
+  QTemporaryDir dir;
+  const fs::path root = fs::path(dir.path().toStdString());
+  const HostTensor a = ramp(DType::kBF16, {2, 3}, 1.0f);
+  const HostTensor b = ramp(DType::kF32, {5}, -2.0f);
+  const std::vector<NamedTensor> named = {{"z/b", &b}, {"a", &a}};
+  const std::map<std::string, std::string> meta{{"k", "v"}};
+  QVERIFY(write_safetensors(root / "whole.safetensors", named, meta).is_ok());
+  const std::vector<StreamedTensor> specs = {{"z/b", DType::kF32, Shape{5}},
+                                             {"a", DType::kBF16, Shape{2, 3}}};
+  std::vector<size_t> asked;
+  const Status st = write_safetensors_streamed(
+      root / "streamed.safetensors", specs,
+      [&](size_t i) -> Result<HostTensor> {
+        asked.push_back(i);
+        return i == 0 ? b : a;
+      },
+      meta);
+  QVERIFY2(st.is_ok(), st.to_string().c_str());
+  QCOMPARE(asked, (std::vector<size_t>{1, 0}));
+  QVERIFY(read_file(root / "streamed.safetensors") == read_file(root / "whole.safetensors"));
+
+  const Status failed = write_safetensors_streamed(
+      root / "failed.safetensors", specs, [&](size_t i) -> Result<HostTensor> {
+        if (i == 0) return io_error("injected: the device went away");
+        return a;
+      });
+  QVERIFY(!failed.is_ok());
+  QVERIFY2(failed.message().find("injected") != std::string::npos, failed.message().c_str());
+  const Status wrong = write_safetensors_streamed(root / "wrong.safetensors", specs,
+                                                  [&](size_t) -> Result<HostTensor> { return b; });
+  QCOMPARE(wrong.code(), StatusCode::kInternal);
+  std::vector<fs::path> left = dir_entries(root);
+  std::sort(left.begin(), left.end());
+  QCOMPARE(left, (std::vector<fs::path>{"streamed.safetensors", "whole.safetensors"}));
 }
 
 void tst_Safetensors::hostile_data() {

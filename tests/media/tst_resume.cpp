@@ -167,6 +167,21 @@ class tst_Resume : public QObject {
     check_resume(job(d / "out.mkv", "ffv1"), d / "ref.mkv", 4, 13);
   }
 
+  // A large causal state widens the interval: the tiny network's state at 256x256 is 183 MB
+  // (fp32), so with a checkpoint asked for every chunk they come every 6 chunks (at most 32 MiB
+  // per chunk): stopped after 8 chunks, the job resumes at frame 25 (6 chunks: 5 + 5 x 4 frames),
+  // where a checkpoint every chunk would resume at 29.
+  void large_state_widens_the_checkpoint_interval() {
+    const fs::path d = tmp_.subdir("wide");
+    JobSpec j = job(d / "out.mkv", "ffv1");
+    j.weights = std::make_shared<VaeWeights>(synthesize_weights(VaeConfig::tiny(), 7));
+    j.options.checkpoint_chunks = 1;
+    j.input.sample_width = 256;
+    j.input.sample_height = 256;
+    j.input.sample_frames = 37;  // 9 chunks
+    check_resume(j, d / "ref.mkv", 8, 25);
+  }
+
   void resumed_h264_equals_uninterrupted() {
     const fs::path d = tmp_.subdir("h264");
     // 7 chunks done: two checkpoints, the second at 25 frames (B-frames across segments)

@@ -218,13 +218,7 @@ class TstPipelineDecode : public QObject {
     job.weights = weights;
     job.latent = std::make_shared<const HostTensor>(latent_);
     auto run = [&](const std::string& devices, std::vector<HostTensor>& frames, JobResult& r) {
-      job.options.devices = devices;
-      JobCallbacks cb;
-      cb.on_decoded = [&](int64_t, const HostTensor& chunk) {
-        frames.push_back(chunk);
-        return Status::ok();
-      };
-      return session.run(job, cb, r);
+      return test::run_job_on(session, job, devices, frames, r);
     };
     std::vector<HostTensor> one, two, again;
     JobResult r1, r2, r3;

@@ -138,9 +138,8 @@ class TstTileDevices : public QObject {
   void failingDeviceStopsTheRun() {
     test::TinyCpuModel m;
     QVERIFY(test::make_first_device(m, weights_).is_ok());
-    auto none = DeviceWorkers::create(*m.model, test::cpu_devices(weights_, {.fail = 1,
-                                                                             .fail_after = -1}),
-                                      2);
+    auto none = DeviceWorkers::create(
+        *m.model, test::cpu_devices(weights_, {.fail = 1, .fail_after = -1}), 2);
     QVERIFY(!none.is_ok());
     QVERIFY(none.status().to_string().find("injected") != std::string::npos);
     for (const TileOrder order : {TileOrder::kChunkMajor, TileOrder::kTileMajor}) {
@@ -194,13 +193,7 @@ class TstTileDevices : public QObject {
       job.options.overlap = {16, 16};
       auto run_job = [&](const std::string& devices, std::vector<HostTensor>& frames,
                          JobResult& r) {
-        job.options.devices = devices;
-        JobCallbacks cb;
-        cb.on_decoded = [&](int64_t, const HostTensor& chunk) {
-          frames.push_back(chunk);
-          return Status::ok();
-        };
-        return session.run(job, cb, r);
+        return test::run_job_on(session, job, devices, frames, r);
       };
       std::vector<HostTensor> one, two;
       JobResult r1, r2;

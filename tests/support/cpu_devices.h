@@ -4,10 +4,13 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "core/cpu/cpu_backend.h"
+#include "core/pipeline/job.h"
 #include "core/schedule/device_workers.h"
 #include "tests/support/failing_backend.h"
 #include "tests/support/tiny_model.h"
@@ -64,6 +67,19 @@ inline Status make_first_device(TinyCpuModel& m, const VaeWeights& weights) {
   SEEDVAE_ASSIGN_OR_RETURN(VaeModel model, VaeModel::create(*m.backend, weights));
   m.model.emplace(std::move(model));
   return Status::ok();
+}
+
+// Runs `job` through `session` on `devices` (RunOptions::devices), its decoded chunks into
+// `frames`.
+inline Status run_job_on(Session& session, JobSpec& job, const std::string& devices,
+                         std::vector<HostTensor>& frames, JobResult& r) {
+  job.options.devices = devices;
+  JobCallbacks cb;
+  cb.on_decoded = [&frames](int64_t, const HostTensor& chunk) {
+    frames.push_back(chunk);
+    return Status::ok();
+  };
+  return session.run(job, cb, r);
 }
 
 }  // namespace seedvae::test
