@@ -425,8 +425,12 @@ Result<HostTensor> run_blend(const BlendJob& job) {
                    ? st.with_context("device " + std::to_string(d))
                    : st;
       }
-      // the other devices' steps (a device that failed stops the wait; its error is returned)
-      return d == 0 ? ordered.apply(end_key, true) : Status::ok();
+      // the other devices' steps (a device that failed stops the wait; its error is returned);
+      // a blend that fails (a hook's error, a cancel) stops the others too
+      if (d != 0) return Status::ok();
+      st = ordered.apply(end_key, true);
+      if (!st.is_ok()) stopping = true;
+      return st;
     };
     Status st = devices ? devices->run([&](int d, VideoVae& vm) -> Status {
       if (d == 0) return lane(0, model);

@@ -3,9 +3,9 @@
 // one of them slower so that tiles finish out of order, equal the one-device run bit for bit, with
 // the tile events and progress in the one-device order and every tile run once per chunk; a device
 // that fails (at creation or mid-run) stops the run with its error, and the same devices' run
-// afterwards on working engines gives the one-device result; a cancel stops every device; the job
-// layer (Session::run) with --devices 0,1 --tiling blend decodes and round-trips as one device
-// does and reports each device's tiles.
+// afterwards on working engines gives the one-device result; a cancel or a tile hook's error stops
+// every device; the job layer (Session::run) with --devices 0,1 --tiling blend decodes and
+// round-trips as one device does and reports each device's tiles.
 #include <QtTest>
 
 #include <utility>
@@ -50,7 +50,8 @@ class TstTileDevices : public QObject {
   HostTensor video_ = test::synthetic_video(17, 96, 96, 5);
 
   static Result<TiledRun> run(VaeModel& m, DeviceWorkers* devices, bool encode, TileOrder order,
-                              const HostTensor& in, const CancelToken* cancel = nullptr) {
+                              const HostTensor& in, const CancelToken* cancel = nullptr,
+                              size_t refuse_event = 0) {
     TileOptions o;
     o.mode = TilingMode::kBlend;
     o.spec = {48, 48, 16, 16};
@@ -65,7 +66,9 @@ class TstTileDevices : public QObject {
     th.report = &r.report;
     th.on_tile = [&](const TileEvent& e) {
       r.events.emplace_back(e.chunk, e.index);
-      return Status::ok();
+      // a sink that refuses a tile (the studio's preview stopped, say)
+      return r.events.size() == refuse_event ? io_error("injected: the sink refused a tile")
+                                             : Status::ok();
     };
     Result<HostTensor> out = encode ? tiled_encode(m, in, o, StreamOptions{}, hooks, &th)
                                     : tiled_decode(m, in, o, StreamOptions{}, hooks, &th);
@@ -161,6 +164,7 @@ class TstTileDevices : public QObject {
     QCOMPARE(max_abs_diff(again->out, one->out), 0.0);
   }
 
+  // A cancel, or a tile hook's error, stops every device.
   void cancelStopsEveryDevice() {
     test::TinyCpuModel m;
     QVERIFY(test::make_first_device(m, weights_).is_ok());
@@ -171,6 +175,13 @@ class TstTileDevices : public QObject {
     auto r = run(*m.model, devices->get(), false, TileOrder::kChunkMajor, latent_, &cancel);
     QVERIFY(!r.is_ok());
     QCOMPARE(r.status().code(), StatusCode::kCancelled);
+    // a tile hook's error, while the other device is still at work, stops the run with it
+    for (const TileOrder order : {TileOrder::kChunkMajor, TileOrder::kTileMajor}) {
+      auto refused = run(*m.model, devices->get(), false, order, latent_, nullptr, 5);
+      QVERIFY(!refused.is_ok());
+      QVERIFY2(refused.status().to_string().find("the sink refused") != std::string::npos,
+               refused.status().to_string().c_str());
+    }
   }
 
   // Through the job layer: a decode job and a round trip with --devices 0,1 --tiling blend give
