@@ -363,6 +363,9 @@ void add_read_json(Json& j, const JobResult& r) {
   j["read_encode_seconds"] = r.read_wait_s + r.encode_s;
   j["metrics_seconds"] = r.metrics_s;
   j["write_seconds"] = r.write_s;
+  j["sink_wait_seconds"] = r.sink_wait_s;
+  j["checkpoint_seconds"] = r.checkpoint_s;
+  j["total_seconds"] = r.total_s;
 }
 
 // ---- info -----------------------------------------------------------------------------------

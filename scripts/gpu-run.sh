@@ -9,8 +9,9 @@
 #                                       (~35 MB; DIST_CLI=0: without the CLI, ~34 MB)
 #   scripts/gpu-run.sh [phase ...]      (on the GPU machine) phases: info tests verify wan
 #                                       wanbench bench hires extra small ablate cli demo
-#                                       longvideo (default: all but small, wan, wanbench and
-#                                       longvideo; longvideo needs a dist made with DIST_MEDIA=1)
+#                                       longvideo longprof (default: all but small, wan, wanbench,
+#                                       longvideo and longprof; those two need a dist made with
+#                                       DIST_MEDIA=1)
 #
 # Environment: OUT (results folder, default /tmp/seedvae-out), DIST (default build-gpu/dist),
 # DIST_GOLDEN (dist: "wan" carries ../shared/golden-wan instead of the SeedVR2 golden set, for the
@@ -361,6 +362,48 @@ elif phase demo; then
   done
 fi
 
+# the video phases' CLI, ffmpeg and libraries (a dist made with DIST_MEDIA=1)
+media_setup() {
+  M=/tmp/seedvae-media
+  mkdir -p "$M"
+  [ -f "$DIST/media-libs.tar.xz" ] && tar xJf "$DIST/media-libs.tar.xz" -C "$M"
+  ML="$M/media-libs:$LD_LIBRARY_PATH"
+  export SEEDVAE_DEMO_WEIGHTS=$ROOT/resources/demo/demo_vae.safetensors
+  RT=(--backend cuda --precision bf16)
+}
+
+if phase longprof; then
+  # Where a 1080p video round trip's time goes: PROF_S seconds (default 4) of 1080p at 24 fps,
+  # the round trip with --json (read, encode, decode, metrics and write seconds) and the process's
+  # CPU time, for each '|'-separated argument list of PROF_VARIANTS.
+  media_setup
+  env LD_LIBRARY_PATH="$ML" "$BIN/ffmpeg" -hide_banner -loglevel error -y \
+    -f lavfi -i "testsrc2=size=1920x1080:rate=24" -f lavfi -i "sine=frequency=440:sample_rate=48000" \
+    -t "${PROF_S:-4}" -c:v libx264 -preset veryfast -crf 18 -pix_fmt yuv420p -c:a aac -shortest \
+    "$M/prof.mp4"
+  IFS='|' read -r -a variants <<< "${PROF_VARIANTS:--o $M/prof_out.mp4 --codec h264 --preset ultrafast}"
+  i=0
+  for v in "${variants[@]}"; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086
+    step "prof$i" 300 bash -c 'TIMEFORMAT="cpu: real %R user %U sys %S"; time env LD_LIBRARY_PATH="$0" "$@"' \
+      "$ML" "$BIN/seedvae" roundtrip "$M/prof.mp4" "${RT[@]}" --json -q --restart $v
+    python3 - "$LOGS/prof$i.log" <<'PY' | tee -a "$WORK/summary.txt"
+import json, sys
+t = open(sys.argv[1]).read()
+j = t[t.find("{"):t.rfind("}") + 1]
+try:
+    d = json.loads(j)
+    keys = ["frames", "ms_per_frame", "read_seconds", "read_wait_seconds", "encode_seconds",
+            "decode_seconds", "metrics_seconds", "write_seconds", "peak_rss_mib", "settings"]
+    print("  " + ", ".join(f"{k} {d.get(k)}" for k in keys))
+except ValueError:
+    print("  " + t[-600:].replace("\n", " | "))
+print("  " + t[t.rfind("cpu:"):].strip())
+PY
+  done
+fi
+
 if phase longvideo; then
   # A long 1080p video through FFmpeg on CUDA, stopped and resumed (a dist made with DIST_MEDIA=1:
   # the CLI with video I/O, Debian's ffmpeg, and their libraries with stubs for what a video
@@ -370,14 +413,11 @@ if phase longvideo; then
   # run again until done or out of time, which resumes from its checkpoint (a warm machine keeps
   # /tmp/seedvae-long between calls, so a later call goes on); the process's resident set is
   # logged every 5 s. Then SHORT_S seconds (default 10) of the clip into FFV1, stopped and
-  # resumed, against an uninterrupted run (cmp).
-  M=/tmp/seedvae-media
+  # resumed, against an uninterrupted run (cmp). LONG_ARGS: more round trip options for the long
+  # video (e.g. "--synthetic tiny").
+  media_setup
   V=/tmp/seedvae-long
-  mkdir -p "$M" "$V"
-  [ -f "$DIST/media-libs.tar.xz" ] && tar xJf "$DIST/media-libs.tar.xz" -C "$M"
-  ML="$M/media-libs:$LD_LIBRARY_PATH"
-  export SEEDVAE_DEMO_WEIGHTS=$ROOT/resources/demo/demo_vae.safetensors
-  RT=(--backend cuda --precision bf16)
+  mkdir -p "$V"
   # long_run NAME LIMIT ARGS...: the CLI's round trip, its resident set every 5 s in NAME.rss
   long_run() {
     local name=$1 limit=$2
@@ -406,15 +446,18 @@ if phase longvideo; then
     env LD_LIBRARY_PATH="$ML" "$BIN/seedvae" info "$V/in.mp4" 2>&1 | head -12
     stop_once=1
   fi
-  if [ ! -f "$V/out.mkv" ]; then
+  if [ ! -f "$V/out.mkv" ] && [ "${SHORT_ONLY:-0}" != 1 ]; then
+    # shellcheck disable=SC2086
     [ "$stop_once" = 1 ] && long_run long_stopped "${LONG_STOP_S:-90}" "$V/in.mp4" -o "$V/out.mkv" \
-      "${RT[@]}" --codec h264 --preset ultrafast
+      "${RT[@]}" --codec h264 --preset ultrafast ${LONG_ARGS:-}
     n=$(ls "$LOGS" | grep -c '^long_resumed')
-    long_run "long_resumed$n" 600 "$V/in.mp4" -o "$V/out.mkv" "${RT[@]}" --codec h264 --preset ultrafast
+    # shellcheck disable=SC2086
+    long_run "long_resumed$n" 600 "$V/in.mp4" -o "$V/out.mkv" "${RT[@]}" --codec h264 \
+      --preset ultrafast ${LONG_ARGS:-}
     tail -4 "$LOGS/long_resumed$n.log"
   fi
-  if [ -f "$V/out.mkv" ]; then
-    env LD_LIBRARY_PATH="$ML" "$BIN/seedvae" info "$V/out.mkv" 2>&1 | head -12
+  if [ -f "$V/out.mkv" ] || [ "${SHORT_ONLY:-0}" = 1 ]; then
+    [ -f "$V/out.mkv" ] && env LD_LIBRARY_PATH="$ML" "$BIN/seedvae" info "$V/out.mkv" 2>&1 | head -12
     step short_make 60 env LD_LIBRARY_PATH="$ML" "$BIN/ffmpeg" -hide_banner -loglevel error -y \
       -i "$V/in.mp4" -t "${SHORT_S:-10}" -c copy "$V/short.mp4"
     long_run short_whole 120 "$V/short.mp4" -o "$V/short_whole.mkv" "${RT[@]}" --codec ffv1 \

@@ -1254,6 +1254,10 @@ Result<SegmentedClipWriter> SegmentedClipWriter::open(const fs::path& destinatio
   });
 }
 
+void SegmentedClipWriter::set_cancel(const CancelToken* cancel) {
+  impl_->state.cancel = cancel;
+}
+
 bool SegmentedClipWriter::in_segment() const {
   return impl_ && impl_->open;
 }

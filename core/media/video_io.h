@@ -283,6 +283,10 @@ class SegmentedClipWriter {
   Status join(int64_t segments, int64_t frames, int width, int height);
   std::vector<std::string> warnings() const;  // complete after join()
   std::string description() const;            // how a video is coded, once a segment was written
+  // The token write() and join() check from now on (open()'s until then). A resumable run writes
+  // its segments without one, on a thread of its own, so that a chunk the engine finished before
+  // a cancel is written whole and a checkpoint due after it comes; join() gets the job's.
+  void set_cancel(const CancelToken* cancel);
 
  private:
   struct Impl;

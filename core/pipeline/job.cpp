@@ -7,14 +7,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "core/base/process_memory.h"
+#include "core/base/serial_worker.h"
 #include "core/io/output_path.h"
 #include "core/io/safetensors.h"
 #include "core/media/frame_spool.h"
@@ -658,8 +662,9 @@ Result<HostTensor> read_all_frames(media::VideoFrameSource& source) {
 }
 
 // Frames [0, k) of a decoded chunk, cropped to the source's height x width and clamped to
-// [-1, 1]: the reconstruction's frames.
-HostTensor trim_chunk(const HostTensor& chunk, int64_t k, int64_t height, int64_t width) {
+// [-1, 1]: the reconstruction's frames (`clamp` false: a padded source chunk's frames as they are).
+HostTensor trim_chunk(const HostTensor& chunk, int64_t k, int64_t height, int64_t width,
+                      bool clamp = true) {
   const Shape& s = chunk.shape();
   HostTensor out(DType::kF32, Shape{1, s[1], k, height, width});
   const float* src = chunk.data<float>();
@@ -669,7 +674,11 @@ HostTensor trim_chunk(const HostTensor& chunk, int64_t k, int64_t height, int64_
       for (int64_t y = 0; y < height; ++y) {
         const float* row = src + ((c * s[2] + t) * s[3] + y) * s[4];
         float* o = dst + ((c * k + t) * height + y) * width;
-        for (int64_t x = 0; x < width; ++x) o[x] = std::clamp(row[x], -1.f, 1.f);
+        if (clamp) {
+          for (int64_t x = 0; x < width; ++x) o[x] = std::clamp(row[x], -1.f, 1.f);
+        } else {
+          std::memcpy(o, row, static_cast<size_t>(width) * sizeof(float));
+        }
       }
     }
   }
@@ -932,6 +941,47 @@ struct ResumableRun {
   Status run();
 };
 
+// A resumable round trip's source frames, from the encoder (each chunk as it was uploaded, on the
+// engine thread) to the metrics (the same frames in the same order, a chunk or two later, on the
+// sink's thread): the frames the encoder saw, without reading the input a second time. They are
+// padded (right/bottom, and the end's temporal padding follows the last frame, never taken).
+class FrameQueue {
+ public:
+  void push(HostTensor frames) {
+    std::lock_guard<std::mutex> lock(mu_);
+    parts_.push_back(std::move(frames));
+  }
+  // The next n frames.
+  Result<HostTensor> take(int64_t n) {
+    std::vector<HostTensor> out;
+    std::lock_guard<std::mutex> lock(mu_);
+    while (n > 0 && !parts_.empty()) {
+      HostTensor& front = parts_.front();
+      const int64_t k = front.shape()[2] - offset_;
+      if (offset_ == 0 && k <= n) {
+        out.push_back(std::move(front));
+      } else {
+        out.push_back(slice_time(front, offset_, offset_ + std::min(k, n)));
+      }
+      if (k <= n) {
+        parts_.pop_front();
+        offset_ = 0;
+      } else {
+        offset_ += n;
+      }
+      n -= std::min(k, n);
+    }
+    if (n > 0) return internal_error("the source frames ran out before the reconstruction's");
+    if (out.size() == 1) return std::move(out.front());
+    return concat_time(out);
+  }
+
+ private:
+  std::mutex mu_;
+  std::deque<HostTensor> parts_;
+  int64_t offset_ = 0;  // frames of parts_.front() already taken
+};
+
 // A resumable run's chunks: each chunk's latent, from the round trip's source frames through the
 // encoder (its causal state carried on) or sliced from a decode job's latent, and the source
 // frames of the round trip's metrics.
@@ -948,8 +998,6 @@ class ChunkLatents {
     if (c.round_trip_) {
       SEEDVAE_ASSIGN_OR_RETURN(c.source_,
                                open_source(job, o, run.r.prefetch, run.cb.cancel, ck.next_frame));
-      SEEDVAE_ASSIGN_OR_RETURN(c.originals_,
-                               open_originals(job.input, run.cb.cancel, ck.next_frame));
       std::tie(c.first_chunk_, c.chunk_frames_) =
           media::encoder_chunk_frames(o.chunk_latents, tf, o.lone_head);
       c.total_ = expected_chunks(c.source_->expected_frames(), o, tf);
@@ -990,7 +1038,7 @@ class ChunkLatents {
     *inputs = k;
     const auto t = Clock::now();
     SEEDVAE_ASSIGN_OR_RETURN(Tensor x, run.backend.upload(x_host));
-    x_host = {};
+    originals_->push(std::move(x_host));  // for the metrics
     SEEDVAE_ASSIGN_OR_RETURN(Tensor y,
                              run.m.encode_chunk(x, enc, stream_.chunk_options(chunk, -1)));
     x = {};
@@ -1010,14 +1058,20 @@ class ChunkLatents {
     return source_ ? source_->plan() : r.plan;
   }
 
-  // A round trip's metrics of the reconstruction frames `recon` against the source frames.
-  Status compare(media::QualityAccumulator& quality, const HostTensor& recon,
-                 const CancelToken* cancel) {
+  // A round trip's metrics of the reconstruction frames `recon` against the source frames (on
+  // the sink's thread, the chunks in order).
+  Status compare(media::QualityAccumulator& quality, const HostTensor& recon) {
     if (!round_trip_) return Status::ok();
-    SEEDVAE_ASSIGN_OR_RETURN(HostTensor original, originals_(recon.shape()[2], cancel));
-    if (original.empty() || original.shape() != recon.shape()) {
-      return internal_error("the input read again gave " + original.shape().to_string() +
-                            " for reconstruction frames " + recon.shape().to_string());
+    const Shape& rs = recon.shape();
+    SEEDVAE_ASSIGN_OR_RETURN(HostTensor padded, originals_->take(rs[2]));
+    if (padded.shape()[3] < rs[3] || padded.shape()[4] < rs[4]) {
+      return internal_error("the source frames " + padded.shape().to_string() +
+                            " are smaller than the reconstruction frames " + rs.to_string());
+    }
+    const HostTensor original = trim_chunk(padded, rs[2], rs[3], rs[4], /*clamp=*/false);
+    if (original.shape() != recon.shape()) {
+      return internal_error("the source frames " + original.shape().to_string() +
+                            " do not match the reconstruction frames " + recon.shape().to_string());
     }
     return quality.add(recon, original);
   }
@@ -1031,7 +1085,7 @@ class ChunkLatents {
     const media::PrefetchStats ps = source_->stats();
     r.read_s = ps.read_seconds;
     r.read_wait_s = ps.wait_seconds;
-    r.encode_s = std::max(0.0, encode_s_ - r.read_wait_s);
+    r.encode_s = encode_s_;  // (timed from each chunk's frames in hand: no waits in it)
     r.plan = source_->plan();
     if (std::string w = source_->warning(); !w.empty()) r.warnings.push_back(std::move(w));
     source_.reset();
@@ -1042,7 +1096,8 @@ class ChunkLatents {
   bool round_trip_ = false;
   StreamOptions stream_;
   std::unique_ptr<media::VideoFrameSource> source_;  // the round trip's
-  media::ChunkProducer originals_;
+  // the round trip's source frames (padded), for the metrics
+  std::unique_ptr<FrameQueue> originals_ = std::make_unique<FrameQueue>();
   int64_t first_chunk_ = 0, chunk_frames_ = 0;
   std::vector<std::pair<int64_t, int64_t>> latent_chunks_;  // a decode's
   int64_t total_ = -1;
@@ -1085,11 +1140,11 @@ Status ResumableRun::run() {
   quality.restore(ck.quality);
   CausalState enc, dec;  // a decode's encoder state stays empty
   if (resumed) SEEDVAE_TRY(load_states(dir / ck.state_file, backend, enc, dec));
+  // (without the job's cancel token while the chunks stream: see the sink below)
   SEEDVAE_ASSIGN_OR_RETURN(
       media::SegmentedClipWriter writer,
       media::SegmentedClipWriter::open(
-          job.output, write_options(o, r.fps, input.round_trip() ? &job.input : nullptr), dir,
-          cb.cancel));
+          job.output, write_options(o, r.fps, input.round_trip() ? &job.input : nullptr), dir));
   SEEDVAE_TRY(writer.discard_from(ck.segments, ck.frames_written));
 
   const StreamOptions stream = stream_options(o);
@@ -1108,6 +1163,12 @@ Status ResumableRun::run() {
   // segments where an uninterrupted one does (a checkpoint of an older build: the option).
   int64_t every = ck.every > 0 ? ck.every : (resumed ? o.checkpoint_chunks : 0);
   ck.every = every;
+  // Each chunk's metrics and writing run on the sink's thread while the engine goes on with the
+  // next chunk; the engine waits for it (drain) before it closes a segment or checkpoints. A
+  // cancel is seen by the engine between chunks: the sink finishes the chunk it is writing and
+  // drops the rest, so a chunk is written whole or not at all (the writer has no cancel token
+  // until the join). Last of the locals its tasks use, so it stops before they go.
+  SerialWorker sink("seedvae-sink");
   for (;; ++chunk) {
     if (cb.cancel) SEEDVAE_TRY(cb.cancel->check());
     int64_t inputs = 0;
@@ -1131,16 +1192,29 @@ Status ResumableRun::run() {
     const int64_t real =
         input.round_trip() && !last ? kk : std::clamp<int64_t>(plan.frames - frames_out, 0, kk);
     if (real > 0) {
-      const HostTensor recon = trim_chunk(decoded, real, plan.height, plan.width);
-      decoded = {};
-      t = Clock::now();
-      SEEDVAE_TRY(input.compare(quality, recon, cb.cancel));
-      metrics_s += seconds_since(t);
-      t = Clock::now();
-      if (!writer.in_segment()) SEEDVAE_TRY(writer.begin_segment(ck.segments, frames_out));
-      SEEDVAE_TRY(writer.write(recon));
-      write_s += seconds_since(t);
-      if (cb.on_decoded) SEEDVAE_TRY(cb.on_decoded(frames_out, recon));
+      // trimmed on the sink's thread, unless the caller takes the frames here
+      std::shared_ptr<const HostTensor> recon;
+      if (cb.on_decoded) {
+        recon =
+            std::make_shared<const HostTensor>(trim_chunk(decoded, real, plan.height, plan.width));
+        decoded = {};
+        SEEDVAE_TRY(cb.on_decoded(frames_out, *recon));
+      }
+      auto measure_and_write = [&, recon, raw = std::make_shared<HostTensor>(std::move(decoded)),
+                                real, h = plan.height, w = plan.width, segment = ck.segments,
+                                first = frames_out]() mutable -> Status {
+        if (!recon) recon = std::make_shared<const HostTensor>(trim_chunk(*raw, real, h, w));
+        raw.reset();
+        auto ts = Clock::now();
+        SEEDVAE_TRY(input.compare(quality, *recon));
+        metrics_s += seconds_since(ts);
+        ts = Clock::now();
+        if (!writer.in_segment()) SEEDVAE_TRY(writer.begin_segment(segment, first));
+        SEEDVAE_TRY(writer.write(*recon));
+        write_s += seconds_since(ts);
+        return Status::ok();
+      };
+      SEEDVAE_TRY(sink.post(std::move(measure_and_write)));
       frames_out += real;
     }
     report("decode", chunk + 1);
@@ -1149,21 +1223,26 @@ Status ResumableRun::run() {
     if (every == 0) {
       every = ck.every = checkpoint_every(o.checkpoint_chunks, enc.bytes() + dec.bytes());
     }
-    if (++in_segment == every && !last && writer.in_segment()) {
-      t = Clock::now();
-      SEEDVAE_TRY(writer.end_segment());
-      const std::string previous = ck.state_file;
-      ck.next_frame = frames_in;
-      ck.frames_written = frames_out;
-      ck.chunks = chunk + 1;
-      ck.segments += 1;
-      ck.quality = quality.sums();
-      ck.state_file = "state_" + std::to_string(ck.chunks) + ".safetensors";
-      SEEDVAE_TRY(write_checkpoint(dir, fingerprint, ck, backend, enc, dec, previous));
-      write_s += seconds_since(t);
-      in_segment = 0;
+    if (++in_segment == every && !last) {
+      SEEDVAE_TRY(sink.drain());
+      if (writer.in_segment()) {
+        t = Clock::now();
+        SEEDVAE_TRY(writer.end_segment());
+        const std::string previous = ck.state_file;
+        ck.next_frame = frames_in;
+        ck.frames_written = frames_out;
+        ck.chunks = chunk + 1;
+        ck.segments += 1;
+        ck.quality = quality.sums();
+        ck.state_file = "state_" + std::to_string(ck.chunks) + ".safetensors";
+        SEEDVAE_TRY(write_checkpoint(dir, fingerprint, ck, backend, enc, dec, previous));
+        in_segment = 0;
+        r.checkpoint_s += seconds_since(t);
+      }
     }
   }
+  SEEDVAE_TRY(sink.drain());
+  r.sink_wait_s = sink.wait_seconds();
   SEEDVAE_TRY(input.finish(r));
   r.decode_s = decode_s;
   r.metrics_s = metrics_s;
@@ -1186,6 +1265,7 @@ Status ResumableRun::run() {
     ++segments;
   }
   if (cb.progress) cb.progress->report("write", 0, 1);
+  writer.set_cancel(cb.cancel);
   SEEDVAE_TRY(writer.join(segments, frames_out, static_cast<int>(r.plan.width),
                           static_cast<int>(r.plan.height)));
   if (cb.progress) cb.progress->report("write", 1, 1);

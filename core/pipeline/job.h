@@ -152,6 +152,11 @@ struct JobResult {
   // undercount: on a backend with a device timer the device's own time of the phase's chunks
   // (Backend::device_busy_ms) is the floor. total_s is the whole job.
   double encode_s = 0, decode_s = 0, metrics_s = 0, write_s = 0, total_s = 0;
+  // A resumable run measures and writes each chunk on a thread of its own while the engine goes
+  // on (metrics_s and write_s are that thread's time): how long the engine waited for it.
+  double sink_wait_s = 0;
+  // A resumable run: the time its checkpoints took (closing a segment, saving the causal state).
+  double checkpoint_s = 0;
   bool prefetch = false;         // frames were read on the prefetch thread
   std::string prefetch_note;     // why not, when not ("off", "does not apply: ...")
   bool async_tiles = false;      // chunks/tiles were queued ahead

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/tensor/host_tensor.h"
 
@@ -31,6 +32,26 @@ class TstHostTensor : public QObject {
       QVERIFY(std::all_of(b, b + made->nbytes(), [](unsigned char x) { return x == 0; }));
     }
     QVERIFY(!HostTensor::create(DType::kF32, Shape{int64_t{1} << 40, 1 << 20}).is_ok());
+  }
+
+  void largeConversionsMatchElementByElement() {
+    // more than two of to()'s blocks of 4 Mi elements, the last one partial
+    const int64_t n = (int64_t{9} << 20) + 5;
+    HostTensor t(DType::kF32, Shape{n});
+    float* v = t.data<float>();
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 1000) * 0.37f - 150.0f;
+    const HostTensor b = t.to(DType::kBF16);
+    QCOMPARE(b.shape(), t.shape());
+    std::vector<std::byte> one(2);
+    for (const int64_t i :
+         {int64_t{0}, (int64_t{4} << 20) - 1, int64_t{4} << 20, (int64_t{8} << 20) + 1, n - 1}) {
+      convert_elements(v + i, DType::kF32, one.data(), DType::kBF16, 1);
+      QVERIFY2(std::memcmp(static_cast<const std::byte*>(b.raw()) + 2 * i, one.data(), 2) == 0,
+               qPrintable(QString::number(i)));
+    }
+    const HostTensor back = b.to(DType::kF32);
+    const HostTensor again = back.to(DType::kBF16);
+    QVERIFY(std::memcmp(again.raw(), b.raw(), static_cast<size_t>(b.nbytes())) == 0);
   }
 
   void conversionsAndReshapes() {
