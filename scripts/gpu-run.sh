@@ -374,8 +374,9 @@ media_setup() {
 
 if phase longprof; then
   # Where a 1080p video round trip's time goes: PROF_S seconds (default 4) of 1080p at 24 fps,
-  # the round trip with --json (read, encode, decode, metrics and write seconds) and the process's
-  # CPU time, for each '|'-separated argument list of PROF_VARIANTS.
+  # the round trip with --json (read, encode, decode, metrics, write and checkpoint seconds, the
+  # engine's waits) and the process's CPU time, for each '|'-separated argument list of
+  # PROF_VARIANTS.
   media_setup
   env LD_LIBRARY_PATH="$ML" "$BIN/ffmpeg" -hide_banner -loglevel error -y \
     -f lavfi -i "testsrc2=size=1920x1080:rate=24" -f lavfi -i "sine=frequency=440:sample_rate=48000" \
@@ -394,8 +395,9 @@ t = open(sys.argv[1]).read()
 j = t[t.find("{"):t.rfind("}") + 1]
 try:
     d = json.loads(j)
-    keys = ["frames", "ms_per_frame", "read_seconds", "read_wait_seconds", "encode_seconds",
-            "decode_seconds", "metrics_seconds", "write_seconds", "peak_rss_mib", "settings"]
+    keys = ["frames", "total_seconds", "read_seconds", "read_wait_seconds", "encode_seconds",
+            "decode_seconds", "metrics_seconds", "write_seconds", "checkpoint_seconds",
+            "sink_wait_seconds", "peak_rss_mib", "settings"]
     print("  " + ", ".join(f"{k} {d.get(k)}" for k in keys))
 except ValueError:
     print("  " + t[-600:].replace("\n", " | "))
