@@ -139,6 +139,7 @@ Status SegmentedClipWriter::write(const HostTensor&) {
 Status SegmentedClipWriter::end_segment() {
   return unsupported("this build has no video I/O");
 }
+void SegmentedClipWriter::set_cancel(const CancelToken*) {}
 bool SegmentedClipWriter::in_segment() const {
   return false;
 }
