@@ -359,6 +359,7 @@ void add_read_json(Json& j, const JobResult& r) {
   j["prefetch"] = r.prefetch;
   j["read_seconds"] = r.read_s;
   j["read_wait_seconds"] = r.read_wait_s;
+  j["read_engine_seconds"] = r.read_engine_s;
   j["read_overlapped_seconds"] = r.read_overlap_s();
   j["read_encode_seconds"] = r.read_wait_s + r.encode_s;
   j["metrics_seconds"] = r.metrics_s;

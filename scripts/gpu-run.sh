@@ -395,7 +395,8 @@ t = open(sys.argv[1]).read()
 j = t[t.find("{"):t.rfind("}") + 1]
 try:
     d = json.loads(j)
-    keys = ["frames", "total_seconds", "read_seconds", "read_wait_seconds", "encode_seconds",
+    keys = ["frames", "total_seconds", "read_seconds", "read_wait_seconds",
+            "read_engine_seconds", "encode_seconds",
             "decode_seconds", "metrics_seconds", "write_seconds", "checkpoint_seconds",
             "sink_wait_seconds", "peak_rss_mib", "settings"]
     print("  " + ", ".join(f"{k} {d.get(k)}" for k in keys))

@@ -1031,8 +1031,10 @@ class ChunkLatents {
       *inputs = b == 0 ? (e - 1) * tf + 1 : (e - b) * tf;
       return slice_time(*run.job.latent, b, e);
     }
+    const auto ts = Clock::now();
     SEEDVAE_ASSIGN_OR_RETURN(HostTensor x_host,
                              source_->next(chunk == 0 ? first_chunk_ : chunk_frames_));
+    source_s_ += seconds_since(ts);
     const int64_t k = x_host.empty() ? 0 : x_host.shape()[2];
     if (k == 0) return HostTensor{};
     *inputs = k;
@@ -1085,6 +1087,7 @@ class ChunkLatents {
     const media::PrefetchStats ps = source_->stats();
     r.read_s = ps.read_seconds;
     r.read_wait_s = ps.wait_seconds;
+    r.read_engine_s = std::max(0.0, source_s_ - ps.wait_seconds);
     r.encode_s = encode_s_;  // (timed from each chunk's frames in hand: no waits in it)
     r.plan = source_->plan();
     if (std::string w = source_->warning(); !w.empty()) r.warnings.push_back(std::move(w));
@@ -1102,6 +1105,7 @@ class ChunkLatents {
   std::vector<std::pair<int64_t, int64_t>> latent_chunks_;  // a decode's
   int64_t total_ = -1;
   double encode_s_ = 0;
+  double source_s_ = 0;  // in the source's next(), its waits included
 };
 
 Status ResumableRun::run() {

@@ -145,6 +145,9 @@ struct JobResult {
   std::optional<SeamMetrics> seams;            // a tiled decode's seam figures
   double read_s = 0;       // reading and padding (with prefetch: the reader thread's time)
   double read_wait_s = 0;  // of which the engine waited for
+  // A resumable round trip: the source's work on the engine thread (each chunk's padding and the
+  // frames kept for the end's temporal padding), besides the reader thread's read_s.
+  double read_engine_s = 0;
   // encode_s and decode_s are the engine's time: the encode less its waits for frames
   // (read_wait_s) and keeping them (keep_original), the streamed decode less the host's work on its
   // finished chunks (trimming, metrics_s, write_s, the caller's on_decoded). Where copies are

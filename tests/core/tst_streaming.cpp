@@ -93,6 +93,25 @@ class tst_Streaming : public QObject {
   }
 
  private slots:
+  void sliceTimeReusesAMatchingBuffer() {
+    HostTensor x(DType::kF32, Shape{1, 3, 6, 5, 7});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i);
+    const HostTensor fresh = slice_time(x, 2, 6);
+    QCOMPARE(fresh.shape(), (Shape{1, 3, 4, 5, 7}));
+    QCOMPARE(fresh.data<float>()[0], 70.0f);                    // channel 0, frame 2
+    QCOMPARE(fresh.data<float>()[4 * 35], 6 * 35 + 2 * 35.0f);  // channel 1, frame 2
+    HostTensor buffer(DType::kF32, Shape{1, 3, 4, 5, 7});
+    const void* storage = buffer.raw();
+    const HostTensor reused = slice_time(x, 2, 6, std::move(buffer));
+    QCOMPARE(reused.raw(), storage);
+    QVERIFY(std::equal(reused.f32().begin(), reused.f32().end(), fresh.f32().begin()));
+    HostTensor other(DType::kF32, Shape{1, 3, 3, 5, 7});  // another shape: a new tensor
+    const void* other_storage = other.raw();
+    const HostTensor apart = slice_time(x, 2, 6, std::move(other));
+    QVERIFY(apart.raw() != other_storage);
+    QVERIFY(std::equal(apart.f32().begin(), apart.f32().end(), fresh.f32().begin()));
+  }
+
   void initTestCase() {
     const Status s = test::make_tiny_cpu_model(tiny_);
     QVERIFY2(s.is_ok(), s.to_string().c_str());
