@@ -19,10 +19,10 @@ namespace seedvae::test {
 
 // A backend whose convolutions each take `ms` longer: a slower device, so that devices finish
 // their work out of order.
-class SlowBackend final : public ForwardingBackend {
+class SlowBackend final : public OwningForwardingBackend {
  public:
   SlowBackend(std::unique_ptr<Backend> inner, int ms)
-      : ForwardingBackend(*inner), owned_(std::move(inner)), ms_(ms) {}
+      : OwningForwardingBackend(std::move(inner)), ms_(ms) {}
   Result<Tensor> conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
                         const Conv3dParams& p) override {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
@@ -30,7 +30,6 @@ class SlowBackend final : public ForwardingBackend {
   }
 
  private:
-  std::unique_ptr<Backend> owned_;
   int ms_;
 };
 

@@ -9,10 +9,21 @@
 
 namespace seedvae::test {
 
-class FailingBackend final : public ForwardingBackend {
+// A ForwardingBackend that owns the backend it forwards to: the base of the test backends that
+// change one op of a device's backend.
+class OwningForwardingBackend : public ForwardingBackend {
+ protected:
+  explicit OwningForwardingBackend(std::unique_ptr<Backend> inner)
+      : ForwardingBackend(*inner), owned_(std::move(inner)) {}
+
+ private:
+  std::unique_ptr<Backend> owned_;
+};
+
+class FailingBackend final : public OwningForwardingBackend {
  public:
   FailingBackend(std::unique_ptr<Backend> inner, int fail_after)
-      : ForwardingBackend(*inner), owned_(std::move(inner)), left_(fail_after) {}
+      : OwningForwardingBackend(std::move(inner)), left_(fail_after) {}
   Result<Tensor> conv3d(const Tensor& x, const Tensor& w, const Tensor& b,
                         const Conv3dParams& p) override {
     if (left_-- <= 0) return internal_error("injected device failure");
@@ -20,7 +31,6 @@ class FailingBackend final : public ForwardingBackend {
   }
 
  private:
-  std::unique_ptr<Backend> owned_;
   int left_;
 };
 
