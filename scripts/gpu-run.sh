@@ -386,9 +386,18 @@ if phase longprof; then
   i=0
   for v in "${variants[@]}"; do
     i=$((i + 1))
-    # shellcheck disable=SC2086
+    # a variant's leading NAME=value words set the environment (e.g. SEEDVAE_HOST_BLOCK_CACHE=0)
+    envs=()
+    args=()
+    for word in $v; do
+      if [ ${#args[@]} -eq 0 ] && [[ $word =~ ^[A-Z_][A-Z0-9_]*= ]]; then envs+=("$word"); else args+=("$word"); fi
+    done
+    python3 "$ROOT/scripts/thread-cpu.py" seedvae "$LOGS/prof$i.threads" > /dev/null &
+    watcher=$!
     step "prof$i" 300 bash -c 'TIMEFORMAT="cpu: real %R user %U sys %S"; time env LD_LIBRARY_PATH="$0" "$@"' \
-      "$ML" "$BIN/seedvae" roundtrip "$M/prof.mp4" "${RT[@]}" --json -q --restart $v
+      "$ML" "${envs[@]}" "$BIN/seedvae" roundtrip "$M/prof.mp4" "${RT[@]}" --json -q --restart "${args[@]}"
+    wait "$watcher"
+    [ -n "${envs[*]}" ] && echo "  environment: ${envs[*]}" | tee -a "$WORK/summary.txt"
     python3 - "$LOGS/prof$i.log" <<'PY' | tee -a "$WORK/summary.txt"
 import json, sys
 t = open(sys.argv[1]).read()
@@ -404,6 +413,7 @@ except ValueError:
     print("  " + t[-600:].replace("\n", " | "))
 print("  " + t[t.rfind("cpu:"):].strip())
 PY
+    cat "$LOGS/prof$i.threads" 2>/dev/null | tee -a "$WORK/summary.txt"
   done
 fi
 
@@ -411,53 +421,85 @@ if phase longvideo; then
   # A long 1080p video through FFmpeg on CUDA, stopped and resumed (a dist made with DIST_MEDIA=1:
   # the CLI with video I/O, Debian's ffmpeg, and their libraries with stubs for what a video
   # round trip never calls, scripts/gpu-media-libs.py). ffmpeg makes LONG_S seconds (default
-  # 600) of 1080p at 24 fps with a tone; the demo model's bf16 round trip writes H.264, stopped
-  # by SIGINT after LONG_STOP_S seconds (default 90; once, on the call that makes the input) and
-  # run again until done or out of time, which resumes from its checkpoint (a warm machine keeps
-  # /tmp/seedvae-long between calls, so a later call goes on); the process's resident set is
-  # logged every 5 s. Then SHORT_S seconds (default 10) of the clip into FFV1, stopped and
-  # resumed, against an uninterrupted run (cmp). LONG_ARGS: more round trip options for the long
-  # video (e.g. "--synthetic tiny").
+  # 600) of 1080p at 24 fps with a tone; the demo model's bf16 round trip writes H.264 with
+  # --json. A call that cannot finish it stops it by SIGINT just after the last checkpoint that
+  # leaves the call time for no other (judged by the time between checkpoints), and the next
+  # call resumes it from there (a warm machine keeps /tmp/seedvae-long between calls). The
+  # process's resident set is logged every 5 s and its threads' CPU time at its end. Then
+  # SHORT_S seconds (default 10) of the clip into FFV1, stopped and resumed, against an
+  # uninterrupted run (cmp). LONG_ARGS: more round trip options for the long video (e.g.
+  # "--synthetic tiny").
   media_setup
   V=/tmp/seedvae-long
   mkdir -p "$V"
-  # long_run NAME LIMIT ARGS...: the CLI's round trip, its resident set every 5 s in NAME.rss
+  # long_run NAME LIMIT ARGS...: the CLI's round trip, its resident set every 5 s in NAME.rss,
+  # its threads' CPU time in NAME.threads; stopped after a checkpoint when the next one would
+  # come after LIMIT (the checkpoint folder: the output's name with .seedvae-resume)
   long_run() {
-    local name=$1 limit=$2
+    local name=$1 limit=$2 out="" prev="" a
     shift 2
+    for a in "$@"; do
+      [ "$prev" = -o ] && out=$a
+      prev=$a
+    done
     local left=$(( BUDGET_S - $(elapsed) ))
     [ "$limit" -gt "$left" ] && limit=$left
     [ "$limit" -le 5 ] && { echo "SKIP $name (time budget used)" | tee -a "$WORK/summary.txt"; return 0; }
+    python3 "$ROOT/scripts/thread-cpu.py" seedvae "$LOGS/$name.threads" > /dev/null &
+    local watcher=$!
     local t0=$(date +%s)
     env LD_LIBRARY_PATH="$ML" timeout --signal=INT --kill-after=30 "$limit" \
       "$BIN/seedvae" roundtrip "$@" > "$LOGS/$name.log" 2>&1 &
-    local pid=$! child
+    local pid=$! child now ck last_ck="" gap=0
     while kill -0 "$pid" 2>/dev/null; do
+      now=$(( $(date +%s) - t0 ))
       child=$(pgrep -P "$pid" | head -1)
-      [ -n "$child" ] && echo "$(( $(date +%s) - t0 )) $(ps -o rss= -p "$child")" >> "$LOGS/$name.rss"
+      [ -n "$child" ] && echo "$now $(ps -o rss= -p "$child")" >> "$LOGS/$name.rss"
+      ck=$(stat -c %Y "$out.seedvae-resume/checkpoint.json" 2>/dev/null || true)
+      if [ -n "$ck" ] && [ "$ck" != "$last_ck" ]; then
+        [ -n "$last_ck" ] && gap=$(( ck - last_ck ))
+        last_ck=$ck
+        echo "$now checkpoint" >> "$LOGS/$name.rss"
+        # the next checkpoint would come after the limit: stop here, losing nothing
+        if [ "$gap" -gt 0 ] && [ $(( now + gap + gap / 4 )) -ge "$limit" ] && [ -n "$child" ]; then
+          echo "$now stopped after the checkpoint (every ~${gap} s)" >> "$LOGS/$name.rss"
+          kill -INT "$child"
+        fi
+      fi
       sleep 5
     done
     wait "$pid"
-    echo "[$name] rc=$? $(( $(date +%s) - t0 ))s: roundtrip $*" | tee -a "$WORK/summary.txt"
+    local rc=$?
+    wait "$watcher"
+    echo "[$name] rc=$rc $(( $(date +%s) - t0 ))s: roundtrip $*" | tee -a "$WORK/summary.txt"
+    cat "$LOGS/$name.threads" 2>/dev/null | tee -a "$WORK/summary.txt"
   }
-  stop_once=0
   if [ ! -f "$V/in.mp4" ]; then
     step long_make 400 env LD_LIBRARY_PATH="$ML" "$BIN/ffmpeg" -hide_banner -loglevel error -y \
       -f lavfi -i "testsrc2=size=1920x1080:rate=24" -f lavfi -i "sine=frequency=440:sample_rate=48000" \
       -t "${LONG_S:-600}" -c:v libx264 -preset veryfast -crf 18 -pix_fmt yuv420p -c:a aac -shortest \
       "$V/in.mp4"
     env LD_LIBRARY_PATH="$ML" "$BIN/seedvae" info "$V/in.mp4" 2>&1 | head -12
-    stop_once=1
   fi
   if [ ! -f "$V/out.mkv" ] && [ "${SHORT_ONLY:-0}" != 1 ]; then
     # shellcheck disable=SC2086
-    [ "$stop_once" = 1 ] && long_run long_stopped "${LONG_STOP_S:-90}" "$V/in.mp4" -o "$V/out.mkv" \
-      "${RT[@]}" --codec h264 --preset ultrafast ${LONG_ARGS:-}
-    n=$(ls "$LOGS" | grep -c '^long_resumed')
-    # shellcheck disable=SC2086
-    long_run "long_resumed$n" 600 "$V/in.mp4" -o "$V/out.mkv" "${RT[@]}" --codec h264 \
-      --preset ultrafast ${LONG_ARGS:-}
-    tail -4 "$LOGS/long_resumed$n.log"
+    long_run long_run 600 "$V/in.mp4" -o "$V/out.mkv" "${RT[@]}" --codec h264 \
+      --preset ultrafast --json ${LONG_ARGS:-}
+    grep -E "resuming|stopped|cancelled|error" "$LOGS/long_run.log" | tail -3
+    tr '\r' '\n' < "$LOGS/long_run.log" | grep -E "^(encode|decode) " | tail -2
+    grep "stopped after" "$LOGS/long_run.rss" || true
+    python3 - "$LOGS/long_run.log" <<'PY' | tee -a "$WORK/summary.txt"
+import json, sys
+t = open(sys.argv[1]).read()
+i = t.find("{")
+if i >= 0:
+    d = json.loads(t[i:t.rfind("}") + 1])
+    print("  " + ", ".join(f"{k} {d.get(k)}" for k in [
+        "frames", "resumed_at_frame", "total_seconds", "read_seconds", "read_wait_seconds",
+        "read_engine_seconds", "encode_seconds", "decode_seconds", "metrics_seconds",
+        "write_seconds", "checkpoint_seconds", "sink_wait_seconds", "peak_rss_mib", "psnr_db",
+        "ssim", "output"]))
+PY
   fi
   if [ -f "$V/out.mkv" ] || [ "${SHORT_ONLY:-0}" = 1 ]; then
     [ -f "$V/out.mkv" ] && env LD_LIBRARY_PATH="$ML" "$BIN/seedvae" info "$V/out.mkv" 2>&1 | head -12

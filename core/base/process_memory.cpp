@@ -1,5 +1,7 @@
 #include "core/base/process_memory.h"
 
+#include "core/base/host_blocks.h"
+
 #if defined(_WIN32)
 #include "core/base/windows_lean.h"
 // windows_lean.h first: psapi.h needs the Windows types.
@@ -28,7 +30,9 @@ bool reset_peak_rss() {
   return false;
 }
 
-void release_free_host_memory() {}
+void release_free_host_memory(bool all) {
+  trim_host_blocks(all);
+}
 
 #else
 
@@ -60,7 +64,8 @@ bool reset_peak_rss() {
 #endif
 }
 
-void release_free_host_memory() {
+void release_free_host_memory(bool all) {
+  trim_host_blocks(all);
 #if defined(__GLIBC__)
   malloc_trim(0);
 #endif

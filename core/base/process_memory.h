@@ -15,7 +15,9 @@ bool reset_peak_rss();
 // Returns the free pages of the heap to the operating system (glibc: malloc_trim). A stream
 // frees a chunk's buffers while smaller long-lived blocks (the latent's chunks) sit above them
 // in the heap, which glibc alone does not give back: without this, a long clip's peak resident
-// set creeps up although the live bytes stay flat. Called once per chunk; a no-op elsewhere.
-void release_free_host_memory();
+// set creeps up although the live bytes stay flat. Also frees the large blocks the process
+// keeps for reuse (host_blocks.h) that were not reused since the previous call, or all of them
+// (`all`, at the end of a job). Called every few chunks.
+void release_free_host_memory(bool all = false);
 
 }  // namespace seedvae

@@ -67,13 +67,16 @@ class VideoDecoder {
   std::unique_ptr<Impl> impl_;
 };
 
-// Every frame's timing and the stream description of a source video (decodes it once).
+// Every frame's timing and the stream description of a source video. Decodes it, once: the
+// last scan is kept and given again while the file keeps its path, size and modification time.
 struct SourceTiming {
   StreamInfo info;
   std::vector<int64_t> pts;  // presentation times, stream time base
   int64_t end = 0;           // end of the last frame
 };
 Result<SourceTiming> scan_source(const std::filesystem::path& path, const CancelToken* cancel);
+// Scans that decoded a source, since the process started (for tests).
+int64_t source_scans();
 
 // The encoder a destination gets under the options: by extension, or the override.
 struct CodecPlan {

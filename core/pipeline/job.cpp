@@ -596,6 +596,7 @@ Status Session::run(const JobSpec& job, const JobCallbacks& cb, JobResult& resul
     s_->model->set_telemetry(nullptr);
     s_->model->set_observer({});
   }
+  release_free_host_memory(true);  // the job's large blocks no longer wait for reuse
   return st;
 }
 

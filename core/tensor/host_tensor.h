@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/base/host_blocks.h"
 #include "core/base/status.h"
 #include "core/tensor/dtype.h"
 #include "core/tensor/shape.h"
@@ -17,7 +18,8 @@ namespace seedvae {
 
 // An allocator whose elements are default-initialised (for bytes: not at all), so that
 // HostTensor zero-fills its bytes itself: a large tensor on every core (a whole 4K clip is
-// gigabytes, and its first touch on one thread takes seconds).
+// gigabytes, and its first touch on one thread takes seconds). Blocks of 16 MiB and more are
+// recycled (host_blocks.h).
 template <typename T>
 struct UninitAllocator : std::allocator<T> {
   template <typename U>
@@ -34,6 +36,15 @@ struct UninitAllocator : std::allocator<T> {
   template <typename U, typename... Args>
   void construct(U* p, Args&&... args) {
     ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+  // Large blocks come from the process's cache of them (core/base/host_blocks.h).
+  T* allocate(size_t n) {
+    if (n * sizeof(T) >= kLargeHostBlock) return static_cast<T*>(acquire_host_block(n * sizeof(T)));
+    return std::allocator<T>::allocate(n);
+  }
+  void deallocate(T* p, size_t n) noexcept {
+    if (n * sizeof(T) >= kLargeHostBlock) return release_host_block(p, n * sizeof(T));
+    std::allocator<T>::deallocate(p, n);
   }
 };
 

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/media/ffmpeg_video.h"
 #include "core/media/metrics.h"
 #include "core/media/sample_clip.h"
 #include "core/media/video_io.h"
@@ -65,6 +66,17 @@ class TestFfmpegIo : public QObject {
   Q_OBJECT
 
  private:
+  // 8 frames at irregular times (a millisecond time base).
+  static TestVideoSpec vfr_spec() {
+    TestVideoSpec s;
+    s.frames = 8;
+    s.tb_num = 1;
+    s.tb_den = 1000;
+    s.pts = {0, 40, 60, 140, 150, 230, 260, 400};
+    s.sample = [](int t, int p, int x, int) { return p == 0 ? 30 + t * 20 + x : 128; };
+    return s;
+  }
+
   TempTree tmp_;
   fs::path dir() const { return tmp_.dir(); }
   fs::path subdir(const std::string& name) const { return tmp_.subdir(name); }
@@ -447,12 +459,7 @@ class TestFfmpegIo : public QObject {
   // Variable frame rate: every frame's time is read and written back.
   void variableFrameRateTimestamps() {
     const fs::path d = subdir("vfr");
-    TestVideoSpec s;
-    s.frames = 8;
-    s.tb_num = 1;
-    s.tb_den = 1000;
-    s.pts = {0, 40, 60, 140, 150, 230, 260, 400};
-    s.sample = [](int t, int p, int x, int) { return p == 0 ? 30 + t * 20 + x : 128; };
+    TestVideoSpec s = vfr_spec();
     const fs::path in = d / "in.mkv";
     QCOMPARE(QString::fromStdString(make_test_video(in, s)), QString());
     auto clip = read_clip(in);
@@ -481,6 +488,47 @@ class TestFfmpegIo : public QObject {
       QCOMPARE(out.video_times.size(), size_t{8});
       QVERIFY(std::abs(out.video_times[7] - out.video_times[0] - 0.4) < 1e-6);
     }
+  }
+
+  // A segmented write (a resumable round trip's) takes the source's timing from one scan for all
+  // of its segments and the join, not one decode of the whole source per segment; a source
+  // written again under the same name is scanned again.
+  void segmentsScanTheSourceOnce() {
+    const fs::path d = subdir("scan_once");
+    TestVideoSpec s = vfr_spec();
+    const fs::path in = d / "in.mkv";
+    QCOMPARE(QString::fromStdString(make_test_video(in, s)), QString());
+    auto clip = read_clip(in);
+    QVERIFY(clip.is_ok());
+    WriteOptions o;
+    o.source = in;
+    o.preset = "ultrafast";
+    const fs::path work = d / "work";
+    fs::create_directories(work);
+    const int64_t scans = detail::source_scans();
+    auto w = SegmentedClipWriter::open(d / "out.mp4", o, work);
+    QVERIFY2(w.is_ok(), w.status().to_string().c_str());
+    const int64_t width = clip->video.shape()[4], height = clip->video.shape()[3];
+    for (int64_t seg = 0; seg < 4; ++seg) {
+      QVERIFY(w->begin_segment(seg, seg * 2).is_ok());
+      QVERIFY(w->write(slice_time(clip->video, seg * 2, seg * 2 + 2)).is_ok());
+      QVERIFY(w->end_segment().is_ok());
+    }
+    QVERIFY(w->join(4, 8, static_cast<int>(width), static_cast<int>(height)).is_ok());
+    QCOMPARE(detail::source_scans() - scans, int64_t{1});
+    auto back = read_clip(d / "out.mp4");
+    QVERIFY(back.is_ok());
+    QCOMPARE(back->frame_times, clip->frame_times);  // the segments got the source's times
+
+    // the same name, other times: scanned afresh
+    s.pts = {0, 10, 20, 30, 40, 50, 60, 70};
+    QCOMPARE(QString::fromStdString(make_test_video(in, s)), QString());
+    auto timing = detail::scan_source(in, nullptr);
+    QVERIFY(timing.is_ok());
+    QCOMPARE(detail::source_scans() - scans, int64_t{2});
+    QCOMPARE(timing->pts, std::vector<int64_t>(s.pts.begin(), s.pts.end()));
+    QVERIFY(detail::scan_source(in, nullptr).is_ok());
+    QCOMPARE(detail::source_scans() - scans, int64_t{2});
   }
 
   // The display matrix turns the frames upright: 90, 180 and 270 degrees clockwise.
