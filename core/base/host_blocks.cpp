@@ -7,7 +7,6 @@
 #include <new>
 #include <unordered_map>
 
-
 namespace seedvae {
 namespace {
 
@@ -22,8 +21,8 @@ struct Idle {
 
 struct Cache {
   std::mutex mutex;
-  std::multimap<size_t, Idle> idle;           // by block size
-  std::unordered_map<void*, size_t> taken;    // blocks out, with their size
+  std::multimap<size_t, Idle> idle;         // by block size
+  std::unordered_map<void*, size_t> taken;  // blocks out, with their size
   size_t idle_bytes = 0;
   uint64_t generation = 0;
   int64_t reused = 0, allocated = 0;
@@ -39,11 +38,11 @@ size_t rounded(size_t bytes) {
 }
 
 void* system_block(size_t size) {
-  return ::operator new(size, std::align_val_t{kAlign});
+  return ::operator new (size, std::align_val_t{kAlign});
 }
 
 void free_block(void* p) {
-  ::operator delete(p, std::align_val_t{kAlign});
+  ::operator delete (p, std::align_val_t{kAlign});
 }
 
 }  // namespace

@@ -30,9 +30,9 @@ void release_host_block(void* p, size_t bytes) noexcept;
 void trim_host_blocks(bool all = false);
 
 struct HostBlockStats {
-  int64_t idle_bytes = 0;   // free blocks waiting in the cache
-  int64_t reused = 0;       // acquisitions served from the cache
-  int64_t allocated = 0;    // acquisitions served by the system
+  int64_t idle_bytes = 0;  // free blocks waiting in the cache
+  int64_t reused = 0;      // acquisitions served from the cache
+  int64_t allocated = 0;   // acquisitions served by the system
 };
 HostBlockStats host_block_stats();
 // Off (every block straight from and back to the system, as before) when the environment
