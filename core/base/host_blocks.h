@@ -4,9 +4,10 @@
 // Why by hand: glibc serves blocks this large with mmap and returns them with munmap on free, so
 // every chunk of a stream faults its buffers in afresh (a 1080p chunk is 100 MB, 25,000 pages
 // the kernel zeroes) and every free shoots the pages out of every core's TLB. In a virtual
-// machine each of those is an exit to the host. Neither the C library's tunables (its mmap
-// threshold stops at 32 MiB) nor the Windows heap keep such blocks, and a stream allocates the
-// same few sizes chunk after chunk, so a small cache of free blocks by size serves it.
+// machine each of those is an exit to the host. The C library's tunables only raise its mmap
+// threshold to 32 MiB or turn mmap off for the whole process, the Windows heap keeps no such
+// blocks either, and a stream allocates the same few sizes chunk after chunk, so a small cache
+// of free blocks by size serves it.
 //
 // Bounded: at most kMaxIdleBytes wait in the cache, and trim_host_blocks() (called with
 // release_free_host_memory, every few chunks) frees those that waited a whole period unused,
