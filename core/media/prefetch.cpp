@@ -319,7 +319,7 @@ Result<HostTensor> VideoFrameSource::next(int64_t max_frames) {
       plan_.frames += k;
       // The last (up to) 4 padded frames, copied from this chunk alone when it has them.
       if (k >= 4) {
-        history_ = slice_time(out, k - 4, k, std::move(history_));
+        history_ = slice_time(out, k - 4, k);
       } else {
         SEEDVAE_ASSIGN_OR_RETURN(HostTensor h, join(std::move(history_), out));
         const int64_t hn = frames_of(h);

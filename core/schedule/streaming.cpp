@@ -30,12 +30,11 @@ std::vector<std::pair<int64_t, int64_t>> plan_chunks(int64_t latent_frames, int 
   return out;
 }
 
-HostTensor slice_time(const HostTensor& x, int64_t begin, int64_t end, HostTensor reuse) {
+HostTensor slice_time(const HostTensor& x, int64_t begin, int64_t end) {
   const Shape& s = x.shape();
   Shape o = s;
   o[2] = end - begin;
-  HostTensor out = reuse.dtype() == x.dtype() && reuse.shape() == o ? std::move(reuse)
-                                                                    : HostTensor(x.dtype(), o);
+  HostTensor out(x.dtype(), o);
   const int64_t plane = s[3] * s[4] * dtype_size(x.dtype());
   const auto* src = static_cast<const std::byte*>(x.raw());
   auto* dst = static_cast<std::byte*>(out.raw());

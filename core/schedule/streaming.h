@@ -109,10 +109,8 @@ HostTensor moments_mean(const HostTensor& moments);
 // pipeline's sample()); one fused multiply-add per element.
 HostTensor moments_sample(const HostTensor& moments, uint64_t seed);
 
-// Frames [begin, end) of a 5-D host tensor along T, and concatenation along T. slice_time writes
-// into `reuse` when it has the slice's dtype and shape (a caller that slices every chunk keeps its
-// buffer: a fresh 1080p one is faulted in page by page), else into a new tensor.
-HostTensor slice_time(const HostTensor& x, int64_t begin, int64_t end, HostTensor reuse = {});
+// Frames [begin, end) of a 5-D host tensor along T, and concatenation along T.
+HostTensor slice_time(const HostTensor& x, int64_t begin, int64_t end);
 Result<HostTensor> concat_time(std::span<const HostTensor> parts);
 
 }  // namespace seedvae
