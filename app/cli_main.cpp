@@ -32,6 +32,7 @@
 #include "core/media/video_io.h"
 #include "core/pipeline/bench.h"
 #include "core/pipeline/job.h"
+#include "core/pipeline/job_progress.h"
 #include "core/pipeline/job_queue.h"
 #include "core/pipeline/prediction.h"
 #include "core/pipeline/verify.h"
@@ -142,18 +143,11 @@ class StderrProgress final : public ProgressSink {
   explicit StderrProgress(bool quiet) : quiet_(quiet), tty_(isatty(2) != 0) {}
   void report(std::string_view stage, int64_t done, int64_t total) override {
     if (quiet_) return;
-    // The phase's remaining time from its pace so far (from its first report on).
-    const auto now = std::chrono::steady_clock::now();
-    Phase& p = phases_[std::string(stage)];
-    if (p.reports++ == 0) {
-      p.t0 = now;
-      p.done0 = done;
-    }
+    // The phase's remaining time at its recent pace.
+    const double left =
+        etas_[std::string(stage)].update(static_cast<double>(done), static_cast<double>(total));
     std::string eta;
-    const double secs = std::chrono::duration<double>(now - p.t0).count();
-    if (done > p.done0 && done < total && secs > 0) {
-      const double left =
-          secs / static_cast<double>(done - p.done0) * static_cast<double>(total - done);
+    if (left >= 0 && done < total) {
       char t[48];
       std::snprintf(t, sizeof t, ", ETA %d:%02d", static_cast<int>(left) / 60,
                     static_cast<int>(left) % 60);
@@ -166,13 +160,9 @@ class StderrProgress final : public ProgressSink {
   }
 
  private:
-  struct Phase {
-    std::chrono::steady_clock::time_point t0;
-    int64_t done0 = 0, reports = 0;
-  };
   bool quiet_;
   bool tty_;
-  std::map<std::string, Phase> phases_;
+  std::map<std::string, EtaEstimator> etas_;
 };
 
 double mib(int64_t b) {
@@ -506,7 +496,7 @@ int cmd_encode(const InputArgs& in, const ModelArgs& mo, const std::string& outp
   Json j{{"output", output},
          {"latent_shape", r->latent.shape().dims()},
          {"encode_seconds", r->encode_s},
-         {"ms_per_frame", 1000 * r->encode_s / static_cast<double>(r->plan.padded_frames)},
+         {"ms_per_frame", r->ms_per_frame()},
          {"peak_backend_mib", mib(r->peak_bytes)},
          {"peak_rss_mib", mib(peak_rss_bytes())}};
   add_read_json(j, *r);
@@ -533,7 +523,7 @@ int cmd_decode(const std::string& input, const ModelArgs& mo, const std::string&
   const Json j{{"output", output},
                {"frames", frames},
                {"decode_seconds", r->decode_s},
-               {"ms_per_frame", 1000 * r->decode_s / static_cast<double>(r->plan.padded_frames)},
+               {"ms_per_frame", r->ms_per_frame()},
                {"peak_backend_mib", mib(r->peak_bytes)},
                {"warnings", r->warnings},
                {"checkpointed", r->checkpointed},

@@ -9,6 +9,7 @@
 
 #include "core/media/metrics.h"
 #include "core/media/video_io.h"
+#include "core/pipeline/job_progress.h"
 #include "core/pipeline/job_queue.h"
 #include "core/schedule/seam_metrics.h"
 #include "core/vae/state_dict.h"
@@ -32,107 +33,57 @@ QString qstr(std::string_view s) {
   return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
 }
 
-// Share of the whole run each phase takes, for the overall fraction and the ETA. The decoder does
-// about twice the encoder's work at the same resolution (docs/model.md §7).
-struct Phase {
-  double base, weight;
-};
-constexpr Phase kRead{0.00, 0.05};
-constexpr Phase kEncode{0.05, 0.30};
-constexpr Phase kDecode{0.35, 0.60};
-constexpr Phase kMetrics{0.95, 0.05};
-constexpr Phase kWrite{0.95, 0.05};  // a queued job's output file being finished
-
-// One progress report: `done` of `total` within phase `p`, as the fraction of the whole and an
-// ETA (which needs some measured work to extrapolate from).
-ProgressUpdate progress_update(quint64 id, const QString& slot, const QString& stage, Phase p,
-                               qint64 done, qint64 total, Clock::time_point t0) {
-  ProgressUpdate u;
-  u.run_id = id;
-  u.slot = slot;
-  u.stage = stage;
-  u.done = done;
-  u.total = total;
-  u.fraction = std::clamp(p.base + p.weight * (total > 0 ? static_cast<double>(done) / total : 0.0),
-                          0.0, 1.0);
-  u.elapsed_s = seconds_since(t0);
-  const double f = u.fraction;
-  u.eta_s = f >= 0.08 && f < 1.0 ? u.elapsed_s * (1.0 - f) / f : (f >= 1.0 ? 0.0 : -1.0);
-  return u;
-}
-
-// ProgressSink on the engine thread -> throttled queued signals.
+// The job layer's stage reports on the engine thread -> throttled queued signals (`progress` for
+// an interactive run, `queueProgress` for a queued job): the stage's own count, and the whole
+// job's fraction and time left (JobProgress, as the CLI and the queue file show them).
 class RunProgress final : public ProgressSink {
  public:
-  RunProgress(EngineWorker* worker, quint64 id, QString slot, Clock::time_point t0)
-      : worker_(worker), id_(id), slot_(std::move(slot)), t0_(t0) {}
+  using Signal = void (EngineWorker::*)(ProgressUpdate);
+  RunProgress(EngineWorker* worker, Signal signal) : worker_(worker), signal_(signal) {}
 
-  void phase(const QString& stage, Phase p, qint64 done = 0, qint64 total = 1) {
-    phase_ = p;
-    send(stage, done, total, true);
+  // A new run or queued job.
+  void start(quint64 id, const QString& slot) {
+    id_ = id;
+    slot_ = slot;
+    t0_ = Clock::now();
+    job_ = JobProgress();
+    throttle_ = ProgressThrottle();
+    phase(QStringLiteral("prepare"));
   }
+  // An interactive run's named step ("load weights", "encode", "metrics").
+  void phase(const QString& stage) { send(stage, 0, 1, true); }
   void report(std::string_view stage, int64_t done, int64_t total) override {
     send(qstr(stage), done, total, done >= total);
   }
   void finish(const QString& stage) {
-    phase_ = {1.0, 0.0};
+    job_.finish();
     send(stage, 1, 1, true);
   }
 
  private:
   void send(const QString& stage, qint64 done, qint64 total, bool force) {
-    const ProgressUpdate u = progress_update(id_, slot_, stage, phase_, done, total, t0_);
-    if (!throttle_.should_send(u.fraction, force || stage != last_stage_)) return;
-    last_stage_ = stage;
-    emit worker_->progress(u);
+    const auto now = Clock::now();
+    job_.report(stage.toStdString(), done, total, now);
+    ProgressUpdate u;
+    u.run_id = id_;
+    u.slot = slot_;
+    u.stage = stage;
+    u.done = done;
+    u.total = total;
+    u.fraction = job_.fraction();
+    u.elapsed_s = std::chrono::duration<double>(now - t0_).count();
+    u.eta_s = job_.eta_s();
+    if (!throttle_.should_send(u.fraction, force)) return;
+    emit(worker_->*signal_)(u);
   }
 
   EngineWorker* worker_;
-  quint64 id_;
+  Signal signal_;
+  quint64 id_ = 0;
   QString slot_;
-  Clock::time_point t0_;
-  Phase phase_{0, 0};
-  ProgressThrottle throttle_;
-  QString last_stage_;
-};
-
-// A queued job's progress on the engine thread -> throttled queued signals. run_queue passes on
-// the job layer's per-chunk reports ("encode", "decode", "decode tiles", "write"); each phase gets
-// the interactive run's share of the whole, so the fraction and the ETA read alike.
-class QueueJobProgress final : public ProgressSink {
- public:
-  explicit QueueJobProgress(EngineWorker* worker) : worker_(worker) {}
-
-  void start(int64_t id) {
-    id_ = id;
-    t0_ = Clock::now();
-    throttle_ = ProgressThrottle();
-    last_stage_.clear();
-    send(QStringLiteral("prepare"), kRead, 0, 1);
-  }
-  void report(std::string_view stage, int64_t done, int64_t total) override {
-    const Phase p = stage.starts_with("encode")   ? kEncode
-                    : stage.starts_with("decode") ? kDecode
-                    : stage.starts_with("write")  ? kWrite
-                                                  : kRead;
-    send(qstr(stage), p, done, total);
-  }
-
- private:
-  void send(const QString& stage, Phase p, qint64 done, qint64 total) {
-    const ProgressUpdate u =
-        progress_update(static_cast<quint64>(id_), QStringLiteral("queue job %1").arg(id_), stage,
-                        p, done, total, t0_);
-    if (!throttle_.should_send(u.fraction, stage != last_stage_ || done >= total)) return;
-    last_stage_ = stage;
-    emit worker_->queueProgress(u);
-  }
-
-  EngineWorker* worker_;
-  int64_t id_ = 0;
   Clock::time_point t0_{};
+  JobProgress job_;
   ProgressThrottle throttle_;
-  QString last_stage_;
 };
 
 // TelemetrySink on the engine thread -> bounded queue + the run's full log.
@@ -349,14 +300,14 @@ void EngineWorker::run(const RunRequest& request) {
 
 Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
   const auto t0 = Clock::now();
-  RunProgress progress(this, req.id, req.slot, t0);
-  progress.phase(QStringLiteral("prepare"), kRead);
+  RunProgress progress(this, &EngineWorker::progress);
+  progress.start(req.id, req.slot);
 
   // ---- weights: the loaded model's, or the slot's own read here (cancel takes effect once
   // the file is read) ----
   std::shared_ptr<const VaeWeights> weights = req.weights;
   if (!weights) {
-    progress.phase(QStringLiteral("load weights"), kRead);
+    progress.phase(QStringLiteral("load weights"));
     if (req.cancel) SEEDVAE_TRY(req.cancel->check());
     SEEDVAE_ASSIGN_OR_RETURN(weights, slotWeights(req.weights_spec));
     if (req.cancel) SEEDVAE_TRY(req.cancel->check());
@@ -408,9 +359,7 @@ Status EngineWorker::execute(const RunRequest& req, RunSummary& sum) {
       telemetry.sample(QStringLiteral("run"), QStringLiteral("start"), -1, -1, 0,
                        session_.backend()->memory_stats());
     }
-    if (phase == "encode") progress.phase(QStringLiteral("encode"), kEncode);
-    if (phase == "decode") progress.phase(QStringLiteral("decode"), kDecode);
-    if (phase == "metrics") progress.phase(QStringLiteral("metrics"), kMetrics);
+    if (phase == "encode" || phase == "decode" || phase == "metrics") progress.phase(qstr(phase));
   };
   // Once the input has been read (after the encode): its size and frame count.
   cb.on_input = [&](const InputClip& clip) -> Status {
@@ -618,7 +567,7 @@ Result<std::shared_ptr<const VaeWeights>> EngineWorker::builtinWeights(const QSt
 
 void EngineWorker::runQueue(const QString& path, std::shared_ptr<CancelToken> cancel) {
   busy();
-  QueueJobProgress progress(this);
+  RunProgress progress(this, &EngineWorker::queueProgress);
   // The weights a job names (ui/queue_panel.h, queue_weights()): "synthetic:<name>" (one of
   // synthetic_weight_names()), a checkpoint file, or empty for the built-in default. Jobs in a
   // row on the same checkpoint read it once.
@@ -639,7 +588,7 @@ void EngineWorker::runQueue(const QString& path, std::shared_ptr<CancelToken> ca
   hooks.cancel = cancel.get();
   hooks.progress = &progress;
   hooks.on_start = [&](const QueuedJob& j) {
-    progress.start(j.id);
+    progress.start(static_cast<quint64>(j.id), QStringLiteral("queue job %1").arg(j.id));
     emit queueJobStarted(j.id);
   };
   hooks.on_end = [&](const QueuedJob& j) { emit queueJobFinished(j.id); };

@@ -318,7 +318,8 @@ QString QueuePanel::progressText(const QueuedJob& j) const {
     return text;
   }
   if (isOwnRunning(j.id)) return tr("starting");
-  // Run by another process (`seedvae queue run`): what it last wrote, the phase's progress.
+  // Run by another process (`seedvae queue run`): what it last wrote, the phase and the job's
+  // progress.
   if (j.phase.empty()) return {};
   QString text = QStringLiteral("%1 %2 %").arg(qstr(j.phase)).arg(qRound(j.progress * 100));
   if (j.eta_s >= 0) text += tr(" · ETA %1").arg(format_seconds(j.eta_s));

@@ -85,7 +85,9 @@ Result<std::pair<int64_t, int64_t>> padded_frame_size(const JobSpec& job) {
 }  // namespace
 
 double JobResult::ms_per_frame() const {
-  return plan.frames > 0 ? 1000.0 * (encode_s + decode_s) / static_cast<double>(plan.frames) : 0;
+  // a resumed run timed only the frames after its checkpoint
+  const int64_t ran = plan.frames - resumed_at_frame;
+  return ran > 0 ? 1000.0 * (encode_s + decode_s) / static_cast<double>(ran) : 0;
 }
 
 // ---- the steps -------------------------------------------------------------------------------

@@ -189,7 +189,8 @@ struct JobResult {
   int64_t resumed_at_frame = 0;
 
   double read_overlap_s() const { return read_s > read_wait_s ? read_s - read_wait_s : 0; }
-  // (encode + decode) per source frame, in milliseconds.
+  // (encode + decode) per frame this run computed (source frames of a round trip or an encode,
+  // output frames of a decode; a resumed run's from resumed_at_frame on), in milliseconds.
   double ms_per_frame() const;
 };
 

@@ -11,6 +11,7 @@
 #include "core/base/file_lock.h"
 #include "core/io/output_path.h"
 #include "core/io/safetensors.h"
+#include "core/pipeline/job_progress.h"
 
 namespace seedvae {
 
@@ -323,27 +324,18 @@ class QueueProgress final : public ProgressSink {
   void report(std::string_view stage, int64_t done, int64_t total) override {
     if (next_) next_->report(stage, done, total);
     const auto now = Clock::now();
-    if (stage != stage_) {
-      stage_ = std::string(stage);
-      t0_ = now;
-      done0_ = done;
-    }
-    double eta = -1;
-    const double secs = std::chrono::duration<double>(now - t0_).count();
-    if (done > done0_ && total > done) {
-      eta = secs / static_cast<double>(done - done0_) * static_cast<double>(total - done);
-    }
+    job_.report(stage, done, total, now);
+    stage_ = std::string(stage);
     if (std::chrono::duration<double>(now - last_save_).count() < interval_s_ && done < total) {
       return;
     }
     last_save_ = now;
-    const double fraction = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 0;
     // Best effort: a queue file that cannot be written now is written at the job's end.
     (void)JobQueue::update(path_, [&](JobQueue& q) {
       if (QueuedJob* j = q.find(id_)) {
         j->phase = stage_;
-        j->progress = fraction;
-        j->eta_s = eta;
+        j->progress = job_.fraction();
+        j->eta_s = job_.eta_s();
       }
       return Status::ok();
     });
@@ -355,8 +347,8 @@ class QueueProgress final : public ProgressSink {
   ProgressSink* next_;
   double interval_s_;
   std::string stage_;
-  Clock::time_point t0_{}, last_save_{};
-  int64_t done0_ = 0;
+  JobProgress job_;
+  Clock::time_point last_save_{};
 };
 
 }  // namespace

@@ -46,9 +46,9 @@ struct QueuedJob {
   int sample_width = 256, sample_height = 256, sample_frames = 17;  // the sample clip's
   QueueState state = QueueState::kQueued;
   std::string message;  // why it failed or stopped; a resumable job's checkpoint
-  // While running: the phase and its progress, and the estimated seconds left (-1: unknown).
+  // While running: the phase, the job's progress, and the estimated seconds left (-1: unknown).
   std::string phase;
-  double progress = 0;  // 0..1 of the phase
+  double progress = 0;  // 0..1 of the whole job (JobProgress)
   double eta_s = -1;
   // Results (done): time, time per frame, the backend's peak, the reconstruction's quality.
   int64_t frames = 0;

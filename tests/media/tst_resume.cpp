@@ -136,6 +136,12 @@ class tst_Resume : public QObject {
     QCOMPARE(second.resumed_at_frame, expect_resume_frame);
     QVERIFY(!fs::exists(checkpoint_dir(j.output)));
     QCOMPARE(second.plan.frames, full.plan.frames);
+    // the resumed run's time per frame counts only the frames it computed
+    const double engine_ms = 1000 * (second.encode_s + second.decode_s);
+    QVERIFY(engine_ms > 0);
+    QVERIFY(
+        qFuzzyCompare(second.ms_per_frame(),
+                      engine_ms / static_cast<double>(second.plan.frames - expect_resume_frame)));
     if (j.kind == JobKind::kRoundTrip) {
       // the metrics' sums were carried over: the same figures to the last bit
       QVERIFY(second.quality && full.quality);

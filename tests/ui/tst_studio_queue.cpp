@@ -240,7 +240,8 @@ class tst_StudioQueue : public QObject {
     RunController* c = w->controller();
     QueuedJob bad = sample_job(32, 32, 5);
     bad.input = dir_.filePath("missing.mp4").toStdString();
-    QueuedJob good = sample_job(32, 32, 5);
+    // three chunks (5 + 4 + 4 frames), whose encode and decode reports alternate
+    QueuedJob good = sample_job(32, 32, 13);
     good.weights = to_fs_path(write_tiny_weights(dir_, "tiny.safetensors")).string();
     good.output = dir_.filePath("good.mkv").toStdString();
     const int64_t bad_id = add(panel, bad);
@@ -275,29 +276,40 @@ class tst_StudioQueue : public QObject {
     QCOMPARE(b->state, QueueState::kFailed);
     QVERIFY(b->message.find("missing.mp4") != std::string::npos);
     QCOMPARE(g->state, QueueState::kDone);
-    QCOMPARE(g->frames, int64_t{5});
+    QCOMPARE(g->frames, int64_t{13});
     QVERIFY(g->ms_per_frame > 0 && g->seconds > 0);
     QVERIFY(g->peak_bytes > 0);
     QVERIFY(std::isfinite(g->psnr_db) && g->psnr_db > 0);
     QVERIFY(QFileInfo::exists(dir_.filePath("good.mkv")));
 
-    // The good job's progress reached the panel while it ran, up to its end.
+    // The good job's progress reached the panel while it ran, up to its end, never going back
+    // while its encode and decode reports alternated.
     double last = -1;
+    QStringList stages;
     for (const auto& args : progress) {
       const ProgressUpdate u = args.first().value<ProgressUpdate>();
       if (u.run_id != static_cast<quint64>(good_id)) {
         QCOMPARE(u.stage, QString("prepare"));  // the failing job read nothing
         continue;
       }
-      QVERIFY(u.fraction >= last);
+      QVERIFY2(u.fraction >= last, qPrintable(QStringLiteral("%1 %2/%3: %4 after %5")
+                                                  .arg(u.stage)
+                                                  .arg(u.done)
+                                                  .arg(u.total)
+                                                  .arg(u.fraction)
+                                                  .arg(last)));
       last = u.fraction;
+      stages << u.stage;
     }
     QCOMPARE(last, 1.0);
+    const qsizetype first_decode = stages.indexOf("decode");
+    QVERIFY2(first_decode >= 0 && stages.lastIndexOf("encode") > first_decode,
+             qPrintable(stages.join(' ')));
 
     QCOMPARE(cell(panel, bad_id, 1), QString("failed"));
     QVERIFY(cell(panel, bad_id, 5).contains("missing.mp4"));
     QCOMPARE(cell(panel, good_id, 1), QString("done"));
-    QVERIFY2(cell(panel, good_id, 5).contains("5 frames") &&
+    QVERIFY2(cell(panel, good_id, 5).contains("13 frames") &&
                  cell(panel, good_id, 5).contains("ms/frame") &&
                  cell(panel, good_id, 5).contains("peak") &&
                  cell(panel, good_id, 5).contains("PSNR"),
