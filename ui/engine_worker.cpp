@@ -64,16 +64,15 @@ class RunProgress final : public ProgressSink {
   void send(const QString& stage, qint64 done, qint64 total, bool force) {
     const auto now = Clock::now();
     job_.report(stage.toStdString(), done, total, now);
-    ProgressUpdate u;
-    u.run_id = id_;
-    u.slot = slot_;
-    u.stage = stage;
-    u.done = done;
-    u.total = total;
-    u.fraction = job_.fraction();
-    u.elapsed_s = std::chrono::duration<double>(now - t0_).count();
-    u.eta_s = job_.eta_s();
-    if (!throttle_.should_send(u.fraction, force)) return;
+    if (!throttle_.should_send(job_.fraction(), force)) return;
+    const ProgressUpdate u{.run_id = id_,
+                           .slot = slot_,
+                           .stage = stage,
+                           .done = done,
+                           .total = total,
+                           .fraction = job_.fraction(),
+                           .elapsed_s = std::chrono::duration<double>(now - t0_).count(),
+                           .eta_s = job_.eta_s()};
     emit(worker_->*signal_)(u);
   }
 
