@@ -28,7 +28,6 @@ class EtaEstimator {
   // while not known (the first report, no progress over the window, or less than a 60th of the
   // window measured). A `done` below the last one starts the measurement again.
   double update(double done, double total, Clock::time_point now = Clock::now());
-  void reset() { samples_.clear(); }
 
  private:
   struct Sample {
