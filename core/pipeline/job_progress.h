@@ -16,7 +16,7 @@ namespace seedvae {
 // The average pace since the start misleads on long work: a stall at the start counts for the
 // whole run. A 10-minute 1080p round trip waits about 26 s on its one scan of the source before
 // its first chunk is written, then takes 0.3 s a chunk (H200); averaged from the start, its
-// estimate read 8 hours after 3 chunks and was still 28 % high after 4.5 minutes. The pace here
+// estimate read 8.7 hours after 3 chunks and was still 28 % high after 4.5 minutes. The pace here
 // is that of the last `window` (at least one report interval when reports come slower), so a
 // stall leaves the estimate once it is a window old.
 class EtaEstimator {
