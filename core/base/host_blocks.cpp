@@ -85,7 +85,7 @@ void* acquire_host_block(size_t bytes) {
   return p;
 }
 
-void release_host_block(void* p, size_t /*bytes*/) noexcept {
+void release_host_block(void* p) noexcept {
   if (p == nullptr) return;
   Cache& c = cache();
   std::unique_lock lock(c.mutex);

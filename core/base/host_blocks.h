@@ -24,8 +24,8 @@ inline constexpr size_t kLargeHostBlock = size_t{16} << 20;
 // A block of at least `bytes` (>= kLargeHostBlock), 2 MiB aligned; its contents are
 // unspecified. Throws std::bad_alloc like operator new.
 void* acquire_host_block(size_t bytes);
-// Gives back a block from acquire_host_block (the same `bytes`); it waits in the cache.
-void release_host_block(void* p, size_t bytes) noexcept;
+// Gives back a block from acquire_host_block (the cache knows its size); it waits in the cache.
+void release_host_block(void* p) noexcept;
 // Frees the cached blocks that were not taken again since the previous call (all of them:
 // every cached block, at the end of a job).
 void trim_host_blocks(bool all = false);

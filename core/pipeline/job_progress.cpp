@@ -23,7 +23,7 @@ size_t part_of(std::string_view stage) {
 EtaEstimator::EtaEstimator(std::chrono::duration<double> window) : window_s_(window.count()) {}
 
 double EtaEstimator::update(double done, double total, Clock::time_point now) {
-  if (!samples_.empty() && (done < last_done_ || now < samples_.back().t)) samples_.clear();
+  if (!samples_.empty() && done < last_done_) samples_.clear();
   last_done_ = done;
   if (done >= total) return 0;
   // One sample per 32nd of the window, however often reports come.

@@ -43,7 +43,7 @@ struct UninitAllocator : std::allocator<T> {
     return std::allocator<T>::allocate(n);
   }
   void deallocate(T* p, size_t n) noexcept {
-    if (n * sizeof(T) >= kLargeHostBlock) return release_host_block(p, n * sizeof(T));
+    if (n * sizeof(T) >= kLargeHostBlock) return release_host_block(p);
     std::allocator<T>::deallocate(p, n);
   }
 };

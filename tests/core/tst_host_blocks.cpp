@@ -32,41 +32,41 @@ class TstHostBlocks : public QObject {
     void* a = acquire_host_block(20 * kMiB);
     std::memset(a, 1, 20 * kMiB);
     const HostBlockStats before = host_block_stats();
-    release_host_block(a, 20 * kMiB);
+    release_host_block(a);
     QCOMPARE(host_block_stats().idle_bytes, int64_t{20} * int64_t{kMiB});
     // a little smaller still fits it; the cache hands it out again
     void* b = acquire_host_block(19 * kMiB);
     QCOMPARE(b, a);
     QCOMPARE(host_block_stats().reused, before.reused + 1);
     QCOMPARE(host_block_stats().idle_bytes, int64_t{0});
-    release_host_block(b, 19 * kMiB);
+    release_host_block(b);
   }
 
   void aMuchSmallerRequestGetsItsOwnBlock() {
     void* big = acquire_host_block(64 * kMiB);
-    release_host_block(big, 64 * kMiB);
+    release_host_block(big);
     const HostBlockStats before = host_block_stats();
     void* small = acquire_host_block(20 * kMiB);
     QVERIFY(small != big);
     QCOMPARE(host_block_stats().allocated, before.allocated + 1);
     QCOMPARE(host_block_stats().idle_bytes, int64_t{64} * int64_t{kMiB});
-    release_host_block(small, 20 * kMiB);
+    release_host_block(small);
   }
 
   void aTrimFreesOnlyBlocksIdleForAWholePeriod() {
     void* a = acquire_host_block(32 * kMiB);
-    release_host_block(a, 32 * kMiB);
+    release_host_block(a);
     trim_host_blocks();  // given back in this period: kept
     QCOMPARE(host_block_stats().idle_bytes, int64_t{32} * int64_t{kMiB});
     void* b = acquire_host_block(32 * kMiB);  // taken and given back again: a new period
     QCOMPARE(b, a);
-    release_host_block(b, 32 * kMiB);
+    release_host_block(b);
     trim_host_blocks();
     QCOMPARE(host_block_stats().idle_bytes, int64_t{32} * int64_t{kMiB});
     trim_host_blocks();  // a whole period unused: freed
     QCOMPARE(host_block_stats().idle_bytes, int64_t{0});
     // release_free_host_memory(true), at a job's end, frees everything at once
-    release_host_block(acquire_host_block(32 * kMiB), 32 * kMiB);
+    release_host_block(acquire_host_block(32 * kMiB));
     release_free_host_memory(true);
     QCOMPARE(host_block_stats().idle_bytes, int64_t{0});
   }
@@ -76,7 +76,7 @@ class TstHostBlocks : public QObject {
     constexpr size_t kGiB = size_t{1} << 30;
     std::vector<void*> blocks;
     for (int i = 0; i < 3; ++i) blocks.push_back(acquire_host_block(kGiB));
-    for (void* p : blocks) release_host_block(p, kGiB);
+    for (void* p : blocks) release_host_block(p);
     QCOMPARE(host_block_stats().idle_bytes, int64_t{2} * int64_t{kGiB});
   }
 
@@ -109,7 +109,7 @@ class TstHostBlocks : public QObject {
           auto* p = static_cast<unsigned char*>(acquire_host_block(n));
           p[0] = 1;
           p[n - 1] = 2;
-          release_host_block(p, n);
+          release_host_block(p);
         }
       });
     }
