@@ -7,9 +7,9 @@
 // log() for the report even when the charts show only the most recent bars.
 //
 // Cost on the GUI thread: samples are stored as plain numbers on arrival and the Qt Charts
-// objects are updated at most every kRefreshMs (line series by batch append, the bar chart rebuilt
-// in one piece for the visible window), so a burst of telemetry costs one chart layout, not one
-// per sample.
+// objects are updated at most every kRefreshMs (line series by batch append; the bar chart's sets,
+// one per stage, get the visible window's values in place), so a burst of telemetry costs one
+// chart refresh, not one per sample.
 #pragma once
 
 #include <QMap>
@@ -76,8 +76,9 @@ class ChartsPanel : public QWidget {
   static QString stageGroup(const QString& stage);
 
  private:
-  void rebuildBars();
+  void updateBars();
   void updateRanges();
+  void showBarTip(bool status, int index, QBarSet* set);
   QAbstractAxis* timeAxis() const;
 
   QChart* memory_chart_;
@@ -90,6 +91,8 @@ class ChartsPanel : public QWidget {
   QChart* timing_chart_;
   QChartView* timing_view_;
   QStackedBarSeries* timing_;
+  QList<QBarSet*> sets_;  // timing_'s, one per stage group (groups_), in its order
+  int bar_first_ = 0;     // the category of the window's first bar
   // The timing chart's x axis (timeAxis()): one of
   QBarCategoryAxis* time_names_ = nullptr;  // Labels::kNamed
   QValueAxis* time_index_ = nullptr;        // Labels::kIndexed

@@ -3,6 +3,8 @@
 // run options table and its memory warning, the bounded channels, the synchronised views, the
 // chart series.
 #include <QAbstractSpinBox>
+#include <QBarSet>
+#include <QChartView>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDockWidget>
@@ -22,7 +24,9 @@
 #include <QSpinBox>
 #include <QStackedBarSeries>
 #include <QToolButton>
+#include <QValueAxis>
 #include <QtTest>
+#include <cmath>
 
 #include "studio_test_util.h"
 #include "ui/channels.h"
@@ -452,9 +456,9 @@ class tst_StudioBasics : public QObject {
       cpu.precision = "fp32";
       fresh.setSettings(cpu);
       QSignalSpy probe(&fresh, &SettingsPanel::backendChanged);
-      RunOptions want = every_option_changed();
-      want.device = 1;
-      fresh.setSettings(want);
+      RunOptions preset = every_option_changed();
+      preset.device = 1;
+      fresh.setSettings(preset);
       QCOMPARE(probe.count(), 1);
       QCOMPARE(probe.first().first().toString(), QString("cuda"));
       QCOMPARE(fresh.settings().device, 1);
@@ -462,7 +466,7 @@ class tst_StudioBasics : public QObject {
                                 DeviceStatus{1, "fake 1", 1ll << 30, 2ll << 30}});
       QCOMPARE(qobject_cast<QComboBox*>(fresh.optionWidget("device"))->currentData().toInt(), 1);
       QCOMPARE(fresh.settings().device, 1);
-      fresh.setSettings(want);
+      fresh.setSettings(preset);
       QCOMPARE(probe.count(), 1);  // the same backend: no new probe
     }
     {  // each device with its name and memory, in the list and in its tooltip
@@ -761,6 +765,87 @@ class tst_StudioBasics : public QObject {
     QCOMPARE(img.size(), QSize(600, 300));
     charts.clear();
     QCOMPARE(charts.allocatedSeries()->count(), 0);
+  }
+
+  void chartBarsSlideInPlace() {
+    // The timing chart shows the last kVisibleBars chunks; its bar sets (one per stage) are
+    // updated in place, and a stage that appears late gets a set of its own.
+    ChartsPanel charts;
+    QStackedBarSeries* series = charts.timingSeries();
+    const int chunks = ChartsPanel::kVisibleBars + 7;
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      QVector<TelemetryPoint> pts;
+      for (const char* stage : {"decoder.conv_in", "decoder.mid_block"}) {
+        if (chunk < 5 && QByteArray(stage) == "decoder.mid_block") continue;
+        TelemetryPoint p;
+        p.run_id = 1;
+        p.t_s = chunk;
+        p.op = "decode";
+        p.stage = stage;
+        p.chunk = chunk;
+        p.wall_ms = 100 * chunk + (QByteArray(stage) == "decoder.conv_in" ? 1 : 2);
+        pts.push_back(p);
+      }
+      charts.addPoints(pts);
+      if (chunk % 3 == 0) charts.flush();  // refreshes between batches of new chunks
+    }
+    charts.flush();
+    QCOMPARE(charts.timingSeries(), series);
+    QCOMPARE(charts.timingCategories(), chunks);
+    const QList<QBarSet*> sets = series->barSets();
+    QCOMPARE(sets.size(), 2);
+    QCOMPARE(sets[0]->label(), QString("conv_in"));
+    QCOMPARE(sets[1]->label(), QString("mid_block"));
+    for (QBarSet* set : sets) QCOMPARE(set->count(), ChartsPanel::kVisibleBars);
+    const int first = chunks - ChartsPanel::kVisibleBars;
+    for (int i = 0; i < ChartsPanel::kVisibleBars; ++i) {
+      QCOMPARE(sets[0]->at(i), 100.0 * (first + i) + 1);
+      QCOMPARE(sets[1]->at(i), 100.0 * (first + i) + 2);
+    }
+    charts.clear();
+    QCOMPARE(charts.timingSeries()->count(), 0);
+    QCOMPARE(charts.timingCategories(), 0);
+  }
+
+  void chartAxesMoveRarely() {
+    // An axis range changes only when the data leaves 40-100 % of it, to a round top: each change
+    // re-lays every label out, and the charts refresh 4 times a second during a run.
+    ChartsPanel charts;
+    auto* time =
+        qobject_cast<QValueAxis*>(charts.memoryView()->chart()->axes(Qt::Horizontal).value(0));
+    auto* mib =
+        qobject_cast<QValueAxis*>(charts.memoryView()->chart()->axes(Qt::Vertical).value(0));
+    auto* ms = qobject_cast<QValueAxis*>(charts.timingView()->chart()->axes(Qt::Vertical).value(0));
+    QVERIFY(time && mib && ms);
+    QSignalSpy time_moves(time, &QValueAxis::rangeChanged);
+    QSignalSpy ms_moves(ms, &QValueAxis::rangeChanged);
+    const auto is_round = [](double top) {
+      const double decade = std::pow(10.0, std::floor(std::log10(top)));
+      const double m = top / decade;
+      return m == 1 || m == 2 || m == 2.5 || m == 5;
+    };
+    const int chunks = 100;
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      TelemetryPoint p;
+      p.run_id = 1;
+      p.t_s = 0.25 * (chunk + 1);
+      p.op = "decode";
+      p.stage = "decoder.conv_in";
+      p.chunk = chunk;
+      p.wall_ms = chunk == 10 ? 900 : 30 + chunk % 7;  // one slow chunk, which scrolls away
+      p.current_bytes = static_cast<int64_t>(chunk + 1) * (3 << 20);
+      p.peak_bytes = p.current_bytes;
+      charts.addPoints({p});
+      charts.flush();
+      QVERIFY(time->max() >= p.t_s);
+      QVERIFY(mib->max() >= p.current_bytes / 1048576.0);
+      QVERIFY(ms->max() >= p.wall_ms);
+      QVERIFY(is_round(time->max()) && is_round(mib->max()) && is_round(ms->max()));
+    }
+    QCOMPARE(time->max(), 25.0);       // the last sample at 25 s
+    QVERIFY(time_moves.count() <= 6);  // 1 s -> 2, 2.5, 5, 10, 20, 25: not at every refresh
+    QCOMPARE(ms->max(), 50.0);         // back down once the 900 ms chunk left the window
+    QVERIFY(ms_moves.count() <= 6);
   }
 
  private:

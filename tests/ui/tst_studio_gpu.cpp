@@ -14,7 +14,8 @@
 //     device's free memory returns to within 256 MiB of what it was before the first run);
 //   - the device list names every card with its memory; with two or more, a run on the last
 //     card runs there and leaves card 0 alone, and so does the CLI's --device;
-//   - no GUI event-loop gap is the application's own for 100 ms or more.
+//   - no GUI event-loop gap is the application's own for 100 ms or more at the machine's full
+//     speed (stall_probe.h).
 // Without a CUDA device (or in a build without the CUDA backend) it exits with 77 (skipped).
 #include <QComboBox>
 #include <QJsonDocument>
@@ -135,7 +136,7 @@ class tst_StudioGpu : public QObject {
       qInfo("  gap %s", qPrintable(long_gaps[i].describe()));
     for (const QString& line : threads_.report()) qInfo("%s", qPrintable(line));
     const Gap worst = gaps_.longestOwn();
-    QVERIFY2(worst.own() < 100.0,
+    QVERIFY2(worst.at_usual_speed() < 100.0,
              qPrintable("the application stalled the GUI thread: " + worst.describe()));
     w_.reset();
   }
