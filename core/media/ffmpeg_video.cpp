@@ -1272,6 +1272,8 @@ Status VideoFileWriter::finish() {
   // Read back: every video packet must be there.
   auto in = open_input(w.file, w.cancel);
   if (!in.is_ok()) {
+    // A cancel that lands here (SIGTERM as the file closes) is the user's, not a failed write.
+    if (in.status().code() == StatusCode::kCancelled) return in.status();
     return io_error("the video " + quoted(w.dest) + " was not written completely (" +
                     in.status().message() + ")");
   }

@@ -531,6 +531,23 @@ class TestFfmpegIo : public QObject {
     QCOMPARE(detail::source_scans() - scans, int64_t{2});
   }
 
+  // A cancel while the finished file is read back (a SIGTERM as the write ends) is a cancel,
+  // not an I/O error: the CLI then exits 143, as for a signal anywhere else.
+  void cancelAtTheReadBackIsACancel() {
+    const fs::path d = subdir("cancel_at_finish");
+    CancelToken cancel;
+    WriteOptions o;
+    o.preset = "ultrafast";
+    auto w = detail::VideoFileWriter::open(d / "out.mp4", d / "out.mp4", o, 16, 16, &cancel);
+    QVERIFY2(w.is_ok(), w.status().to_string().c_str());
+    const std::vector<float> video(size_t{3} * 2 * 16 * 16, 0.25f);  // [1, 3, 2, 16, 16]
+    QVERIFY((*w)->write(video.data(), 2, 0).is_ok());
+    QVERIFY((*w)->write(video.data(), 2, 1).is_ok());
+    cancel.request();
+    const Status s = (*w)->finish();
+    QVERIFY2(s.code() == StatusCode::kCancelled, s.to_string().c_str());
+  }
+
   // The display matrix turns the frames upright: 90, 180 and 270 degrees clockwise.
   void rotationIsHonoured() {
     const fs::path d = subdir("rotation");
