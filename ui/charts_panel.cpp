@@ -57,9 +57,17 @@ double settled_top(double current, double need) {
   return 10 * decade;
 }
 
+// A range of 0..top (a settled_top value) with ticks at round steps: 1 -> 0.2, 2 -> 0.5,
+// 2.5 -> 0.5, 5 -> 1 (x 10^k).
+void set_top(QValueAxis* axis, double top) {
+  const double m = top / std::pow(10.0, std::floor(std::log10(top)));
+  axis->setTickCount(std::abs(m - 2.0) < 1e-9 ? 5 : 6);
+  axis->setRange(0, top);
+}
+
 void settle_top(QValueAxis* axis, double need) {
   const double top = settled_top(axis->max(), std::max(need, 1e-9));
-  if (top != axis->max()) axis->setRange(0, top);
+  if (top != axis->max()) set_top(axis, top);
 }
 
 }  // namespace
@@ -86,8 +94,8 @@ ChartsPanel::ChartsPanel(QWidget* parent, Labels labels) : QWidget(parent) {
     s->attachAxis(mem_x_);
     s->attachAxis(mem_y_);
   }
-  mem_x_->setRange(0, 1);
-  mem_y_->setRange(0, 1);
+  set_top(mem_x_, 1);
+  set_top(mem_y_, 1);
 
   timing_chart_ = new QChart();
   style_chart(timing_chart_, tr("Time per chunk / tile, by stage"));
@@ -116,6 +124,7 @@ ChartsPanel::ChartsPanel(QWidget* parent, Labels labels) : QWidget(parent) {
   time_y_ = new QValueAxis();
   time_y_->setTitleText(tr("ms"));
   time_y_->setLabelFormat(QStringLiteral("%.0f"));
+  set_top(time_y_, 1);
   timing_chart_->addAxis(timeAxis(), Qt::AlignBottom);
   timing_chart_->addAxis(time_y_, Qt::AlignLeft);
   timing_->attachAxis(timeAxis());
@@ -167,9 +176,7 @@ void ChartsPanel::clear() {
   max_mib_ = 1;
   bars_dirty_ = true;
   updateBars();
-  mem_x_->setRange(0, 1);
-  mem_y_->setRange(0, 1);
-  time_y_->setRange(0, 1);
+  for (QValueAxis* axis : {mem_x_, mem_y_, time_y_}) set_top(axis, 1);
 }
 
 void ChartsPanel::addPoints(const QVector<TelemetryPoint>& points) {

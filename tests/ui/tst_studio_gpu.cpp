@@ -14,7 +14,7 @@
 //     device's free memory returns to within 256 MiB of what it was before the first run);
 //   - the device list names every card with its memory; with two or more, a run on the last
 //     card runs there and leaves card 0 alone, and so does the CLI's --device;
-//   - no GUI event-loop gap is the application's own for 100 ms or more at the machine's full
+//   - no GUI event-loop gap is the application's own for 100 ms or more at the run's usual
 //     speed (stall_probe.h).
 // Without a CUDA device (or in a build without the CUDA backend) it exits with 77 (skipped).
 #include <QComboBox>
