@@ -24,6 +24,7 @@
 #include <QSpinBox>
 #include <QStackedBarSeries>
 #include <QToolButton>
+#include <QToolTip>
 #include <QValueAxis>
 #include <QtTest>
 #include <cmath>
@@ -760,6 +761,8 @@ class tst_StudioBasics : public QObject {
     QCOMPARE(charts.timingSeries()->count(), 3);  // one bar set per stage
     QCOMPARE(charts.timingGpuMs(0), -1.0);        // no device timer
     QCOMPARE(charts.timingGpuMs(1), 7.5);         // three stages of 2.5 ms
+    emit charts.timingSeries()->hovered(true, 1, charts.timingSeries()->barSets().at(0));
+    QCOMPARE(QToolTip::text(), QString("d1 · conv_in: 11.0 ms (GPU 2.5 ms)"));
     QCOMPARE(charts.log().size(), 9);
     const QImage img = charts.render("timing", {600, 300});
     QCOMPARE(img.size(), QSize(600, 300));
@@ -802,6 +805,13 @@ class tst_StudioBasics : public QObject {
       QCOMPARE(sets[0]->at(i), 100.0 * (first + i) + 1);
       QCOMPARE(sets[1]->at(i), 100.0 * (first + i) + 2);
     }
+    // Hovering names the bar under the pointer with the panel's current values.
+    emit series->hovered(true, 0, sets[1]);
+    QCOMPARE(QToolTip::text(),
+             QString("d%1 · mid_block: %2 ms").arg(first).arg(100.0 * first + 2, 0, 'f', 1));
+    QVERIFY(QToolTip::isVisible());
+    emit series->hovered(false, 0, sets[1]);
+    QTRY_VERIFY_WITH_TIMEOUT(!QToolTip::isVisible(), 2000);
     charts.clear();
     QCOMPARE(charts.timingSeries()->count(), 0);
     QCOMPARE(charts.timingCategories(), 0);
